@@ -1,0 +1,21 @@
+"""The public Python API: everything the CLI calls, importable without torch or vLLM."""
+
+from __future__ import annotations
+
+from evaluator.backends import BackendUnavailable
+from evaluator.cases import InputFileError
+from evaluator.judges import JudgeConfigError, load_models_file, resolve_judge
+from evaluator.rubric import RubricError, available_rubrics, load_rubric
+from evaluator.runner import RunResult, evaluate
+from evaluator.schema import UnboundedSchemaError, output_json_schema
+
+# Errors that mean "fix your input/config and re-run" (the CLI's usage exit code), as
+# opposed to bugs.
+USER_ERRORS: tuple[type[Exception], ...] = (
+    RubricError, JudgeConfigError, InputFileError, BackendUnavailable, UnboundedSchemaError,
+)
+
+__all__ = [
+    "USER_ERRORS", "RunResult", "available_rubrics", "evaluate", "load_models_file",
+    "load_rubric", "output_json_schema", "resolve_judge",
+]

@@ -1,0 +1,177 @@
+"""transformers + outlines: batched, schema-constrained judging on CPU or CUDA.
+
+The constraint is outlines' (``outlines.from_transformers`` + ``outlines.Generator`` over the
+rubric's JSON schema, compact whitespace), built once per schema and reused for every batch.
+We call ``model.generate`` ourselves with that logits processor rather than outlines'
+``generate_batch`` for two reasons: outlines would re-apply the chat template to an already
+rendered prompt and has no way to pass ``chat_template_kwargs`` (``enable_thinking``), and
+it returns only text, while a result record needs token counts and the finish reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from evaluator.backends.base import BackendUnavailable, Chat, Generation, Sampling
+from evaluator.offline import force_offline
+
+force_offline()
+
+import outlines  # noqa: E402  (after the offline switches)
+import torch  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LogitsProcessorList,
+)
+
+if TYPE_CHECKING:
+    from evaluator.judges import JudgeSpec
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _pick_device(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _pick_dtype(requested: str, device: str) -> Any:
+    if requested != "auto":
+        return _DTYPES[requested]
+    # Half precision is slow (or unsupported) on most CPUs; on GPU the checkpoint's dtype.
+    return torch.float32 if device == "cpu" else "auto"
+
+
+class TransformersBackend:
+    """A local Hugging Face causal LM, constrained by outlines."""
+
+    name = "transformers"
+
+    def __init__(self, judge_name: str, spec: "JudgeSpec", *, model_path: Path | None = None):
+        path = model_path or self._resolve_path(spec)
+        if not (path / "config.json").is_file():
+            raise BackendUnavailable(f"judge {judge_name!r}: {path} is not a model folder "
+                                     "(no config.json); point 'path' in models.yaml at a local "
+                                     "Hugging Face model folder")
+        self.device = _pick_device(spec.device)
+        dtype = _pick_dtype(spec.dtype, self.device)
+        log.info("loading judge %s from %s on %s", judge_name, path, self.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        self.model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
+                                                          dtype=dtype)
+        self.model.to(self.device)
+        self.model.eval()
+        if self.tokenizer.chat_template is None:
+            raise BackendUnavailable(f"judge {judge_name!r}: the tokenizer in {path} has no chat "
+                                     "template; use an instruction-tuned (chat) model")
+        # Outlines' Transformers wrapper sets left padding, which batched decoding needs.
+        self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.eos_token_id = self.tokenizer.eos_token_id
+        context = getattr(self.model.config, "max_position_embeddings", None)
+        self.max_model_len = min(x for x in (spec.max_model_len, context) if x) \
+            if (spec.max_model_len or context) else None
+        self._processors: dict[str, Any] = {}
+
+    @staticmethod
+    def _resolve_path(spec: "JudgeSpec") -> Path:
+        if spec.path is not None:
+            return Path(spec.path)
+        from evaluator.embedded_judge import prepare_embedded_judge
+
+        return prepare_embedded_judge()
+
+    def _processor(self, json_schema: str) -> Any:
+        processor = self._processors.get(json_schema)
+        if processor is None:
+            output_type = outlines.types.JsonSchema(json_schema, whitespace_pattern="")
+            generator = outlines.Generator(self._outlines_model, output_type)
+            processor = generator.logits_processor
+            self._processors[json_schema] = processor
+        return processor
+
+    def render(self, chat: Chat, chat_template_kwargs: Mapping[str, Any]) -> list[int]:
+        """Token ids of a chat rendered with the judge's own chat template."""
+        text = self.tokenizer.apply_chat_template(list(chat), tokenize=False,
+                                                  add_generation_prompt=True,
+                                                  **chat_template_kwargs)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def generate(self, chats: Sequence[Chat], json_schema: str, sampling: Sampling,
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
+        """One constrained ``generate`` call for the chats that fit the context."""
+        kwargs = dict(chat_template_kwargs or {})
+        prompts = [self.render(chat, kwargs) for chat in chats]
+        results: list[Generation | None] = [None] * len(prompts)
+        runnable: list[int] = []
+        for index, ids in enumerate(prompts):
+            needed = len(ids) + sampling.max_new_tokens
+            if self.max_model_len is not None and needed > self.max_model_len:
+                results[index] = Generation(
+                    text=None, finish_reason="context_overflow", prompt_tokens=len(ids),
+                    detail=(f"prompt is {len(ids)} tokens and the longest valid verdict is "
+                            f"{sampling.max_new_tokens}: {needed} > the judge's context of "
+                            f"{self.max_model_len} tokens. Use a judge with a longer context; "
+                            "case text is never truncated."))
+            else:
+                runnable.append(index)
+        if runnable:
+            for index, generation in zip(runnable, self._generate_ids(
+                    [prompts[i] for i in runnable], json_schema, sampling)):
+                results[index] = generation
+        return [r for r in results if r is not None]
+
+    def _generate_ids(self, prompts: list[list[int]], json_schema: str,
+                      sampling: Sampling) -> list[Generation]:
+        processor = self._processor(json_schema)
+        processor.reset()
+        batch = self.tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        options: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "logits_processor": LogitsProcessorList([processor]),
+            "eos_token_id": self.eos_token_id,
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
+        if sampling.temperature > 0:
+            torch.manual_seed(sampling.seed)
+            options.update(do_sample=True, temperature=sampling.temperature,
+                           top_p=sampling.top_p, top_k=0)
+        else:
+            options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        with torch.inference_mode():
+            output = self.model.generate(**batch, **options)
+        start = batch["input_ids"].shape[1]
+        generations = []
+        for row, prompt in zip(output[:, start:].tolist(), prompts):
+            if self.eos_token_id in row:
+                end = row.index(self.eos_token_id)
+                tokens, finish = row[:end], "stop"
+                used = end + 1
+            else:
+                tokens, finish, used = row, "length", len(row)
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            generations.append(Generation(text=text, finish_reason=finish,
+                                          prompt_tokens=len(prompt), completion_tokens=used))
+        return generations
+
+    def close(self) -> None:
+        """Drop the model and free accelerator memory."""
+        self._processors.clear()
+        self.model = None  # type: ignore[assignment]
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def tiny_random_backend(judge_name: str, spec: "JudgeSpec") -> TransformersBackend:
+    """The transformers backend on the random-weight test model, built on first use."""
+    from evaluator.tiny_random import build_tiny_random
+
+    return TransformersBackend(judge_name, spec, model_path=build_tiny_random())

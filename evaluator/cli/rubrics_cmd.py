@@ -1,0 +1,60 @@
+"""``evaluator rubrics``: list the rubrics, or show one."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.cli.main import EXIT_USAGE
+from evaluator.cli.options import rubrics_dir_option
+
+
+@click.command()
+@click.argument("name", required=False)
+@click.option("--schema", "show_schema", is_flag=True, help="Print the output JSON schema.")
+@rubrics_dir_option
+def rubrics(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...]) -> None:
+    """List available rubrics, or show NAME: inputs, output keys, aggregates."""
+    from evaluator.api import USER_ERRORS, available_rubrics, load_rubric, output_json_schema
+    from evaluator.schema import max_new_tokens
+
+    try:
+        if name is None:
+            for rubric_name, path in available_rubrics(rubrics_dirs).items():
+                rubric = load_rubric(path)
+                click.echo(f"{rubric_name:28} {rubric.title}  [{path}]")
+            return
+        rubric = load_rubric(name, rubrics_dirs)
+    except USER_ERRORS as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    schema = output_json_schema(rubric)
+    if show_schema:
+        click.echo(json.dumps(schema, indent=2))
+        return
+    click.echo(f"{rubric.name}: {rubric.title}\n  file: {rubric.source_path}")
+    if rubric.description:
+        click.echo(f"  {rubric.description}")
+    click.echo("inputs:")
+    for field, spec in rubric.inputs.items():
+        click.echo(f"  {field}{'' if spec.required else ' (optional)'}: {spec.description}")
+    click.echo("output (in this order):")
+    for out in rubric.output:
+        if out.type == "string":
+            detail = f"string, {out.min_length}-{out.max_length} chars ({out.charset})"
+        elif out.type == "items":
+            detail = (f"list of {out.min_items}-{out.max_items} {{{out.score_key}, "
+                      f"{out.explanation_key}}} items, {out.score_key} in {out.allowed}")
+        else:
+            detail = f"integer in {out.allowed}"
+        click.echo(f"  {out.key}: {detail}")
+    if rubric.aggregates:
+        click.echo("aggregates:")
+        for agg in rubric.aggregates:
+            alias = rubric.alias_of(agg.name)
+            click.echo(f"  {agg.name}{f' (paper name: {alias})' if alias else ''}: "
+                       f"{agg.reduce} of {agg.of}")
+    click.echo(f"token budget per verdict: {max_new_tokens(schema)}")

@@ -1,0 +1,26 @@
+"""``evaluator validate``: parse every rubric and models.yaml, render each rubric once."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.cli.main import EXIT_USAGE
+from evaluator.cli.options import models_file_option, rubrics_dir_option
+
+
+@click.command()
+@rubrics_dir_option
+@models_file_option
+def validate(rubrics_dirs: tuple[Path, ...], models_file: Path | None) -> None:
+    """Check all rubric files and models.yaml; exit non-zero on the first class of problem."""
+    from evaluator.validation import validate_all
+
+    problems = validate_all(rubrics_dirs, models_file, report=click.echo)
+    if problems:
+        for problem in problems:
+            click.echo(f"error: {problem}", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo("all rubrics and models.yaml are valid")

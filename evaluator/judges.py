@@ -1,0 +1,109 @@
+"""``models.yaml``: the named judge models, parsed strictly.
+
+Every judge is loaded from a local path (or an embedded/built-on-demand model); nothing is
+ever fetched from a hub. Unknown keys are errors, so a typo like ``temprature`` fails loudly
+instead of silently judging with the default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+DEFAULT_MODELS_FILE = Path(__file__).resolve().parent.parent / "models.yaml"
+EMBEDDED_MODELS = ("smollm2-135m-instruct",)
+
+
+class JudgeConfigError(ValueError):
+    """models.yaml is missing, invalid, or names an unknown judge."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SamplingConfig(_Strict):
+    """Decoding settings. Temperature 0 means greedy decoding (deterministic verdicts)."""
+
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    seed: int = 0
+
+
+class JudgeSpec(_Strict):
+    """One judge: which backend runs it, where its weights are, how to decode."""
+
+    backend: Literal["transformers", "tiny-random", "fake", "vllm"]
+    path: Path | None = None
+    embedded: Literal[EMBEDDED_MODELS] | None = None  # type: ignore[valid-type]
+    description: str = ""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = "auto"
+    max_model_len: int | None = Field(default=None, ge=64)
+    batch_size: int = Field(default=8, ge=1)
+    sampling: SamplingConfig = SamplingConfig()
+    chat_template_kwargs: dict[str, Any] = {}
+    # Some chat templates (e.g. Gemma's) have no system turn: then a rubric's system text
+    # is put at the top of the user message instead.
+    system_role: bool = True
+    # vLLM engine settings (ignored by the other backends).
+    engine: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _weights_source(self) -> "JudgeSpec":
+        if self.backend == "transformers" and (self.path is None) == (self.embedded is None):
+            raise ValueError("a transformers judge needs exactly one of 'path' (a local model "
+                             "folder) or 'embedded'")
+        if self.backend == "vllm" and self.path is None:
+            raise ValueError("a vllm judge needs 'path' (a local model folder)")
+        return self
+
+
+class ModelsFile(_Strict):
+    """The whole models.yaml."""
+
+    default: str
+    judges: dict[str, JudgeSpec]
+
+    @model_validator(mode="after")
+    def _default_exists(self) -> "ModelsFile":
+        if self.default not in self.judges:
+            raise ValueError(f"default judge {self.default!r} is not defined under 'judges'")
+        return self
+
+
+def load_models_file(path: Path | None = None) -> ModelsFile:
+    """Parse models.yaml (the project's by default); relative paths resolve against it."""
+    path = Path(path) if path is not None else DEFAULT_MODELS_FILE
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise JudgeConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise JudgeConfigError(f"{path}: not valid UTF-8 YAML: {exc}") from None
+    try:
+        models = ModelsFile.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"  - {'.'.join(map(str, e['loc']))}: {e['msg']}"
+                    for e in exc.errors(include_input=False, include_url=False)]
+        raise JudgeConfigError(f"{path}: invalid models file:\n" + "\n".join(problems)) from None
+    judges = {
+        name: spec.model_copy(update={"path": (path.parent / spec.path).resolve()})
+        if spec.path is not None and not spec.path.is_absolute() else spec
+        for name, spec in models.judges.items()
+    }
+    return models.model_copy(update={"judges": judges})
+
+
+def resolve_judge(name: str | None, models_path: Path | None = None) -> tuple[str, JudgeSpec]:
+    """Return ``(name, spec)`` for a named judge, or the file's default when name is None."""
+    models = load_models_file(models_path)
+    chosen = name or models.default
+    spec = models.judges.get(chosen)
+    if spec is None:
+        raise JudgeConfigError(f"unknown judge {chosen!r}; models.yaml defines: "
+                               f"{', '.join(sorted(models.judges))}")
+    return chosen, spec

@@ -1,0 +1,35 @@
+"""Offline and no-telemetry switches, set before any model library is imported.
+
+Hospitals run this tool air-gapped: nothing may be downloaded or reported at run time.
+Every library we load honours one of these variables. They are forced (not defaulted):
+an inherited ``HF_HUB_OFFLINE=0`` must not turn a clinical run into a network client.
+"""
+
+from __future__ import annotations
+
+import os
+
+OFFLINE_ENV = {
+    # Hugging Face hub, transformers, datasets: never reach the hub.
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DO_NOT_TRACK": "1",
+    # vLLM usage statistics.
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+    # outlines' constraint masking would otherwise torch.compile on first use: ~5 s and
+    # a C++ compiler for no gain at these batch sizes.
+    "TORCHDYNAMO_DISABLE": "1",
+    # Tokenizers' Rust thread pool warns (to stderr) after fork otherwise.
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def force_offline() -> None:
+    """Set the offline/no-telemetry switches in this process's environment."""
+    for key, value in OFFLINE_ENV.items():
+        os.environ[key] = value
