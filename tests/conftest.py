@@ -1,0 +1,53 @@
+"""Shared fixtures: rubrics, example cases, and the real tiny-random backend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluator.rubric import load_rubric
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+SHARED_DATA = ROOT.parent / "shared" / "data" / "trial_eligibility_sigir2014.jsonl"
+BUILTIN = ("ecg_interpretation", "trial_eligibility", "drug_monograph_similarity",
+           "pathology_report")
+
+
+def example_cases(rubric_name: str) -> list[dict]:
+    """The bundled example cases for a built-in rubric."""
+    path = EXAMPLES / f"{rubric_name}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+@pytest.fixture(params=BUILTIN)
+def builtin_rubric(request):
+    """Each built-in rubric in turn."""
+    return load_rubric(request.param)
+
+
+@pytest.fixture(scope="session")
+def trial_rows() -> list[dict]:
+    """Real trial-eligibility cases: shared dev data when present, else the examples."""
+    path = SHARED_DATA if SHARED_DATA.is_file() else EXAMPLES / "trial_eligibility.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    """Write rows as JSON lines and return the path."""
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_backend():
+    """The real transformers + outlines backend on the random-weight model (CPU)."""
+    pytest.importorskip("torch", reason="needs the transformers extra: make install")
+    from evaluator.backends import load_backend
+    from evaluator.judges import JudgeSpec
+
+    backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random", device="cpu"))
+    yield backend
+    backend.close()

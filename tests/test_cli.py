@@ -1,0 +1,119 @@
+"""The CLI, driven with click's CliRunner (fake judge: no model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from evaluator.cli.main import cli
+from tests.conftest import EXAMPLES, write_jsonl
+
+
+@pytest.fixture
+def models_file(tmp_path) -> Path:
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"default": "fake", "judges": {"fake": {"backend": "fake"}}}))
+    return path
+
+
+def _invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_run_writes_results_and_summary(tmp_path, models_file):
+    out = tmp_path / "r.jsonl"
+    result = _invoke("run", "--rubric", "pathology_report", "--input",
+                     EXAMPLES / "pathology_report.jsonl", "--output", out,
+                     "--models-file", models_file, "--no-progress")
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["case_id"] for r in lines] == ["synthetic-path-001", "synthetic-path-002",
+                                             "synthetic-path-003"]
+    assert all(r["status"] == "ok" for r in lines)
+    summary = json.loads((tmp_path / "r.summary.json").read_text())
+    assert summary["status_counts"] == {"ok": 3}
+    assert '"overall_equivalence"' in result.stdout
+
+
+def test_run_with_map_limit_and_failed_cases_exit_1(tmp_path, models_file):
+    rows = [{"id": "1", "answer": "a", "truth": "b"}, {"id": "2", "answer": "", "truth": "b"},
+            {"id": "3", "answer": "c", "truth": "d"}]
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "r.jsonl"
+    result = _invoke("run", "-r", "drug_monograph_similarity", "-i", src, "-o", out,
+                     "--map", "Resp=answer", "--map", "Truth=truth", "--id-column", "id",
+                     "--limit", "2", "--models-file", models_file, "--no-progress")
+    assert result.exit_code == 1
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["case_id"]: r["status"] for r in records} == {"1": "ok", "2": "input_error"}
+    assert "1 case(s) have no verdict" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--map", "nonsense"], "expected RUBRIC_FIELD=COLUMN"),
+    (["--map", "Nope=x"], "not inputs of rubric"),
+    (["--model", "nope"], "unknown judge 'nope'"),
+])
+def test_usage_errors_exit_2(tmp_path, models_file, args, message):
+    result = _invoke("run", "-r", "drug_monograph_similarity", "-i",
+                     EXAMPLES / "drug_monograph_similarity.jsonl", "-o", tmp_path / "r.jsonl",
+                     "--models-file", models_file, *args)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_unknown_rubric_exit_2(tmp_path, models_file):
+    result = _invoke("run", "-r", "nope", "-i", EXAMPLES / "pathology_report.jsonl",
+                     "-o", tmp_path / "r.jsonl", "--models-file", models_file)
+    assert result.exit_code == 2 and "unknown rubric 'nope'" in result.stderr
+
+
+def test_rubrics_list_and_show():
+    listing = _invoke("rubrics")
+    assert listing.exit_code == 0
+    for name in ("ecg_interpretation", "trial_eligibility", "drug_monograph_similarity",
+                 "pathology_report"):
+        assert name in listing.output
+    shown = _invoke("rubrics", "ecg_interpretation")
+    assert "LeadAssessmentCoverage: list of 1-12" in shown.output
+    assert "paper name: ECGFeatureGrounding" in shown.output
+    schema = json.loads(_invoke("rubrics", "trial_eligibility", "--schema").output)
+    assert schema["properties"]["accuracy"]["enum"] == [1, 2, 3, 4, 5]
+
+
+def test_models_lists_the_default_judge():
+    result = _invoke("models")
+    assert result.exit_code == 0
+    assert "* smollm2-135m-instruct" in result.output and "tiny-random" in result.output
+
+
+def test_validate_all_and_a_user_rubric_dir(tmp_path):
+    result = _invoke("validate")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("ok  rubric") == 4
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("format_version: 1\nname: broken\n")
+    result = _invoke("validate", "--rubrics-dir", tmp_path)
+    assert result.exit_code == 2 and "broken.yaml" in result.stderr
+
+
+def test_user_rubric_runs_without_code(tmp_path, models_file):
+    rubric_dir = tmp_path / "rubrics"
+    rubric_dir.mkdir()
+    (rubric_dir / "discharge_summary.yaml").write_text(yaml.safe_dump({
+        "format_version": 1, "name": "discharge_summary", "title": "Discharge summary",
+        "inputs": {"summary": {"description": "generated"}, "notes": {"description": "ref"}},
+        "output": [{"key": "completeness", "type": "integer", "values": [0, 50, 100]},
+                   {"key": "comment", "type": "string", "max_length": 80}],
+        "template": "Notes:\n{{ notes | fence }}\nSummary:\n{{ summary | fence }}\n",
+    }))
+    src = write_jsonl(tmp_path / "in.jsonl", [{"summary": "s", "notes": "n"}])
+    result = _invoke("run", "-r", "discharge_summary", "--rubrics-dir", rubric_dir, "-i", src,
+                     "-o", tmp_path / "r.jsonl", "--models-file", models_file, "--no-progress")
+    assert result.exit_code == 0, result.output
+    [record] = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert record["case_id"] == "line-1" and record["scores"]["completeness"] == 0

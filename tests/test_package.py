@@ -1,0 +1,24 @@
+"""Package-level promises: no heavy imports, offline switches."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from evaluator.offline import OFFLINE_ENV, force_offline
+
+
+def test_import_evaluator_imports_no_torch_transformers_or_vllm():
+    code = ("import sys, evaluator, evaluator.cli.main; "
+            "heavy = [m for m in ('torch', 'transformers', 'vllm', 'outlines') "
+            "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_offline_switches_are_forced(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    force_offline()
+    for key, value in OFFLINE_ENV.items():
+        assert os.environ[key] == value
