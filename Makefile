@@ -35,8 +35,10 @@ demo: judge
 	$(BIN)/evaluator run --rubric trial_eligibility --input examples/trial_eligibility.jsonl \
 		--output $(DEMO_OUT)
 
+# pytest exits 5 when it collected no tests: that is a failure here, never a pass.
 test: judge
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
