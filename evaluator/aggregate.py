@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from statistics import fmean
-from typing import Any, Mapping
+from typing import Any
 
 from evaluator.rubric import Aggregate, ItemsCriterion, Rubric
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from evaluator.backends import BackendUnavailable
 from evaluator.cases import InputFileError
+from evaluator.embedded_judge import EmbeddedJudgeError
 from evaluator.judges import JudgeConfigError, load_models_file, resolve_judge
+from evaluator.results import OutputExistsError
 from evaluator.rubric import RubricError, available_rubrics, load_rubric
 from evaluator.runner import RunResult, evaluate
 from evaluator.schema import UnboundedSchemaError, output_json_schema
@@ -13,6 +15,7 @@ from evaluator.schema import UnboundedSchemaError, output_json_schema
 # opposed to bugs.
 USER_ERRORS: tuple[type[Exception], ...] = (
     RubricError, JudgeConfigError, InputFileError, BackendUnavailable, UnboundedSchemaError,
+    EmbeddedJudgeError, OutputExistsError,
 )
 
 __all__ = [

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from evaluator.rubric import Rubric
 

@@ -53,7 +53,7 @@ class JudgeSpec(_Strict):
     engine: dict[str, Any] = {}
 
     @model_validator(mode="after")
-    def _weights_source(self) -> "JudgeSpec":
+    def _weights_source(self) -> JudgeSpec:
         if self.backend == "transformers" and (self.path is None) == (self.embedded is None):
             raise ValueError("a transformers judge needs exactly one of 'path' (a local model "
                              "folder) or 'embedded'")
@@ -69,7 +69,7 @@ class ModelsFile(_Strict):
     judges: dict[str, JudgeSpec]
 
     @model_validator(mode="after")
-    def _default_exists(self) -> "ModelsFile":
+    def _default_exists(self) -> ModelsFile:
         if self.default not in self.judges:
             raise ValueError(f"default judge {self.default!r} is not defined under 'judges'")
         return self

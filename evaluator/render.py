@@ -9,9 +9,10 @@ its own delimiter and pose as instructions. The text itself is never altered.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 import jinja2
 from jinja2 import meta, nodes
@@ -76,7 +77,7 @@ def _unfenced_inputs(tree: nodes.Template, inputs: set[str]) -> set[str]:
     return bad
 
 
-def check_templates(rubric: "Rubric", path: Path | str = "<rubric>") -> None:
+def check_templates(rubric: Rubric, path: Path | str = "<rubric>") -> None:
     """Check a rubric's templates: valid Jinja2, only declared inputs, every input used and
     always fenced. Raises :class:`evaluator.rubric.RubricError` naming the file."""
     from evaluator.rubric import RubricError
@@ -106,7 +107,7 @@ def check_templates(rubric: "Rubric", path: Path | str = "<rubric>") -> None:
         raise RubricError(f"{path}: inputs {unused} are declared but never used in the template")
 
 
-def render_messages(rubric: "Rubric", fields: Mapping[str, str], *,
+def render_messages(rubric: Rubric, fields: Mapping[str, str], *,
                     system_role: bool = True) -> list[dict[str, str]]:
     """Render a case into chat messages: ``[system?, user]``.
 

@@ -49,11 +49,18 @@ class ResultRecord(BaseModel):
     raw_output: str | None = None
 
 
+class OutputExistsError(FileExistsError):
+    """The results file exists; finished results are never overwritten silently."""
+
+
 class ResultWriter:
     """Appends records as JSON lines, flushing each so a crash loses no finished case."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, overwrite: bool = False):
         self.path = Path(path)
+        if self.path.exists() and not overwrite:
+            raise OutputExistsError(f"{self.path} already exists; choose a new --output or pass "
+                                    "--overwrite to replace it")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self._handle = os.fdopen(fd, "w", encoding="utf-8")
@@ -70,7 +77,7 @@ class ResultWriter:
             os.fsync(self._handle.fileno())
             self._handle.close()
 
-    def __enter__(self) -> "ResultWriter":
+    def __enter__(self) -> ResultWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

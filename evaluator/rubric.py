@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -42,7 +42,7 @@ class _Scored(_Strict):
     range: tuple[int, int] | None = None
 
     @model_validator(mode="after")
-    def _one_scale(self) -> "_Scored":
+    def _one_scale(self) -> _Scored:
         if (self.values is None) == (self.range is None):
             raise ValueError("give exactly one of 'values' (a list) or 'range' ([min, max])")
         if self.range is not None and self.range[0] > self.range[1]:
@@ -81,7 +81,7 @@ class ItemsCriterion(_Scored):
     explanation_key: str = Field(default="Explanation", pattern=KEY_PATTERN)
 
     @model_validator(mode="after")
-    def _items_bounds(self) -> "ItemsCriterion":
+    def _items_bounds(self) -> ItemsCriterion:
         if self.min_items > self.max_items:
             raise ValueError("min_items is greater than max_items")
         return self
@@ -104,7 +104,7 @@ class StringField(_Strict):
 
 
 OutputField = Annotated[
-    Union[IntegerCriterion, ItemsCriterion, StringField], Field(discriminator="type")
+    IntegerCriterion | ItemsCriterion | StringField, Field(discriminator="type")
 ]
 
 
@@ -121,7 +121,7 @@ class Aggregate(_Strict):
     scale: float = 1.0
 
     @model_validator(mode="after")
-    def _threshold_iff_share(self) -> "Aggregate":
+    def _threshold_iff_share(self) -> Aggregate:
         if (self.reduce == "share_above") != (self.threshold is not None):
             raise ValueError("'threshold' is required with reduce: share_above, and only there")
         if self.divide_by == 0:
@@ -148,7 +148,7 @@ class Rubric(_Strict):
     source_sha256: str | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "Rubric":
+    def _cross_checks(self) -> Rubric:
         keys = [field.key for field in self.output]
         duplicates = sorted({k for k in keys if keys.count(k) > 1})
         if duplicates:

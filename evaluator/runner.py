@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -19,7 +20,7 @@ from evaluator.backends import Backend, Generation, Sampling, load_backend
 from evaluator.cases import Case, InputProblem, read_cases
 from evaluator.judges import JudgeSpec, resolve_judge
 from evaluator.render import render_messages
-from evaluator.results import ResultRecord, ResultWriter
+from evaluator.results import OutputExistsError, ResultRecord, ResultWriter
 from evaluator.rubric import Rubric, load_rubric
 from evaluator.schema import build_output_model, max_new_tokens, output_json_schema
 from evaluator.summary import summarize, summary_path_for, write_summary
@@ -102,13 +103,19 @@ def evaluate(
     judge_spec: JudgeSpec | None = None,
     on_cases_read: Callable[[int, int], None] | None = None,
     progress: ProgressCallback | None = None,
+    overwrite: bool = False,
 ) -> RunResult:
     """Judge every case of ``input_path`` with a rubric and a judge; write results + summary.
 
     Input is validated before the model loads: bad rows become ``input_error`` records and
     the run goes on. Each record is flushed as its batch finishes. ``backend`` (with
-    ``judge_spec``) injects a ready backend, e.g. the fake one in tests.
+    ``judge_spec``) injects a ready backend, e.g. the fake one in tests. An existing
+    ``output_path`` is an error unless ``overwrite``.
     """
+    output_path = Path(output_path)
+    if output_path.exists() and not overwrite:
+        raise OutputExistsError(f"{output_path} already exists; choose a new --output or pass "
+                                "--overwrite to replace it")
     rubric_obj = rubric if isinstance(rubric, Rubric) else load_rubric(rubric, rubrics_dirs)
     if judge_spec is None:
         judge_name, judge_spec = resolve_judge(judge, models_path)
@@ -132,10 +139,9 @@ def evaluate(
     template_kwargs = {**judge_spec.chat_template_kwargs, **rubric_obj.chat_template_kwargs}
     size = batch_size or judge_spec.batch_size
 
-    output_path = Path(output_path)
     records: list[ResultRecord] = []
     owned_backend = backend is None
-    with ResultWriter(output_path) as writer:
+    with ResultWriter(output_path, overwrite=overwrite) as writer:
         for problem in problems:
             record = _problem_record(problem, rubric_obj, judge_name)
             writer.write(record)

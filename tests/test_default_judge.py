@@ -31,7 +31,7 @@ def _require_default_judge():
 
 def test_default_judge_scores_two_real_cases(tmp_path):
     _require_default_judge()
-    name, spec = resolve_judge(None)
+    name, _ = resolve_judge(None)
     result = evaluate(rubric="trial_eligibility", input_path=EXAMPLES / "trial_eligibility.jsonl",
                       output_path=tmp_path / "results.jsonl", limit=2)
     records = read_results(result.results_path)

@@ -53,7 +53,7 @@ def test_pathology_keys_scales_and_no_think():
 def test_drug_monograph_keys_and_artefacts_cleaned():
     rubric = load_rubric("drug_monograph_similarity")
     assert [f.key for f in rubric.output] == ["Score", "Rationale"]
-    assert rubric.output[0].allowed == list(range(0, 11))
+    assert rubric.output[0].allowed == list(range(11))
     for artefact in ("Back to Discover", "placeholder", "vbnet", "Copy\n", "β"):
         assert artefact not in rubric.template
     assert "**8–9**" in rubric.template and "mismatches—availability" in rubric.template

@@ -118,3 +118,14 @@ def test_output_files_are_private(tmp_path):
     result = _run(tmp_path, FakeBackend())
     for path in (result.results_path, result.summary_path):
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_existing_results_are_never_overwritten_silently(tmp_path):
+    from evaluator.results import OutputExistsError
+
+    first = _run(tmp_path, FakeBackend())
+    before = first.results_path.read_bytes()
+    with pytest.raises(OutputExistsError, match="--overwrite"):
+        _run(tmp_path, FakeBackend())
+    assert first.results_path.read_bytes() == before
+    _run(tmp_path, FakeBackend(), overwrite=True)

