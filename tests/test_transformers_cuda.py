@@ -1,0 +1,42 @@
+"""The transformers + outlines backend on CUDA (skipped without a GPU)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evaluator.backends import Sampling, load_backend
+from evaluator.judges import JudgeSpec
+from evaluator.render import render_messages
+from evaluator.rubric import load_rubric
+from evaluator.schema import build_output_model, max_new_tokens, output_json_schema
+from tests.conftest import BUILTIN, example_cases
+
+torch = pytest.importorskip("torch", reason="needs the transformers extra: make install")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="no CUDA GPU on this machine (CPU path is tested "
+                                       "in test_transformers_backend.py)")
+
+
+@pytest.fixture(scope="module")
+def cuda_backend():
+    backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random", device="cuda"))
+    yield backend
+    backend.close()
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_every_verdict_parses_on_cuda(cuda_backend, name):
+    rubric = load_rubric(name)
+    cases = example_cases(name)
+    chats = [render_messages(rubric, cases[i % len(cases)]) for i in range(32)]
+    schema = output_json_schema(rubric)
+    model = build_output_model(rubric)
+    for seed in range(3):
+        sampling = Sampling(max_new_tokens=max_new_tokens(schema),
+                            temperature=0.0 if seed == 0 else 1.0, seed=seed)
+        for gen in cuda_backend.generate(chats, json.dumps(schema), sampling,
+                                         rubric.chat_template_kwargs):
+            assert gen.finish_reason == "stop"
+            model.model_validate_json(gen.text)
