@@ -387,26 +387,17 @@ def _remove_stale_partials(root: Path) -> None:
 
 
 def _fsync_tree(folder: Path) -> None:
-    """Flush every file in ``folder`` to disk (best effort)."""
+    """Flush every file in ``folder``, then the folder itself, to disk (best effort)."""
     for path in folder.rglob("*"):
         if path.is_file():
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                os.fsync(fd)
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
+            _fsync_dir(path)
     _fsync_dir(folder)
 
 
-def _fsync_dir(folder: Path) -> None:
-    """Flush a directory entry (best effort; not supported on every platform)."""
+def _fsync_dir(path: Path) -> None:
+    """Flush one file or directory entry (best effort; not supported on every platform)."""
     try:
-        fd = os.open(folder, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return
     try:

@@ -13,6 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evaluator.rubric import format_validation_error
+
 DEFAULT_MODELS_FILE = Path(__file__).resolve().parent.parent / "models.yaml"
 EMBEDDED_MODELS = ("smollm2-135m-instruct",)
 
@@ -87,9 +89,7 @@ def load_models_file(path: Path | None = None) -> ModelsFile:
     try:
         models = ModelsFile.model_validate(data)
     except ValidationError as exc:
-        problems = [f"  - {'.'.join(map(str, e['loc']))}: {e['msg']}"
-                    for e in exc.errors(include_input=False, include_url=False)]
-        raise JudgeConfigError(f"{path}: invalid models file:\n" + "\n".join(problems)) from None
+        raise JudgeConfigError(format_validation_error(path, "models file", exc)) from None
     judges = {
         name: spec.model_copy(update={"path": (path.parent / spec.path).resolve()})
         if spec.path is not None and not spec.path.is_absolute() else spec

@@ -18,8 +18,6 @@ Status = Literal[
     "input_error",     # the case itself is unusable (missing/empty field, bad row)
     "backend_error",   # the backend raised while judging this case's batch
 ]
-FAILURE_STATUSES: tuple[str, ...] = ("invalid_output", "truncated", "too_long", "input_error",
-                                     "backend_error")
 
 
 class ResultRecord(BaseModel):

@@ -154,7 +154,7 @@ class Rubric(_Strict):
         if duplicates:
             raise ValueError(f"output keys repeated: {duplicates}")
         for name in self.inputs:
-            if not _is_identifier(name):
+            if not name.isidentifier():
                 raise ValueError(f"input name {name!r} must be a Python identifier")
         by_key = {field.key: field for field in self.output}
         for agg in self.aggregates:
@@ -172,11 +172,6 @@ class Rubric(_Strict):
                                  "output key nor an aggregate")
         return self
 
-    @property
-    def scored_fields(self) -> list[IntegerCriterion | ItemsCriterion]:
-        """The output fields that carry scores (strings excluded)."""
-        return [f for f in self.output if not isinstance(f, StringField)]
-
     def alias_of(self, name: str) -> str | None:
         """The paper name declared for an output key or aggregate, if any."""
         for alias, target in self.aliases.items():
@@ -185,12 +180,10 @@ class Rubric(_Strict):
         return None
 
 
-def _is_identifier(name: str) -> bool:
-    return name.isidentifier()
-
-
-def _format_validation_error(path: Path, error: ValidationError) -> str:
-    lines = [f"{path}: invalid rubric ({error.error_count()} problem(s)):"]
+def format_validation_error(path: Path, what: str, error: ValidationError) -> str:
+    """``path: invalid <what>`` and one line per problem (location: message), without the
+    offending values."""
+    lines = [f"{path}: invalid {what} ({error.error_count()} problem(s)):"]
     for item in error.errors(include_input=False, include_url=False):
         where = ".".join(str(part) for part in item["loc"]) or "(top level)"
         lines.append(f"  - {where}: {item['msg']}")
@@ -213,7 +206,7 @@ def load_rubric_file(path: Path) -> Rubric:
     try:
         rubric = Rubric.model_validate(data)
     except ValidationError as exc:
-        raise RubricError(_format_validation_error(path, exc)) from None
+        raise RubricError(format_validation_error(path, "rubric", exc)) from None
     if rubric.name != path.stem:
         raise RubricError(f"{path}: 'name: {rubric.name}' must match the file name "
                           f"({path.stem}.yaml)")

@@ -131,6 +131,7 @@ def evaluate(
         log.warning("input problem: %s", problem.describe())
 
     schema = output_json_schema(rubric_obj)
+    # Keys must stay unsorted: outlines emits properties in schema order, the rubric's order.
     schema_text = json.dumps(schema, separators=(",", ":"))
     output_model = build_output_model(rubric_obj)
     budget = max_new_tokens(schema)

@@ -86,12 +86,6 @@ def output_json_schema(rubric: Rubric) -> dict[str, Any]:
     return build_output_model(rubric).model_json_schema()
 
 
-def output_schema_text(rubric: Rubric) -> str:
-    """The JSON schema as compact text. Keys are NOT sorted: outlines emits properties in
-    schema order, and that order is the rubric's output key order."""
-    return json.dumps(output_json_schema(rubric), separators=(",", ":"))
-
-
 def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     ref = node.get("$ref")
     if ref is None:

@@ -77,8 +77,8 @@ class TransformersBackend:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_token_id = self.tokenizer.eos_token_id
         context = getattr(self.model.config, "max_position_embeddings", None)
-        self.max_model_len = min(x for x in (spec.max_model_len, context) if x) \
-            if (spec.max_model_len or context) else None
+        limits = [x for x in (spec.max_model_len, context) if x]
+        self.max_model_len = min(limits) if limits else None
         self._processors: dict[str, Any] = {}
 
     @staticmethod
