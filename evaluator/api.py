@@ -6,19 +6,20 @@ from evaluator.backends import BackendUnavailable
 from evaluator.cases import InputFileError
 from evaluator.embedded_judge import EmbeddedJudgeError
 from evaluator.judges import JudgeConfigError, load_models_file, resolve_judge
-from evaluator.results import OutputExistsError
+from evaluator.results import ResultsFileDamaged
+from evaluator.resume import ResumeConflict
 from evaluator.rubric import RubricError, available_rubrics, load_rubric
-from evaluator.runner import RunResult, evaluate
+from evaluator.runner import InputRejected, RunResult, RunStart, evaluate
 from evaluator.schema import UnboundedSchemaError, output_json_schema
 
 # Errors that mean "fix your input/config and re-run" (the CLI's usage exit code), as
 # opposed to bugs.
 USER_ERRORS: tuple[type[Exception], ...] = (
     RubricError, JudgeConfigError, InputFileError, BackendUnavailable, UnboundedSchemaError,
-    EmbeddedJudgeError, OutputExistsError,
+    EmbeddedJudgeError, ResumeConflict, ResultsFileDamaged,
 )
 
 __all__ = [
-    "USER_ERRORS", "RunResult", "available_rubrics", "evaluate", "load_models_file",
-    "load_rubric", "output_json_schema", "resolve_judge",
+    "USER_ERRORS", "InputRejected", "RunResult", "RunStart", "available_rubrics", "evaluate",
+    "load_models_file", "load_rubric", "output_json_schema", "resolve_judge",
 ]

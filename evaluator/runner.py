@@ -9,7 +9,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,21 @@ from evaluator.backends import Backend, Generation, Sampling, load_backend
 from evaluator.cases import Case, InputProblem, read_cases
 from evaluator.judges import JudgeSpec, resolve_judge
 from evaluator.render import render_messages
-from evaluator.results import OutputExistsError, ResultRecord, ResultWriter
+from evaluator.manifest import (
+    build_settings,
+    manifest_path_for,
+    model_dir_for,
+    model_fingerprint,
+    new_manifest,
+    now,
+    prompt_hash,
+    read_manifest,
+    run_entry,
+    settings_hash,
+    write_json_atomic,
+)
+from evaluator.results import ResultRecord, ResultWriter, read_results
+from evaluator.resume import ResumePlan, move_aside, plan_resume
 from evaluator.rubric import Rubric, load_rubric
 from evaluator.schema import build_output_model, max_new_tokens, output_json_schema
 from evaluator.summary import summarize, summary_path_for, write_summary
@@ -77,14 +91,50 @@ def judge_generation(rubric: Rubric, output_model: type, generation: Generation,
                         aggregates=compute_aggregates(rubric, scores) or None, **fields)
 
 
-def _problem_record(problem: InputProblem, rubric: Rubric, judge: str) -> ResultRecord:
+class InputRejected(ValueError):
+    """``strict``: a case could not be judged, so the run stopped (exit code 3)."""
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What the run found before judging: shown by the CLI, sizes its progress bar."""
+
+    valid: int
+    input_errors: int
+    already_done: int
+    retried: int
+    to_judge: int
+    moved_aside: list[Path]
+
+
+def _problem_record(problem: InputProblem, rubric: Rubric, judge: str,
+                    settings_hash: str) -> ResultRecord:
     return ResultRecord(case_id=problem.case_id, rubric=rubric.name, judge=judge,
                         status="input_error", reason=problem.describe(),
-                        input_file=problem.file, input_line=problem.line)
+                        input_file=problem.file, input_line=problem.line,
+                        settings_hash=settings_hash)
 
 
 def _batches(items: Sequence[Case], size: int) -> list[Sequence[Case]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """Everything about a run that is the same for every case."""
+
+    rubric: Rubric
+    judge_name: str
+    spec: JudgeSpec
+    schema_text: str
+    output_model: type
+    sampling: Sampling
+    template_kwargs: dict[str, Any]
+    settings_hash: str
+    input_file: str
+
+    def chat(self, case: Case) -> list[dict[str, str]]:
+        return render_messages(self.rubric, case.fields, system_role=self.spec.system_role)
 
 
 def evaluate(
@@ -101,96 +151,139 @@ def evaluate(
     batch_size: int | None = None,
     backend: Backend | None = None,
     judge_spec: JudgeSpec | None = None,
-    on_cases_read: Callable[[int, int], None] | None = None,
+    on_start: Callable[[RunStart], None] | None = None,
     progress: ProgressCallback | None = None,
-    overwrite: bool = False,
+    force_new: bool = False,
+    strict: bool = False,
 ) -> RunResult:
     """Judge every case of ``input_path`` with a rubric and a judge; write results + summary.
 
     Input is validated before the model loads: bad rows become ``input_error`` records and
-    the run goes on. Each record is flushed as its batch finishes. ``backend`` (with
-    ``judge_spec``) injects a ready backend, e.g. the fake one in tests. An existing
-    ``output_path`` is an error unless ``overwrite``.
+    the run goes on (``strict``: the first bad case raises :class:`InputRejected`, before the
+    model loads when the input file shows it). An existing ``output_path`` is resumed: cases
+    it already holds are skipped (see :mod:`evaluator.resume`); ``force_new`` moves it aside
+    and starts again. Records are flushed one by one; a manifest describes the run.
+    ``backend`` (with ``judge_spec``) injects a ready backend, e.g. the fake one in tests.
     """
     output_path = Path(output_path)
-    if output_path.exists() and not overwrite:
-        raise OutputExistsError(f"{output_path} already exists; choose a new --output or pass "
-                                "--overwrite to replace it")
+    input_path = Path(input_path)
     rubric_obj = rubric if isinstance(rubric, Rubric) else load_rubric(rubric, rubrics_dirs)
     if judge_spec is None:
         judge_name, judge_spec = resolve_judge(judge, models_path)
     else:
         judge_name = judge or "custom"
-    items = read_cases(Path(input_path), rubric_obj, mapping=mapping, id_column=id_column,
+    items = read_cases(input_path, rubric_obj, mapping=mapping, id_column=id_column,
                        limit=limit)
     cases = [item for item in items if isinstance(item, Case)]
     problems = [item for item in items if isinstance(item, InputProblem)]
-    if on_cases_read is not None:
-        on_cases_read(len(cases), len(problems))
+    if strict and problems:
+        raise InputRejected(f"--strict: {problems[0].describe()} ({len(problems)} bad row(s) "
+                            "in all); nothing was judged")
     for problem in problems:
         log.warning("input problem: %s", problem.describe())
 
     schema = output_json_schema(rubric_obj)
     # Keys must stay unsorted: outlines emits properties in schema order, the rubric's order.
     schema_text = json.dumps(schema, separators=(",", ":"))
-    output_model = build_output_model(rubric_obj)
-    budget = max_new_tokens(schema)
-    sampling = Sampling(max_new_tokens=budget, temperature=judge_spec.sampling.temperature,
-                        top_p=judge_spec.sampling.top_p, seed=judge_spec.sampling.seed)
+    spec_sampling = judge_spec.sampling
+    sampling = Sampling(max_new_tokens=max_new_tokens(schema),
+                        temperature=spec_sampling.temperature, top_p=spec_sampling.top_p,
+                        seed=spec_sampling.seed)
     template_kwargs = {**judge_spec.chat_template_kwargs, **rubric_obj.chat_template_kwargs}
-    size = batch_size or judge_spec.batch_size
+    model = model_fingerprint(model_dir_for(judge_spec))
+    settings = build_settings(judge_name=judge_name, spec=judge_spec, model=model,
+                              rubric=rubric_obj, schema_text=schema_text,
+                              sampling=asdict(sampling), chat_template_kwargs=template_kwargs)
+    setup = _Setup(rubric_obj, judge_name, judge_spec, schema_text,
+                   build_output_model(rubric_obj), sampling, template_kwargs,
+                   settings_hash(settings), str(input_path))
 
-    records: list[ResultRecord] = []
-    owned_backend = backend is None
-    with ResultWriter(output_path, overwrite=overwrite) as writer:
-        for problem in problems:
-            record = _problem_record(problem, rubric_obj, judge_name)
-            writer.write(record)
-            records.append(record)
-        if progress is not None and problems:
-            progress(len(problems))
-        if cases:
-            if backend is None:
-                backend = load_backend(judge_name, judge_spec)
-            try:
-                for batch in _batches(cases, size):
-                    batch_records = _judge_batch(batch, rubric_obj, judge_name, judge_spec,
-                                                 backend, schema_text, output_model, sampling,
-                                                 template_kwargs, str(input_path))
-                    for record in batch_records:
-                        writer.write(record)
-                    records.extend(batch_records)
-                    if progress is not None:
-                        progress(len(batch))
-            finally:
-                if owned_backend:
-                    backend.close()
+    manifest_path = manifest_path_for(output_path)
+    moved: list[Path] = []
+    if force_new:
+        moved = move_aside([output_path, manifest_path, summary_path_for(output_path)])
+    hashes = {case.case_id: prompt_hash(setup.chat(case)) for case in cases}
+    plan = plan_resume(output_path, manifest_path, settings, setup.settings_hash, problems,
+                       cases, hashes)
+    if on_start is not None:
+        on_start(RunStart(len(cases), len(problems), plan.already_done, plan.retried,
+                          len(plan.problems) + len(plan.cases), moved))
 
+    manifest = read_manifest(manifest_path) if output_path.exists() else None
+    if manifest is None or manifest.get("settings_hash") != setup.settings_hash:
+        manifest = new_manifest(output_path, settings, model)
+    entry = run_entry(input_path)
+    manifest["runs"].append(entry)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(manifest_path, manifest)
+    try:
+        _judge_all(setup, plan, output_path, backend, batch_size or judge_spec.batch_size,
+                   progress, strict)
+        entry["status"] = "finished"
+    except BaseException as exc:
+        entry["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        raise
+    finally:
+        entry["ended"] = now()
+        write_json_atomic(manifest_path, manifest)
+
+    records = read_results(output_path)
     summary = summarize(rubric_obj, judge_name, records)
     summary_path = summary_path_for(output_path)
     write_summary(summary_path, summary)
     return RunResult(output_path, summary_path, summary)
 
 
-def _judge_batch(batch: Sequence[Case], rubric: Rubric, judge_name: str, spec: JudgeSpec,
-                 backend: Backend, schema_text: str, output_model: type, sampling: Sampling,
-                 template_kwargs: Mapping[str, Any], input_file: str) -> list[ResultRecord]:
-    chats = [render_messages(rubric, case.fields, system_role=spec.system_role)
-             for case in batch]
-    bases = [dict(case_id=case.case_id, rubric=rubric.name, judge=judge_name,
-                  input_file=input_file, input_line=case.line,
-                  max_new_tokens=sampling.max_new_tokens, batch_size=len(batch))
-             for case in batch]
+def _judge_all(setup: _Setup, plan: ResumePlan, output_path: Path, backend: Backend | None,
+               size: int, progress: ProgressCallback | None, strict: bool) -> None:
+    owned_backend = backend is None
+    with ResultWriter(output_path) as writer:
+        for problem in plan.problems:
+            writer.write(_problem_record(problem, setup.rubric, setup.judge_name,
+                                         setup.settings_hash))
+        if progress is not None and plan.problems:
+            progress(len(plan.problems))
+        if not plan.cases:
+            return
+        if backend is None:
+            backend = load_backend(setup.judge_name, setup.spec)
+        try:
+            for batch in _batches(plan.cases, size):
+                batch_records = _judge_batch(batch, setup, backend)
+                for record in batch_records:
+                    writer.write(record)
+                if progress is not None:
+                    progress(len(batch))
+                too_long = [r for r in batch_records if r.status == "too_long"]
+                if strict and too_long:
+                    raise InputRejected(f"--strict: case {too_long[0].case_id!r} (input line "
+                                        f"{too_long[0].input_line}) is too long for the judge: "
+                                        f"{too_long[0].reason}")
+        finally:
+            if owned_backend:
+                backend.close()
+
+
+def _judge_batch(batch: Sequence[Case], setup: _Setup, backend: Backend) -> list[ResultRecord]:
+    chats = [setup.chat(case) for case in batch]
+    bases = [dict(case_id=case.case_id, rubric=setup.rubric.name, judge=setup.judge_name,
+                  input_file=setup.input_file, input_line=case.line,
+                  max_new_tokens=setup.sampling.max_new_tokens, batch_size=len(batch),
+                  settings_hash=setup.settings_hash, prompt_hash=prompt_hash(chat))
+             for case, chat in zip(batch, chats)]
     started = time.perf_counter()
     try:
-        generations = backend.generate(chats, schema_text, sampling, template_kwargs)
+        generations = backend.generate(chats, setup.schema_text, setup.sampling,
+                                       setup.template_kwargs)
     except Exception as exc:  # one failing batch must not kill the run
         log.error("backend error on a batch of %d case(s): %s", len(batch), type(exc).__name__)
-        reason = f"backend raised {type(exc).__name__}; see the log for details"
+        reason = (f"backend raised {type(exc).__name__}; see the log for details. Re-run the "
+                  "same command to judge these cases again.")
         return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
     elapsed = time.perf_counter() - started
     if len(generations) != len(batch):
         reason = f"backend returned {len(generations)} generations for {len(batch)} prompts"
         return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
-    return [judge_generation(rubric, output_model, gen, dict(base, batch_seconds=elapsed))
+    return [judge_generation(setup.rubric, setup.output_model, gen,
+                             dict(base, batch_seconds=elapsed))
             for gen, base in zip(generations, bases)]

@@ -116,16 +116,6 @@ def test_ecg_records_carry_aggregates_and_aliases(tmp_path):
 
 def test_output_files_are_private(tmp_path):
     result = _run(tmp_path, FakeBackend())
-    for path in (result.results_path, result.summary_path):
+    manifest = result.results_path.with_name("results.manifest.json")
+    for path in (result.results_path, result.summary_path, manifest):
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-
-
-def test_existing_results_are_never_overwritten_silently(tmp_path):
-    from evaluator.results import OutputExistsError
-
-    first = _run(tmp_path, FakeBackend())
-    before = first.results_path.read_bytes()
-    with pytest.raises(OutputExistsError, match="--overwrite"):
-        _run(tmp_path, FakeBackend())
-    assert first.results_path.read_bytes() == before
-    _run(tmp_path, FakeBackend(), overwrite=True)

@@ -12,6 +12,8 @@ from evaluator.offline import force_offline
 EXIT_OK = 0
 EXIT_SOME_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INPUT_REJECTED = 3   # --strict and a case could not be judged
+EXIT_INTERRUPTED = 130    # Ctrl-C; re-run the same command to resume
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

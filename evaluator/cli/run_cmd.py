@@ -1,4 +1,4 @@
-"""``evaluator run``: judge a file of cases."""
+"""``evaluator run``: judge a file of cases (resuming into an existing results file)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from evaluator.cli.main import EXIT_SOME_FAILED, EXIT_USAGE
+from evaluator.cli.main import (
+    EXIT_INPUT_REJECTED,
+    EXIT_INTERRUPTED,
+    EXIT_SOME_FAILED,
+    EXIT_USAGE,
+)
 from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir_option
 
 
@@ -20,7 +25,8 @@ from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir
               help="Cases: .jsonl or .csv, one case per line/row.")
 @click.option("--output", "-o", "output_path", required=True,
               type=click.Path(dir_okay=False, path_type=Path),
-              help="Results .jsonl (a <name>.summary.json is written beside it).")
+              help="Results .jsonl. If it exists, the run resumes: finished cases are skipped. "
+                   "<name>.summary.json and <name>.manifest.json are written beside it.")
 @click.option("--model", "-m", "judge", default=None, help="Judge name from models.yaml "
               "(default: the file's default).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N cases.")
@@ -32,36 +38,53 @@ from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir
               help="Column holding the case id (rows without it get line-N).")
 @rubrics_dir_option
 @models_file_option
-@click.option("--overwrite", is_flag=True, help="Replace an existing OUTPUT (default: refuse).")
+@click.option("--force-new", is_flag=True, help="Start OUTPUT afresh instead of resuming; the "
+              "existing files are kept, renamed to <name>.superseded-<time>.")
+@click.option("--strict", is_flag=True, help="Stop at the first case that cannot be judged "
+              "(bad row: before the model loads; too long for the judge) with exit code 3.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def run(rubric: str, input_path: Path, output_path: Path, judge: str | None, limit: int | None,
         batch_size: int | None, mappings: tuple[str, ...], id_column: str,
-        rubrics_dirs: tuple[Path, ...], models_file: Path | None, overwrite: bool,
+        rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
         no_progress: bool) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
-    from evaluator.api import USER_ERRORS, evaluate
+    from evaluator.api import USER_ERRORS, InputRejected, RunStart, evaluate
 
     mapping = parse_mapping(mappings)
     bar: tqdm | None = None
 
-    def on_cases_read(valid: int, invalid: int) -> None:
+    def on_start(start: RunStart) -> None:
         nonlocal bar
-        click.echo(f"{valid + invalid} case(s) read: {valid} valid, {invalid} with input "
-                   "errors (recorded in the results)", err=True)
-        bar = tqdm(total=valid + invalid, unit="case", disable=no_progress or None,
+        for path in start.moved_aside:
+            click.echo(f"--force-new: kept the previous file as {path}", err=True)
+        click.echo(f"{start.valid + start.input_errors} case(s) read: {start.valid} valid, "
+                   f"{start.input_errors} with input errors (recorded in the results)", err=True)
+        if start.already_done or start.retried:
+            click.echo(f"resuming {output_path}: {start.already_done} case(s) already done, "
+                       f"{start.retried} to judge again after a failure", err=True)
+        bar = tqdm(total=start.to_judge, unit="case", disable=no_progress or None,
                    file=sys.stderr, dynamic_ncols=True)
+
+    def stop(code: int, message: str) -> None:
+        if bar is not None:
+            bar.close()
+        click.echo(message, err=True)
+        sys.exit(code)
 
     try:
         result = evaluate(rubric=rubric, input_path=input_path, output_path=output_path,
                           judge=judge, models_path=models_file, rubrics_dirs=rubrics_dirs,
                           mapping=mapping, id_column=id_column, limit=limit,
-                          batch_size=batch_size, on_cases_read=on_cases_read, overwrite=overwrite,
+                          batch_size=batch_size, on_start=on_start, force_new=force_new,
+                          strict=strict,
                           progress=lambda n: bar.update(n) if bar is not None else None)
+    except InputRejected as exc:
+        stop(EXIT_INPUT_REJECTED, f"error: {exc}")
     except USER_ERRORS as exc:
-        if bar is not None:
-            bar.close()
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        stop(EXIT_USAGE, f"error: {exc}")
+    except KeyboardInterrupt:
+        stop(EXIT_INTERRUPTED, f"interrupted; finished results are in {output_path}. Re-run the "
+                               "same command to resume.")
     if bar is not None:
         bar.close()
     summary = result.summary
