@@ -21,6 +21,9 @@ OFFLINE_ENV = {
     # vLLM usage statistics.
     "VLLM_NO_USAGE_STATS": "1",
     "VLLM_DO_NOT_TRACK": "1",
+    # Ray (the scale-out engine) and Gradio-style UIs some libraries pull in.
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "GRADIO_ANALYTICS_ENABLED": "False",
     # outlines' constraint masking would otherwise torch.compile on first use: ~5 s and
     # a C++ compiler for no gain at these batch sizes.
     "TORCHDYNAMO_DISABLE": "1",

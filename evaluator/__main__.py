@@ -1,0 +1,5 @@
+"""``python -m evaluator``: the same CLI as the ``evaluator`` command."""
+
+from evaluator.cli.main import cli
+
+cli()

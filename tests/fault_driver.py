@@ -1,0 +1,40 @@
+"""A run with a slow scripted judge, for the fault-injection tests to SIGKILL at random.
+
+Usage: python tests/fault_driver.py INPUT OUTPUT DELAY_SECONDS
+Some verdicts are large invalid outputs (kept in full as ``raw_output``), so kills also land
+while big records are being written.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from evaluator.backends.fake import FakeBackend
+from evaluator.judges import JudgeSpec
+from evaluator.runner import evaluate
+
+
+class SlowJudge(FakeBackend):
+    """Valid minimal verdicts, every fifth one a 64 KiB invalid output; sleeps per batch."""
+
+    def __init__(self, delay: float):
+        super().__init__()
+        self.delay = delay
+        self.count = 0
+
+    def generate(self, chats, json_schema, sampling, chat_template_kwargs=None):
+        time.sleep(self.delay)
+        for _ in chats:
+            self.count += 1
+            if self.count % 5 == 0:
+                self.enqueue(["{" + "x" * 65536])
+        return super().generate(chats, json_schema, sampling, chat_template_kwargs)
+
+
+if __name__ == "__main__":
+    source, target, delay = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+    evaluate(rubric="pathology_report", input_path=source, output_path=target,
+             backend=SlowJudge(delay), judge="slow-fake", judge_spec=JudgeSpec(backend="fake"),
+             batch_size=3)
