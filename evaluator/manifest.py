@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import sys
 from collections.abc import Mapping
@@ -195,19 +194,6 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Write JSON to ``path`` (mode 0600) via a temporary file and an atomic rename."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(value, handle, indent=2, ensure_ascii=False)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def new_manifest(results_path: Path, settings: Mapping[str, Any],

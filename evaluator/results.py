@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from evaluator.files import PRIVATE, fsync_dir, write_bytes_atomic
+
 log = logging.getLogger(__name__)
 
 RECORD_VERSION = 1
@@ -122,25 +124,8 @@ def truncate_torn_tail(path: Path, scan: ResultsScan) -> None:
 
 
 def rewrite_results(path: Path, raw_lines: list[bytes]) -> None:
-    """Replace a results file with the given lines, atomically (temp file, fsync, rename)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".rewrite.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        for raw in raw_lines:
-            handle.write(raw + b"\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Replace a results file with the given lines, atomically."""
+    write_bytes_atomic(path, b"".join(raw + b"\n" for raw in raw_lines))
 
 
 class ResultWriter:
@@ -152,10 +137,10 @@ class ResultWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE)
         self._handle = os.fdopen(fd, "wb")
         if created:
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
         self.fsync_seconds = fsync_seconds
         self._last_sync = time.monotonic()
 

@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from evaluator.aggregate import compute_aggregates
 from evaluator.backends import Backend, Generation, Sampling, load_backend
 from evaluator.cases import Case, InputProblem, read_cases
+from evaluator.files import write_json_atomic
 from evaluator.judges import JudgeSpec, resolve_judge
-from evaluator.render import render_messages
 from evaluator.manifest import (
     build_settings,
     manifest_path_for,
@@ -31,8 +31,8 @@ from evaluator.manifest import (
     read_manifest,
     run_entry,
     settings_hash,
-    write_json_atomic,
 )
+from evaluator.render import render_messages
 from evaluator.results import ResultRecord, ResultWriter, read_results
 from evaluator.resume import ResumePlan, move_aside, plan_resume
 from evaluator.rubric import Rubric, load_rubric

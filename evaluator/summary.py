@@ -5,14 +5,13 @@ Failed cases are counted and listed by id, never imputed into the statistics.
 
 from __future__ import annotations
 
-import json
-import os
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from statistics import fmean, median, stdev
 from typing import Any
 
+from evaluator.files import write_json_atomic
 from evaluator.results import ResultRecord
 from evaluator.rubric import IntegerCriterion, Rubric
 
@@ -73,13 +72,7 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord]) -> di
 
 def write_summary(path: Path, summary: dict[str, Any]) -> None:
     """Write the summary as JSON (mode 0600, replaced atomically)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(summary, handle, indent=2)
-        handle.write("\n")
-    os.replace(tmp, path)
+    write_json_atomic(path, summary)
 
 
 def summary_path_for(results_path: Path) -> Path:
