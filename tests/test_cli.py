@@ -158,3 +158,29 @@ def test_resume_force_new_and_strict_exit_codes(tmp_path, models_file):
                      "--strict")
     assert strict.exit_code == 3 and "in.jsonl:3 case 'c2'" in strict.stderr
     assert out.read_bytes() == before  # refused before anything was moved or written
+
+
+def test_ctrl_c_keeps_finished_results_and_exits_130(tmp_path, models_file, monkeypatch):
+    from evaluator.backends.fake import FakeBackend
+
+    class Interrupted(FakeBackend):
+        def generate(self, chats, *args, **kwargs):
+            if self.calls:
+                raise KeyboardInterrupt
+            return super().generate(chats, *args, **kwargs)
+
+    monkeypatch.setattr("evaluator.runner.load_backend", lambda name, spec: Interrupted())
+    rows = [{"case_id": f"c{i}", "reference_report": "r", "generated_report": "g"}
+            for i in range(4)]
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "r.jsonl"
+    args = ["run", "-r", "pathology_report", "-i", src, "-o", out, "--models-file",
+            models_file, "--no-progress", "--batch-size", "2"]
+    result = _invoke(*args)
+    assert result.exit_code == 130 and "Re-run the same command to resume" in result.stderr
+    assert len(out.read_text().splitlines()) == 2
+    manifest = json.loads((tmp_path / "r.manifest.json").read_text())
+    assert manifest["runs"][-1]["status"] == "interrupted"
+    monkeypatch.setattr("evaluator.runner.load_backend", lambda name, spec: FakeBackend())
+    assert _invoke(*args).exit_code == 0
+    assert len(out.read_text().splitlines()) == 4
