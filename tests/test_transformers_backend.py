@@ -85,3 +85,26 @@ def test_token_limit_stop_is_reported_as_length(tiny_backend):
     schema_text = json.dumps(output_json_schema(rubric), separators=(",", ":"))
     [gen] = tiny_backend.generate(chats[:1], schema_text, Sampling(max_new_tokens=5))
     assert gen.finish_reason == "length" and gen.completion_tokens == 5
+
+
+def test_a_prompt_that_cannot_be_rendered_fails_alone(tiny_backend, monkeypatch):
+    rubric = load_rubric("pathology_report")
+    schema = output_json_schema(rubric)
+    chats = [render_messages(rubric, {"reference_report": f"ref {i}",
+                                      "generated_report": "POISON" if i == 1 else f"gen {i}"})
+             for i in range(3)]
+    original = tiny_backend.render
+
+    def render(chat, kwargs):
+        if "POISON" in chat[-1]["content"]:
+            raise ValueError("special-token string in a template that rewrites content")
+        return original(chat, kwargs)
+
+    monkeypatch.setattr(tiny_backend, "render", render)
+    generations = tiny_backend.generate(chats, json.dumps(schema, separators=(",", ":")),
+                                        Sampling(max_new_tokens=max_new_tokens(schema)))
+    assert [g.finish_reason for g in generations] == ["stop", "error", "stop"]
+    assert "cannot render the prompt" in generations[1].detail
+    model = build_output_model(rubric)
+    for generation in (generations[0], generations[2]):
+        model.model_validate_json(generation.text)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaluator.backends.base import BackendUnavailable, Chat, Generation, Sampling
+from evaluator.backends.chat_tokens import encode_chat
 from evaluator.offline import force_offline
 
 force_offline()
@@ -99,20 +100,26 @@ class TransformersBackend:
         return processor
 
     def render(self, chat: Chat, chat_template_kwargs: Mapping[str, Any]) -> list[int]:
-        """Token ids of a chat rendered with the judge's own chat template."""
-        text = self.tokenizer.apply_chat_template(list(chat), tokenize=False,
-                                                  add_generation_prompt=True,
-                                                  **chat_template_kwargs)
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        """Token ids of a chat rendered with the judge's own chat template; special-token
+        strings inside message content stay text (see :mod:`evaluator.backends.chat_tokens`)."""
+        return encode_chat(self.tokenizer, chat, chat_template_kwargs)
 
     def generate(self, chats: Sequence[Chat], json_schema: str, sampling: Sampling,
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
         """One constrained ``generate`` call for the chats that fit the context."""
         kwargs = dict(chat_template_kwargs or {})
-        prompts = [self.render(chat, kwargs) for chat in chats]
-        results: list[Generation | None] = [None] * len(prompts)
+        prompts: list[list[int]] = []
+        results: list[Generation | None] = [None] * len(chats)
         runnable: list[int] = []
-        for index, ids in enumerate(prompts):
+        for index, chat in enumerate(chats):
+            try:
+                ids = self.render(chat, kwargs)
+            except ValueError as exc:  # this case only; its batch goes on
+                prompts.append([])
+                results[index] = Generation(text=None, finish_reason="error",
+                                            detail=f"cannot render the prompt: {exc}")
+                continue
+            prompts.append(ids)
             needed = len(ids) + sampling.max_new_tokens
             if self.max_model_len is not None and needed > self.max_model_len:
                 results[index] = Generation(
