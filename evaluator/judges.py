@@ -63,6 +63,19 @@ class JudgeSpec(_Strict):
             raise ValueError("a vllm judge needs 'path' (a local model folder)")
         return self
 
+    @model_validator(mode="after")
+    def _vllm_settings(self) -> JudgeSpec:
+        # The engine keys are checked for every judge, so a typo fails before a backend
+        # switch to vllm would reveal it; the check imports no vllm.
+        from evaluator.backends.vllm_args import validate_engine_settings
+
+        validate_engine_settings(self.engine)
+        if self.backend == "vllm" and self.device not in ("auto", "cuda", "cpu"):
+            raise ValueError(f"a vllm judge takes device auto, cuda or cpu, not "
+                             f"{self.device!r}: vLLM uses tensor_parallel_size GPUs; choose "
+                             "which with CUDA_VISIBLE_DEVICES")
+        return self
+
 
 class ModelsFile(_Strict):
     """The whole models.yaml."""

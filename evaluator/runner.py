@@ -71,7 +71,8 @@ def judge_generation(rubric: Rubric, output_model: type, generation: Generation,
     """Turn one generation into a record: validated scores, or a failure status and reason."""
     fields = dict(base, finish_reason=generation.finish_reason,
                   prompt_tokens=generation.prompt_tokens,
-                  completion_tokens=generation.completion_tokens)
+                  completion_tokens=generation.completion_tokens,
+                  cached_tokens=generation.cached_tokens)
     if generation.finish_reason == "context_overflow":
         return ResultRecord(status="too_long", reason=generation.detail, **fields)
     if generation.finish_reason == "error":

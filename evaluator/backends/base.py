@@ -31,6 +31,7 @@ class Generation:
     ``finish_reason``: ``stop`` (end of sequence: the constraint completed), ``length``
     (hit ``max_new_tokens``), ``context_overflow`` (the prompt plus the longest valid verdict
     does not fit the judge's context, nothing was generated) or ``error``.
+    ``cached_tokens``: prompt tokens served from the engine's prefix cache (vLLM), else None.
     """
 
     text: str | None
@@ -38,6 +39,21 @@ class Generation:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     detail: str | None = None
+    cached_tokens: int | None = None
+
+
+def context_overflow(prompt_tokens: int, max_new_tokens: int,
+                     max_model_len: int | None) -> Generation | None:
+    """The ``context_overflow`` generation for a prompt that cannot fit with the longest
+    valid verdict, or None when it fits (or the context is unknown). Names no case text."""
+    needed = prompt_tokens + max_new_tokens
+    if max_model_len is None or needed <= max_model_len:
+        return None
+    return Generation(
+        text=None, finish_reason="context_overflow", prompt_tokens=prompt_tokens,
+        detail=(f"prompt is {prompt_tokens} tokens and the longest valid verdict is "
+                f"{max_new_tokens}: {needed} > the judge's context of {max_model_len} "
+                "tokens. Use a judge with a longer context; case text is never truncated."))
 
 
 @runtime_checkable

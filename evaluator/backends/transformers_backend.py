@@ -15,7 +15,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaluator.backends.base import BackendUnavailable, Chat, Generation, Sampling
+from evaluator.backends.base import (
+    BackendUnavailable,
+    Chat,
+    Generation,
+    Sampling,
+    context_overflow,
+)
 from evaluator.backends.chat_tokens import encode_chat
 from evaluator.offline import force_offline
 
@@ -120,14 +126,9 @@ class TransformersBackend:
                                             detail=f"cannot render the prompt: {exc}")
                 continue
             prompts.append(ids)
-            needed = len(ids) + sampling.max_new_tokens
-            if self.max_model_len is not None and needed > self.max_model_len:
-                results[index] = Generation(
-                    text=None, finish_reason="context_overflow", prompt_tokens=len(ids),
-                    detail=(f"prompt is {len(ids)} tokens and the longest valid verdict is "
-                            f"{sampling.max_new_tokens}: {needed} > the judge's context of "
-                            f"{self.max_model_len} tokens. Use a judge with a longer context; "
-                            "case text is never truncated."))
+            overflow = context_overflow(len(ids), sampling.max_new_tokens, self.max_model_len)
+            if overflow is not None:
+                results[index] = overflow
             else:
                 runnable.append(index)
         if runnable:
