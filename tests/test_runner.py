@@ -6,7 +6,6 @@ import json
 import os
 import stat
 
-import pytest
 
 from evaluator.backends.base import Generation
 from evaluator.backends.fake import FakeBackend
