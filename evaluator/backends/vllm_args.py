@@ -34,9 +34,9 @@ STRUCTURED_OUTPUTS_BACKEND = "outlines"
 
 # Set before vLLM is imported (unless the user set them). VLLM_REGEX_COMPILATION_TIMEOUT_S:
 # vLLM gives up compiling a structured-output grammar after 5 s, but indexing a rubric's regex
-# over a real tokenizer's vocabulary takes longer (outlines-core on 2 CPU cores, 49k-token
-# vocabulary: ecg_interpretation 89 s, trial_eligibility 23 s, pathology_report 10 s,
-# drug_monograph_similarity 8 s; it grows with the vocabulary). The regexes come from our
+# over a real tokenizer's vocabulary can take longer (ecg_interpretation: about 30 s on 2
+# CPU cores with a 49k-token vocabulary, see benchmarks/schema_compile.py; it grows with
+# the vocabulary). The regexes come from our
 # own rubric schemas, which are bounded, so a long timeout is safe.
 #
 # VLLM_LOGGING_LEVEL / _STREAM: vLLM logs its whole engine configuration and every start-up
