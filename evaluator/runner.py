@@ -218,8 +218,8 @@ def evaluate(
     output_path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(manifest_path, manifest)
     try:
-        _judge_all(setup, plan, output_path, backend, batch_size or judge_spec.batch_size,
-                   progress, strict)
+        _judge_all(setup, plan, hashes, output_path, backend,
+                   batch_size or judge_spec.batch_size, progress, strict)
         entry["status"] = "finished"
     except BaseException as exc:
         entry["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
@@ -235,8 +235,8 @@ def evaluate(
     return RunResult(output_path, summary_path, summary)
 
 
-def _judge_all(setup: _Setup, plan: ResumePlan, output_path: Path, backend: Backend | None,
-               size: int, progress: ProgressCallback | None, strict: bool) -> None:
+def _judge_all(setup: _Setup, plan: ResumePlan, hashes: Mapping[str, str], output_path: Path,
+               backend: Backend | None, size: int, progress: ProgressCallback | None, strict: bool) -> None:
     owned_backend = backend is None
     with ResultWriter(output_path) as writer:
         for problem in plan.problems:
@@ -250,7 +250,7 @@ def _judge_all(setup: _Setup, plan: ResumePlan, output_path: Path, backend: Back
             backend = load_backend(setup.judge_name, setup.spec)
         try:
             for batch in _batches(plan.cases, size):
-                batch_records = _judge_batch(batch, setup, backend)
+                batch_records = _judge_batch(batch, setup, hashes, backend)
                 for record in batch_records:
                     writer.write(record)
                 if progress is not None:
@@ -265,13 +265,14 @@ def _judge_all(setup: _Setup, plan: ResumePlan, output_path: Path, backend: Back
                 backend.close()
 
 
-def _judge_batch(batch: Sequence[Case], setup: _Setup, backend: Backend) -> list[ResultRecord]:
+def _judge_batch(batch: Sequence[Case], setup: _Setup, hashes: Mapping[str, str],
+                 backend: Backend) -> list[ResultRecord]:
     chats = [setup.chat(case) for case in batch]
     bases = [dict(case_id=case.case_id, rubric=setup.rubric.name, judge=setup.judge_name,
                   input_file=setup.input_file, input_line=case.line,
                   max_new_tokens=setup.sampling.max_new_tokens, batch_size=len(batch),
-                  settings_hash=setup.settings_hash, prompt_hash=prompt_hash(chat))
-             for case, chat in zip(batch, chats)]
+                  settings_hash=setup.settings_hash, prompt_hash=hashes[case.case_id])
+             for case in batch]
     started = time.perf_counter()
     try:
         generations = backend.generate(chats, setup.schema_text, setup.sampling,

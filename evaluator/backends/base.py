@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -55,6 +55,32 @@ def context_overflow(prompt_tokens: int, max_new_tokens: int,
                 f"{max_new_tokens}: {needed} > the judge's context of {max_model_len} "
                 "tokens. Use a judge with a longer context; case text is never truncated."))
 
+
+
+def fitting_prompts(chats: Sequence[Chat], render: Callable[[Chat], list[int]],
+                    max_new_tokens: int, max_model_len: int | None,
+                    ) -> tuple[list[Generation | None], dict[int, list[int]]]:
+    """Render each chat to token ids and set aside the ones that cannot run: a chat that
+    cannot be rendered safely (``ValueError``) gets an ``error`` generation, one too long for
+    the context a ``context_overflow`` one — that case only; the batch goes on.
+
+    Returns the per-chat results so far (None where still to generate) and the ids to
+    generate, by chat index."""
+    results: list[Generation | None] = [None] * len(chats)
+    prompts: dict[int, list[int]] = {}
+    for index, chat in enumerate(chats):
+        try:
+            ids = render(chat)
+        except ValueError as exc:
+            results[index] = Generation(text=None, finish_reason="error",
+                                        detail=f"cannot render the prompt: {exc}")
+            continue
+        overflow = context_overflow(len(ids), max_new_tokens, max_model_len)
+        if overflow is not None:
+            results[index] = overflow
+        else:
+            prompts[index] = ids
+    return results, prompts
 
 @runtime_checkable
 class Backend(Protocol):

@@ -20,7 +20,7 @@ from evaluator.backends.base import (
     Chat,
     Generation,
     Sampling,
-    context_overflow,
+    fitting_prompts,
 )
 from evaluator.backends.chat_tokens import encode_chat
 from evaluator.offline import force_offline
@@ -114,26 +114,11 @@ class TransformersBackend:
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
         """One constrained ``generate`` call for the chats that fit the context."""
         kwargs = dict(chat_template_kwargs or {})
-        prompts: list[list[int]] = []
-        results: list[Generation | None] = [None] * len(chats)
-        runnable: list[int] = []
-        for index, chat in enumerate(chats):
-            try:
-                ids = self.render(chat, kwargs)
-            except ValueError as exc:  # this case only; its batch goes on
-                prompts.append([])
-                results[index] = Generation(text=None, finish_reason="error",
-                                            detail=f"cannot render the prompt: {exc}")
-                continue
-            prompts.append(ids)
-            overflow = context_overflow(len(ids), sampling.max_new_tokens, self.max_model_len)
-            if overflow is not None:
-                results[index] = overflow
-            else:
-                runnable.append(index)
-        if runnable:
-            for index, generation in zip(runnable, self._generate_ids(
-                    [prompts[i] for i in runnable], json_schema, sampling)):
+        results, prompts = fitting_prompts(chats, lambda chat: self.render(chat, kwargs),
+                                           sampling.max_new_tokens, self.max_model_len)
+        if prompts:
+            for index, generation in zip(prompts, self._generate_ids(
+                    list(prompts.values()), json_schema, sampling)):
                 results[index] = generation
         return [r for r in results if r is not None]
 

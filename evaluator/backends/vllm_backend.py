@@ -27,7 +27,7 @@ from evaluator.backends.base import (
     Chat,
     Generation,
     Sampling,
-    context_overflow,
+    fitting_prompts,
 )
 from evaluator.backends.chat_tokens import encode_chat
 from evaluator.backends.vllm_args import (
@@ -138,19 +138,8 @@ class VLLMBackend:
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
         """One constrained ``LLM.generate`` call for the chats that fit the context."""
         kwargs = dict(chat_template_kwargs or {})
-        results: list[Generation | None] = [None] * len(chats)
-        prompts: dict[int, list[int]] = {}
-        for index, chat in enumerate(chats):
-            try:
-                ids = self.render(chat, kwargs)
-            except ValueError as exc:  # a special-token string that cannot be kept as text
-                results[index] = Generation(text=None, finish_reason="error", detail=str(exc))
-                continue
-            overflow = context_overflow(len(ids), sampling.max_new_tokens, self.max_model_len)
-            if overflow is not None:
-                results[index] = overflow
-            else:
-                prompts[index] = ids
+        results, prompts = fitting_prompts(chats, lambda chat: self.render(chat, kwargs),
+                                           sampling.max_new_tokens, self.max_model_len)
         if prompts:
             structured = self._structured(json_schema)
             params = [SamplingParams(**sampling_kwargs(sampling, ids),
