@@ -19,7 +19,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of torch (a wheel on local disk here); an unpinned torch pulls CUDA.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[transformers,test]'
+	$(BIN)/pip install -q -e '.[transformers,test,stats]'
 	touch $@
 
 install: $(BIN)/.installed

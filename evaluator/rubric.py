@@ -140,6 +140,8 @@ class Rubric(_Strict):
     output: list[OutputField] = Field(min_length=1)
     aggregates: list[Aggregate] = []
     aliases: dict[str, str] = {}
+    # Summary pass rates: share of judged cases whose score is >= the threshold.
+    pass_thresholds: dict[str, float] = {}
     chat_template_kwargs: dict[str, Any] = {}
     system: str | None = None
     template: str
@@ -170,6 +172,11 @@ class Rubric(_Strict):
             if target not in names and target not in by_key:
                 raise ValueError(f"alias {alias!r} points to {target!r}, which is neither an "
                                  "output key nor an aggregate")
+        scored = {f.key for f in self.output if isinstance(f, IntegerCriterion)} | names
+        for key in self.pass_thresholds:
+            if key not in scored:
+                raise ValueError(f"pass_thresholds: {key!r} is neither an integer criterion "
+                                 "nor an aggregate")
         return self
 
     def alias_of(self, name: str) -> str | None:

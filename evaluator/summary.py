@@ -1,6 +1,9 @@
 """Per-run summary: per-criterion statistics over the cases judged ``ok``, and status counts.
 
-Failed cases are counted and listed by id, never imputed into the statistics.
+Failed cases are counted and listed by id, never imputed into the statistics. With the
+``stats`` extra installed each criterion and aggregate also gets a seeded bootstrap 95% CI of
+its mean, and the rubric's ``pass_thresholds`` give pass rates with Wilson CIs
+(:mod:`evaluator.stats`); without it those are None and ``stats_note`` says what to install.
 """
 
 from __future__ import annotations
@@ -14,6 +17,13 @@ from typing import Any
 from evaluator.files import write_json_atomic
 from evaluator.results import ResultRecord
 from evaluator.rubric import IntegerCriterion, Rubric
+from evaluator.stats import (
+    BOOTSTRAP_RESAMPLES,
+    STATS_EXTRA_HINT,
+    mean_ci,
+    pass_rate,
+    stats_available,
+)
 
 SUMMARY_VERSION = 1
 
@@ -36,12 +46,16 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord]) -> di
     """Build the summary dict written to ``summary.json``."""
     records = list(records)
     ok = [r for r in records if r.status == "ok" and r.scores is not None]
+    with_stats = stats_available()
+    by_key: dict[str, list[float]] = {}
     criteria: dict[str, Any] = {}
     for field in rubric.output:
         if isinstance(field, IntegerCriterion):
             values = [float(r.scores[field.key]) for r in ok]  # type: ignore[index]
             counts = Counter(int(v) for v in values)
+            by_key[field.key] = values
             entry = describe(values)
+            entry["ci95"] = mean_ci(values) if with_stats else None
             entry["counts"] = {str(v): counts.get(v, 0) for v in field.allowed}
             alias = rubric.alias_of(field.key)
             if alias:
@@ -51,13 +65,27 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord]) -> di
     for agg in rubric.aggregates:
         values = [r.aggregates[agg.name] for r in ok
                   if r.aggregates and r.aggregates.get(agg.name) is not None]
-        entry = describe([float(v) for v in values])  # type: ignore[arg-type]
+        floats = [float(v) for v in values]  # type: ignore[arg-type]
+        by_key[agg.name] = floats
+        entry = describe(floats)
+        entry["ci95"] = mean_ci(floats) if with_stats else None
         alias = rubric.alias_of(agg.name)
         if alias:
             entry["alias"] = alias
         aggregates[agg.name] = entry
+    pass_rates: dict[str, Any] = {}
+    for key, threshold in rubric.pass_thresholds.items():
+        values = by_key[key]
+        if with_stats:
+            pass_rates[key] = pass_rate(values, threshold)
+        else:
+            pass_rates[key] = {"threshold": threshold, "rule": f">= {threshold:g}",
+                               "n": len(values), "passed": sum(v >= threshold for v in values),
+                               "rate": None, "ci95": None}
+        # Rates are over judged cases; cases without a verdict are neither pass nor fail.
+        pass_rates[key]["not_judged"] = len(records) - len(ok)
     statuses = Counter(r.status for r in records)
-    return {
+    summary = {
         "summary_version": SUMMARY_VERSION,
         "rubric": rubric.name,
         "judge": judge,
@@ -67,7 +95,13 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord]) -> di
         "criteria": criteria,
         "aggregates": aggregates,
         "aliases": dict(rubric.aliases),
+        "pass_rates": pass_rates,
+        "ci_method": (f"mean: percentile bootstrap, 95%, {BOOTSTRAP_RESAMPLES} resamples, seeded "
+                      "(scipy.stats.bootstrap); pass rates: Wilson (scipy.stats.binomtest)"),
     }
+    if not with_stats:
+        summary["stats_note"] = f"confidence intervals need the stats extra: {STATS_EXTRA_HINT}"
+    return summary
 
 
 def write_summary(path: Path, summary: dict[str, Any]) -> None:

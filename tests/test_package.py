@@ -11,10 +11,12 @@ from evaluator.offline import OFFLINE_ENV, force_offline
 
 def test_import_evaluator_imports_no_torch_transformers_or_vllm():
     # Parsing a vllm judge (its engine settings included) must not import vLLM either.
-    code = ("import sys, evaluator, evaluator.cli.main, evaluator.backends.vllm_args; "
+    code = ("import sys, evaluator, evaluator.cli.main, evaluator.backends.vllm_args, "
+            "evaluator.summary, evaluator.stats, evaluator.agreement, evaluator.cli.agree_cmd; "
             "from evaluator.judges import JudgeSpec; "
             "JudgeSpec(backend='vllm', path='/m', engine={'tensor_parallel_size': 2}); "
-            "heavy = [m for m in ('torch', 'transformers', 'vllm', 'outlines', 'outlines_core') "
+            "heavy = [m for m in ('torch', 'transformers', 'vllm', 'outlines', 'outlines_core', "
+            "'scipy', 'sklearn', 'pandas', 'pingouin', 'krippendorff', 'statsmodels') "
             "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -31,13 +31,21 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from evaluator.cli import models_cmd, prepare_cmd, rubrics_cmd, run_cmd, validate_cmd
+    from evaluator.cli import (
+        agree_cmd,
+        models_cmd,
+        prepare_cmd,
+        rubrics_cmd,
+        run_cmd,
+        validate_cmd,
+    )
 
     cli.add_command(run_cmd.run)
     cli.add_command(rubrics_cmd.rubrics)
     cli.add_command(models_cmd.models)
     cli.add_command(validate_cmd.validate)
     cli.add_command(prepare_cmd.prepare_judge)
+    cli.add_command(agree_cmd.agree)
 
 
 _register()

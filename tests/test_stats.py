@@ -1,0 +1,96 @@
+"""Summary statistics with uncertainty (:mod:`evaluator.stats`) and their place in the
+summary: bootstrap CIs of means, pass rates from the rubric's ``pass_thresholds``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+pytest.importorskip("scipy", reason="needs the stats extra")
+
+from evaluator.backends.fake import FakeBackend
+from evaluator.judges import JudgeSpec
+from evaluator.rubric import RubricError, load_rubric, load_rubric_file
+from evaluator.runner import evaluate
+from evaluator.stats import mean_ci, pass_rate
+from tests.conftest import write_jsonl
+
+
+def test_mean_ci_is_seeded_and_brackets_the_mean():
+    values = [1.0, 2.0, 2.0, 3.0, 4.0, 4.0, 4.0, 1.0, 3.0, 2.0]
+    low, high = mean_ci(values)
+    assert low < sum(values) / len(values) < high
+    assert mean_ci(values) == [low, high]
+
+
+def test_mean_ci_edge_cases_without_warnings():
+    assert mean_ci([]) is None
+    assert mean_ci([3.0]) == [3.0, 3.0]
+    assert mean_ci([2.0, 2.0, 2.0]) == [2.0, 2.0]
+
+
+def test_pass_rate_uses_a_wilson_interval():
+    from scipy.stats import binomtest
+
+    entry = pass_rate([1, 2, 3, 4, 4, 3, 1, 4], 3)
+    assert entry["n"] == 8 and entry["passed"] == 5 and entry["rate"] == 5 / 8
+    ci = binomtest(5, 8).proportion_ci(method="wilson")
+    assert entry["ci95"] == pytest.approx([ci.low, ci.high])
+    assert pass_rate([], 3)["rate"] is None
+    assert pass_rate([4, 4], 3)["ci95"][1] == pytest.approx(1.0)
+
+
+def _verdict(concordance: int) -> str:
+    return json.dumps({"critical_finding_concordance": concordance, "factual_accuracy": 3,
+                       "factual_completeness": 2, "overall_equivalence": 3,
+                       "reasoning": "scripted"})
+
+
+def test_summary_has_ci_and_pass_rates_and_never_imputes(tmp_path):
+    rows = [{"case_id": f"c{i}", "reference_report": "r", "generated_report": "g"}
+            for i in range(6)]
+    backend = FakeBackend([_verdict(4), _verdict(3), _verdict(1), _verdict(2), _verdict(4),
+                           "not json"])
+    result = evaluate(rubric="pathology_report", input_path=write_jsonl(tmp_path / "in.jsonl",
+                                                                        rows),
+                      output_path=tmp_path / "results.jsonl", backend=backend,
+                      judge="fake-judge", judge_spec=JudgeSpec(backend="fake"))
+    summary = json.loads(result.summary_path.read_text())
+    concordance = summary["criteria"]["critical_finding_concordance"]
+    assert concordance["n"] == 5 and concordance["mean"] == pytest.approx(2.8)
+    low, high = concordance["ci95"]
+    assert 1 <= low < 2.8 < high <= 4
+    assert summary["criteria"]["factual_accuracy"]["ci95"] == [3.0, 3.0]
+    rate = summary["pass_rates"]["critical_finding_concordance"]
+    assert (rate["n"], rate["passed"], rate["not_judged"]) == (5, 3, 1)
+    assert rate["rate"] == pytest.approx(0.6) and rate["rule"] == ">= 3"
+    assert summary["failed_case_ids"] == ["c5"]
+
+
+def test_pass_thresholds_are_validated(tmp_path):
+    assert load_rubric("pathology_report").pass_thresholds == {"critical_finding_concordance": 3}
+    data = yaml.safe_load(load_rubric("pathology_report").source_path.read_text())
+    data["pass_thresholds"] = {"reasoning": 1}
+    path = tmp_path / "pathology_report.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(RubricError, match="pass_thresholds"):
+        load_rubric_file(path)
+    data["pass_thresholds"] = {"critical_finding_concordance": "high"}
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(RubricError, match="pass_thresholds"):
+        load_rubric_file(path)
+
+
+def test_summary_without_the_stats_extra(monkeypatch):
+    import evaluator.summary as summary_module
+    from evaluator.results import ResultRecord
+
+    monkeypatch.setattr(summary_module, "stats_available", lambda: False)
+    record = ResultRecord(case_id="a", rubric="pathology_report", judge="j", status="ok",
+                          scores=json.loads(_verdict(4)))
+    summary = summary_module.summarize(load_rubric("pathology_report"), "j", [record])
+    assert summary["criteria"]["critical_finding_concordance"]["ci95"] is None
+    assert summary["pass_rates"]["critical_finding_concordance"]["passed"] == 1
+    assert "pip install" in summary["stats_note"]
