@@ -18,7 +18,7 @@ KILL_POINTS = 24
 CASES = 90
 
 
-def _start(source, target, log, delay=0.01):
+def _start(source, target, log, delay=0.03):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     with log.open("ab") as stderr:
         return subprocess.Popen([sys.executable, str(ROOT / "tests" / "fault_driver.py"),
