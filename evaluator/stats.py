@@ -14,6 +14,9 @@ from typing import Any
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20141
 CONFIDENCE = 0.95
+# scipy resamples in blocks of ``batch`` x n values; this caps a block at ~16 MB of floats so
+# a 100k-case summary stays small (unbatched it allocates resamples x n: 1.6 GB at 100k).
+BOOTSTRAP_BLOCK_VALUES = 2_000_000
 STATS_EXTRA_HINT = "pip install 'evaluator[stats]'"
 
 
@@ -53,8 +56,9 @@ def mean_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES,
     import numpy as np
     from scipy.stats import bootstrap
 
+    batch = max(1, min(resamples, BOOTSTRAP_BLOCK_VALUES // len(values)))
     result = bootstrap((np.asarray(values, dtype=float),), np.mean, n_resamples=resamples,
-                       confidence_level=confidence, method="percentile",
+                       confidence_level=confidence, method="percentile", batch=batch,
                        rng=np.random.default_rng(seed))
     low, high = result.confidence_interval
     return [float(low), float(high)]

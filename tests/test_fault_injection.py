@@ -42,12 +42,20 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path):
     source = write_jsonl(tmp_path / "cases.jsonl", rows)
     target = tmp_path / "results.jsonl"
 
-    # How long a whole run takes here, so kill times spread over start-up, judging, writing.
+    # How long a run takes here until its last record is written, so kill times spread over
+    # start-up, judging and writing (the summary written after that is not the target).
     started = time.monotonic()
     log = tmp_path / "stderr.log"
-    probe = _start(source, tmp_path / "probe.jsonl", log)
+    probe_path = tmp_path / "probe.jsonl"
+    probe = _start(source, probe_path, log)
+    duration = None
+    while duration is None:
+        if probe_path.exists() and probe_path.read_bytes().count(b"\n") >= CASES:
+            duration = time.monotonic() - started
+        elif probe.poll() is not None:
+            raise AssertionError(log.read_text())
+        time.sleep(0.005)
     assert probe.wait(timeout=120) == 0, log.read_text()
-    duration = time.monotonic() - started
 
     rng = random.Random(20261122)
     killed_mid_run = 0
@@ -65,8 +73,8 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path):
         ids, torn = _assert_intact(target)
         progress.append(sum(ids.values()))
         torn_tails += torn
-        # Every case on file (the run finished, or was killed while writing its summary,
-        # which computes bootstrap CIs): start over, so later kill points hit a live run.
+        # Every case on file (the run finished, or was killed while writing its summary):
+        # start over, so later kill points hit a live run.
         if progress[-1] == CASES:
             target.unlink()
             (tmp_path / "results.manifest.json").unlink(missing_ok=True)
