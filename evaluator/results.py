@@ -28,6 +28,24 @@ Status = Literal[
 ]
 
 
+class PanelVerdict(BaseModel):
+    """One of several verdicts for a case: a self-consistency sample (``sample``) or a jury
+    member's (``judge``, with its own results file's ``settings_hash``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sample: int | None = None
+    judge: str | None = None
+    status: Status
+    scores: dict[str, Any] | None = None
+    aggregates: dict[str, float | None] | None = None
+    reason: str | None = None
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+    settings_hash: str | None = None
+    raw_output: str | None = None  # as on ResultRecord: results file only, never logs
+
+
 class ResultRecord(BaseModel):
     """One case's outcome. A case that could not be judged has a status and a reason,
     never scores."""
@@ -57,6 +75,11 @@ class ResultRecord(BaseModel):
     # The judge's own text when it could not be validated, for debugging. It may quote the
     # case, so it lives only in the (0600) results file, never in logs.
     raw_output: str | None = None
+    # Several verdicts per case (``--samples N`` or a jury): each one, and how ``scores``
+    # and ``aggregates`` above were reduced from them (see evaluator.panel).
+    samples: list[PanelVerdict] | None = None
+    jury: list[PanelVerdict] | None = None
+    reduction: dict[str, str] | None = None
 
 
 class ResultsFileDamaged(ValueError):

@@ -66,7 +66,10 @@ def _check_settings(path: Path, lines: list[StoredLine], settings: Mapping[str, 
     if not stored or stored == {settings_hash}:
         return
     manifest = read_manifest(manifest_path)
-    if manifest and manifest.get("settings_hash") in stored and "settings" in manifest:
+    if manifest and manifest.get("kind") == "jury":
+        what = (f"it holds the combined results of the jury {manifest['jury'].get('jury')!r}, "
+                "not of one judge")
+    elif manifest and manifest.get("settings_hash") in stored and "settings" in manifest:
         changed = ", ".join(diff_settings(manifest["settings"], settings)) or "unknown"
         what = f"these settings differ from the ones it was written with: {changed}"
     else:

@@ -9,7 +9,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from evaluator.aggregate import compute_aggregates
 from evaluator.backends import Backend, Generation, Sampling, load_backend
 from evaluator.cases import Case, InputProblem, read_cases
 from evaluator.files import write_json_atomic
-from evaluator.judges import JudgeSpec, resolve_judge
+from evaluator.judges import JudgeConfigError, JudgeSpec, resolve_judge
 from evaluator.manifest import (
     build_settings,
     manifest_path_for,
@@ -32,6 +32,7 @@ from evaluator.manifest import (
     run_entry,
     settings_hash,
 )
+from evaluator.panel import combine_verdicts, reduction_of
 from evaluator.render import render_messages
 from evaluator.results import ResultRecord, ResultWriter, read_results
 from evaluator.resume import ResumePlan, move_aside, plan_resume
@@ -92,6 +93,22 @@ def judge_generation(rubric: Rubric, output_model: type, generation: Generation,
                         aggregates=compute_aggregates(rubric, scores) or None, **fields)
 
 
+def _panel_settings(samples: int, reduce: str, temperature: float) -> dict[str, Any] | None:
+    """The self-consistency settings (part of the settings hash), None for one sample."""
+    if not 0.0 <= temperature <= 2.0:
+        raise JudgeConfigError(f"temperature {temperature:g} is outside 0..2")
+    if samples < 1:
+        raise JudgeConfigError(f"samples must be at least 1, not {samples}")
+    reduction = reduction_of(reduce)
+    if samples == 1:
+        return None
+    if temperature == 0:
+        raise JudgeConfigError(f"{samples} samples at temperature 0 would be {samples} "
+                               "identical greedy verdicts: pass --temperature (e.g. 0.7) or "
+                               "set the judge's sampling.temperature in models.yaml")
+    return {"samples": samples, "reduction": reduction}
+
+
 class InputRejected(ValueError):
     """``strict``: a case could not be judged, so the run stopped (exit code 3)."""
 
@@ -133,6 +150,8 @@ class _Setup:
     template_kwargs: dict[str, Any]
     settings_hash: str
     input_file: str
+    samples: int = 1
+    reduce: str = "median"
 
     def chat(self, case: Case) -> list[dict[str, str]]:
         return render_messages(self.rubric, case.fields, system_role=self.spec.system_role)
@@ -156,6 +175,9 @@ def evaluate(
     progress: ProgressCallback | None = None,
     force_new: bool = False,
     strict: bool = False,
+    samples: int = 1,
+    temperature: float | None = None,
+    reduce: str = "median",
 ) -> RunResult:
     """Judge every case of ``input_path`` with a rubric and a judge; write results + summary.
 
@@ -165,6 +187,11 @@ def evaluate(
     it already holds are skipped (see :mod:`evaluator.resume`); ``force_new`` moves it aside
     and starts again. Records are flushed one by one; a manifest describes the run.
     ``backend`` (with ``judge_spec``) injects a ready backend, e.g. the fake one in tests.
+
+    ``samples`` > 1 judges each case that many times (sample k seeded with the judge's seed
+    + k; needs a temperature above 0, from models.yaml or ``temperature``): records keep
+    every sample and a verdict reduced by ``reduce`` (:mod:`evaluator.panel`); a case is
+    ``ok`` only when every sample is.
     """
     output_path = Path(output_path)
     input_path = Path(input_path)
@@ -187,17 +214,20 @@ def evaluate(
     # Keys must stay unsorted: outlines emits properties in schema order, the rubric's order.
     schema_text = json.dumps(schema, separators=(",", ":"))
     spec_sampling = judge_spec.sampling
+    panel = _panel_settings(samples, reduce, spec_sampling.temperature
+                            if temperature is None else temperature)
     sampling = Sampling(max_new_tokens=max_new_tokens(schema),
-                        temperature=spec_sampling.temperature, top_p=spec_sampling.top_p,
-                        seed=spec_sampling.seed)
+                        temperature=spec_sampling.temperature if temperature is None
+                        else temperature, top_p=spec_sampling.top_p, seed=spec_sampling.seed)
     template_kwargs = {**judge_spec.chat_template_kwargs, **rubric_obj.chat_template_kwargs}
     model = model_fingerprint(model_dir_for(judge_spec))
     settings = build_settings(judge_name=judge_name, spec=judge_spec, model=model,
                               rubric=rubric_obj, schema_text=schema_text,
-                              sampling=asdict(sampling), chat_template_kwargs=template_kwargs)
+                              sampling=asdict(sampling), chat_template_kwargs=template_kwargs,
+                              panel=panel)
     setup = _Setup(rubric_obj, judge_name, judge_spec, schema_text,
                    build_output_model(rubric_obj), sampling, template_kwargs,
-                   settings_hash(settings), str(input_path))
+                   settings_hash(settings), str(input_path), samples, reduce)
 
     manifest_path = manifest_path_for(output_path)
     moved: list[Path] = []
@@ -274,18 +304,28 @@ def _judge_batch(batch: Sequence[Case], setup: _Setup, hashes: Mapping[str, str]
                   settings_hash=setup.settings_hash, prompt_hash=hashes[case.case_id])
              for case in batch]
     started = time.perf_counter()
+    runs: list[list[Generation]] = []
     try:
-        generations = backend.generate(chats, setup.schema_text, setup.sampling,
-                                       setup.template_kwargs)
+        for k in range(setup.samples):
+            # Sample k is seeded with the judge's seed + k (sample 0 is the usual run).
+            sampling = replace(setup.sampling, seed=setup.sampling.seed + k)
+            runs.append(backend.generate(chats, setup.schema_text, sampling,
+                                         setup.template_kwargs))
     except Exception as exc:  # one failing batch must not kill the run
         log.error("backend error on a batch of %d case(s): %s", len(batch), type(exc).__name__)
         reason = (f"backend raised {type(exc).__name__}; see the log for details. Re-run the "
                   "same command to judge these cases again.")
         return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
     elapsed = time.perf_counter() - started
-    if len(generations) != len(batch):
-        reason = f"backend returned {len(generations)} generations for {len(batch)} prompts"
+    wrong = next((len(gens) for gens in runs if len(gens) != len(batch)), None)
+    if wrong is not None:
+        reason = f"backend returned {wrong} generations for {len(batch)} prompts"
         return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
-    return [judge_generation(setup.rubric, setup.output_model, gen,
-                             dict(base, batch_seconds=elapsed))
-            for gen, base in zip(generations, bases)]
+    records = []
+    for index, base in enumerate(bases):
+        per_sample = [judge_generation(setup.rubric, setup.output_model, gens[index],
+                                       dict(base, batch_seconds=elapsed)) for gens in runs]
+        records.append(per_sample[0] if setup.samples == 1
+                       else combine_verdicts(setup.rubric, per_sample, setup.reduce, "samples",
+                                             list(range(setup.samples))))
+    return records

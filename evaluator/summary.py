@@ -15,6 +15,7 @@ from statistics import fmean, median, stdev
 from typing import Any
 
 from evaluator.files import write_json_atomic
+from evaluator.panel import rater_agreement
 from evaluator.results import ResultRecord
 from evaluator.rubric import IntegerCriterion, Rubric
 from evaluator.stats import (
@@ -52,11 +53,14 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord]) -> di
     for field in rubric.output:
         if isinstance(field, IntegerCriterion):
             values = [float(r.scores[field.key]) for r in ok]  # type: ignore[index]
-            counts = Counter(int(v) for v in values)
+            counts = Counter(values)
             by_key[field.key] = values
             entry = describe(values)
             entry["ci95"] = mean_ci(values) if with_stats else None
-            entry["counts"] = {str(v): counts.get(v, 0) for v in field.allowed}
+            entry["counts"] = {str(v): counts.get(float(v), 0) for v in field.allowed}
+            # Reduced scores (several samples or judges) can fall between allowed values.
+            entry["counts"].update({f"{v:g}": n for v, n in sorted(counts.items())
+                                    if v not in field.allowed})
             alias = rubric.alias_of(field.key)
             if alias:
                 entry["alias"] = alias
@@ -99,9 +103,31 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord]) -> di
         "ci_method": (f"mean: percentile bootstrap, 95%, {BOOTSTRAP_RESAMPLES} resamples, seeded "
                       "(scipy.stats.bootstrap); pass rates: Wilson (scipy.stats.binomtest)"),
     }
+    for name, attribute in (("self_consistency", "samples"), ("inter_judge", "jury")):
+        panels = [r for r in records if getattr(r, attribute)]
+        if panels:
+            summary[name] = panel_summary(rubric, panels, attribute, with_stats)
     if not with_stats:
         summary["stats_note"] = f"confidence intervals need the stats extra: {STATS_EXTRA_HINT}"
     return summary
+
+
+def panel_summary(rubric: Rubric, records: list[ResultRecord], attribute: str,
+                  with_stats: bool) -> dict[str, Any]:
+    """Agreement across a case's samples (``attribute="samples"``) or jury members
+    (``"jury"``): Krippendorff's alpha per criterion and the share of unanimous cases."""
+    first = getattr(records[0], attribute)
+    raters = ([v.judge for v in first] if attribute == "jury"
+              else [f"sample {v.sample}" for v in first])
+    table = [[(v.scores, v.aggregates) if v.status == "ok" else (None, None)
+              for v in getattr(r, attribute)] for r in records]
+    block: dict[str, Any] = {"reduction": records[0].reduction}
+    if with_stats:
+        block.update(rater_agreement(rubric, table))
+    else:
+        block["alpha"] = None
+    block["raters"] = raters
+    return block
 
 
 def write_summary(path: Path, summary: dict[str, Any]) -> None:
