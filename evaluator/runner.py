@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from evaluator.aggregate import compute_aggregates
 from evaluator.backends import Backend, Generation, Sampling, load_backend
-from evaluator.cases import Case, InputProblem, read_cases
+from evaluator.cases import Case, InputProblem, UniqueIds, iter_cases
 from evaluator.files import write_json_atomic
 from evaluator.judges import JudgeConfigError, JudgeSpec, resolve_judge
 from evaluator.manifest import (
@@ -34,8 +34,8 @@ from evaluator.manifest import (
 )
 from evaluator.panel import combine_verdicts, reduction_of
 from evaluator.render import render_messages
-from evaluator.results import ResultRecord, ResultWriter, read_results
-from evaluator.resume import ResumePlan, move_aside, plan_resume
+from evaluator.results import ResultRecord, ResultWriter, iter_records
+from evaluator.resume import ResumePlan, apply_plan, move_aside, plan_resume
 from evaluator.rubric import Rubric, load_rubric
 from evaluator.schema import build_output_model, max_new_tokens, output_json_schema
 from evaluator.summary import summarize, summary_path_for, write_summary
@@ -133,10 +133,6 @@ def _problem_record(problem: InputProblem, rubric: Rubric, judge: str,
                         settings_hash=settings_hash)
 
 
-def _batches(items: Sequence[Case], size: int) -> list[Sequence[Case]]:
-    return [items[i:i + size] for i in range(0, len(items), size)]
-
-
 @dataclass(frozen=True)
 class _Setup:
     """Everything about a run that is the same for every case."""
@@ -200,15 +196,11 @@ def evaluate(
         judge_name, judge_spec = resolve_judge(judge, models_path)
     else:
         judge_name = judge or "custom"
-    items = read_cases(input_path, rubric_obj, mapping=mapping, id_column=id_column,
-                       limit=limit)
-    cases = [item for item in items if isinstance(item, Case)]
-    problems = [item for item in items if isinstance(item, InputProblem)]
-    if strict and problems:
-        raise InputRejected(f"--strict: {problems[0].describe()} ({len(problems)} bad row(s) "
-                            "in all); nothing was judged")
-    for problem in problems:
-        log.warning("input problem: %s", problem.describe())
+    def items() -> Iterator[Case | InputProblem]:
+        return iter_cases(input_path, rubric_obj, mapping=mapping, id_column=id_column,
+                          limit=limit)
+
+    items()  # the file and mapping are checked now, before anything else
 
     schema = output_json_schema(rubric_obj)
     # Keys must stay unsorted: outlines emits properties in schema order, the rubric's order.
@@ -230,15 +222,24 @@ def evaluate(
                    settings_hash(settings), str(input_path), samples, reduce)
 
     manifest_path = manifest_path_for(output_path)
+    # One pass over the input (streamed): validate every row, check ids and what an existing
+    # results file already holds. With --force-new the old file is moved aside only after
+    # this pass succeeds (and --strict accepted the input).
+    plan = plan_resume(None if force_new else output_path, manifest_path, settings,
+                       setup.settings_hash, items(), UniqueIds(input_path, id_column),
+                       lambda case: prompt_hash(setup.chat(case)))
+    if strict and plan.first_problem is not None:
+        raise InputRejected(f"--strict: {plan.first_problem.describe()} ({plan.input_errors} "
+                            "bad row(s) in all); nothing was judged")
+    for problem in plan.problems:
+        log.warning("input problem: %s", problem.describe())
     moved: list[Path] = []
     if force_new:
         moved = move_aside([output_path, manifest_path, summary_path_for(output_path)])
-    hashes = {case.case_id: prompt_hash(setup.chat(case)) for case in cases}
-    plan = plan_resume(output_path, manifest_path, settings, setup.settings_hash, problems,
-                       cases, hashes)
+    apply_plan(output_path, plan)
     if on_start is not None:
-        on_start(RunStart(len(cases), len(problems), plan.already_done, plan.retried,
-                          len(plan.problems) + len(plan.cases), moved))
+        on_start(RunStart(plan.valid, plan.input_errors, plan.already_done, plan.retried,
+                          len(plan.problems) + len(plan.todo), moved))
 
     manifest = read_manifest(manifest_path) if output_path.exists() else None
     if manifest is None or manifest.get("settings_hash") != setup.settings_hash:
@@ -248,7 +249,7 @@ def evaluate(
     output_path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(manifest_path, manifest)
     try:
-        _judge_all(setup, plan, hashes, output_path, backend,
+        _judge_all(setup, plan, items(), output_path, backend,
                    batch_size or judge_spec.batch_size, progress, strict)
         entry["status"] = "finished"
     except BaseException as exc:
@@ -258,15 +259,31 @@ def evaluate(
         entry["ended"] = now()
         write_json_atomic(manifest_path, manifest)
 
-    records = read_results(output_path)
-    summary = summarize(rubric_obj, judge_name, records)
+    summary = summarize(rubric_obj, judge_name, iter_records(output_path))
     summary_path = summary_path_for(output_path)
     write_summary(summary_path, summary)
     return RunResult(output_path, summary_path, summary)
 
 
-def _judge_all(setup: _Setup, plan: ResumePlan, hashes: Mapping[str, str], output_path: Path,
-               backend: Backend | None, size: int, progress: ProgressCallback | None, strict: bool) -> None:
+def _todo_batches(items: Iterator[Case | InputProblem], todo: set[str],
+                  size: int) -> Iterator[list[Case]]:
+    """The cases still to judge, streamed from the input, in batches. Each id is taken off
+    ``todo`` as it is batched, so no case is judged twice in a run."""
+    batch: list[Case] = []
+    for item in items:
+        if isinstance(item, Case) and item.case_id in todo:
+            todo.discard(item.case_id)
+            batch.append(item)
+            if len(batch) == size:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
+
+
+def _judge_all(setup: _Setup, plan: ResumePlan, items: Iterator[Case | InputProblem],
+               output_path: Path, backend: Backend | None, size: int,
+               progress: ProgressCallback | None, strict: bool) -> None:
     owned_backend = backend is None
     with ResultWriter(output_path) as writer:
         for problem in plan.problems:
@@ -274,13 +291,13 @@ def _judge_all(setup: _Setup, plan: ResumePlan, hashes: Mapping[str, str], outpu
                                          setup.settings_hash))
         if progress is not None and plan.problems:
             progress(len(plan.problems))
-        if not plan.cases:
+        if not plan.todo:
             return
         if backend is None:
             backend = load_backend(setup.judge_name, setup.spec)
         try:
-            for batch in _batches(plan.cases, size):
-                batch_records = _judge_batch(batch, setup, hashes, backend)
+            for batch in _todo_batches(items, plan.todo, size):
+                batch_records = _judge_batch(batch, setup, backend)
                 for record in batch_records:
                     writer.write(record)
                 if progress is not None:
@@ -295,14 +312,13 @@ def _judge_all(setup: _Setup, plan: ResumePlan, hashes: Mapping[str, str], outpu
                 backend.close()
 
 
-def _judge_batch(batch: Sequence[Case], setup: _Setup, hashes: Mapping[str, str],
-                 backend: Backend) -> list[ResultRecord]:
+def _judge_batch(batch: Sequence[Case], setup: _Setup, backend: Backend) -> list[ResultRecord]:
     chats = [setup.chat(case) for case in batch]
     bases = [dict(case_id=case.case_id, rubric=setup.rubric.name, judge=setup.judge_name,
                   input_file=setup.input_file, input_line=case.line,
                   max_new_tokens=setup.sampling.max_new_tokens, batch_size=len(batch),
-                  settings_hash=setup.settings_hash, prompt_hash=hashes[case.case_id])
-             for case in batch]
+                  settings_hash=setup.settings_hash, prompt_hash=prompt_hash(chat))
+             for case, chat in zip(batch, chats)]
     started = time.perf_counter()
     runs: list[list[Generation]] = []
     try:

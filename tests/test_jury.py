@@ -114,8 +114,7 @@ def test_a_crash_in_one_member_loses_nothing_and_resumes_there(setup, tmp_path, 
 
     monkeypatch.setattr(FakeBackend, "generate", real)
     events.clear()
-    SCRIPTS_B_REST = SCRIPTS["b"][2:]  # noqa: N806 - b resumes with its third case only
-    monkeypatch.setitem(SCRIPTS, "b", SCRIPTS_B_REST)
+    monkeypatch.setitem(SCRIPTS, "b", SCRIPTS["b"][2:])  # b resumes with its third case only
     _jury(models, cases, output)
     assert events == ["load b", "close b", "load c", "close c"]  # a was not loaded again
     records = read_results(output)
