@@ -19,7 +19,8 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of torch (a wheel on local disk here); an unpinned torch pulls CUDA.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[transformers,test,stats]'
+	# ray: --engine ray and its tests (ray 2.60 + pyarrow: ~135 MB download, ~415 MB installed).
+	$(BIN)/pip install -q -e '.[transformers,test,stats,ray]'
 	touch $@
 
 install: $(BIN)/.installed

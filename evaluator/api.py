@@ -7,6 +7,7 @@ from evaluator.cases import InputFileError
 from evaluator.embedded_judge import EmbeddedJudgeError
 from evaluator.judges import JudgeConfigError, load_models_file, resolve_judge, resolve_jury
 from evaluator.jury import JuryResult, evaluate_jury
+from evaluator.ray_options import RayClusterError, RayOptions, RayRunFailed
 from evaluator.results import ResultsFileDamaged
 from evaluator.resume import ResumeConflict
 from evaluator.rubric import RubricError, available_rubrics, load_rubric
@@ -17,11 +18,11 @@ from evaluator.schema import UnboundedSchemaError, output_json_schema
 # opposed to bugs.
 USER_ERRORS: tuple[type[Exception], ...] = (
     RubricError, JudgeConfigError, InputFileError, BackendUnavailable, UnboundedSchemaError,
-    EmbeddedJudgeError, ResumeConflict, ResultsFileDamaged,
+    EmbeddedJudgeError, ResumeConflict, ResultsFileDamaged, RayClusterError,
 )
 
 __all__ = [
-    "USER_ERRORS", "InputRejected", "JuryResult", "RunResult", "RunStart", "available_rubrics",
-    "evaluate", "evaluate_jury", "load_models_file", "load_rubric", "output_json_schema",
-    "resolve_judge", "resolve_jury",
+    "USER_ERRORS", "InputRejected", "JuryResult", "RayOptions", "RayRunFailed", "RunResult",
+    "RunStart", "available_rubrics", "evaluate", "evaluate_jury", "load_models_file",
+    "load_rubric", "output_json_schema", "resolve_judge", "resolve_jury",
 ]

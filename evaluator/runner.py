@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from evaluator.manifest import (
     settings_hash,
 )
 from evaluator.panel import combine_verdicts, reduction_of
+from evaluator.ray_options import ENGINES, RayOptions, load_ray_engine
 from evaluator.render import render_messages
 from evaluator.results import ResultRecord, ResultWriter, iter_records
 from evaluator.resume import ResumePlan, apply_plan, move_aside, plan_resume
@@ -174,6 +176,8 @@ def evaluate(
     samples: int = 1,
     temperature: float | None = None,
     reduce: str = "median",
+    engine: str = "local",
+    ray_options: RayOptions | None = None,
 ) -> RunResult:
     """Judge every case of ``input_path`` with a rubric and a judge; write results + summary.
 
@@ -188,6 +192,10 @@ def evaluate(
     + k; needs a temperature above 0, from models.yaml or ``temperature``): records keep
     every sample and a verdict reduced by ``reduce`` (:mod:`evaluator.panel`); a case is
     ``ok`` only when every sample is.
+
+    ``engine``: ``local`` judges in this process; ``ray`` spreads the batches over judge
+    replicas on a Ray cluster (``ray_options``; :mod:`evaluator.ray_engine`), writing the
+    same records to the same file with the same resume rules.
     """
     output_path = Path(output_path)
     input_path = Path(input_path)
@@ -196,10 +204,15 @@ def evaluate(
         judge_name, judge_spec = resolve_judge(judge, models_path)
     else:
         judge_name = judge or "custom"
-    def items() -> Iterator[Case | InputProblem]:
-        return iter_cases(input_path, rubric_obj, mapping=mapping, id_column=id_column,
-                          limit=limit)
-
+    if engine not in ENGINES:
+        raise JudgeConfigError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    ray_engine = load_ray_engine() if engine == "ray" else None  # a missing install: now
+    if ray_engine is not None and backend is not None:
+        raise JudgeConfigError("--engine ray loads the judge in each replica: pass "
+                               "RayOptions(backend_factory=...) instead of a backend")
+    # A picklable factory: the Ray engine reads the input again on the driver's node.
+    items = partial(iter_cases, input_path, rubric_obj, mapping=mapping, id_column=id_column,
+                    limit=limit)
     items()  # the file and mapping are checked now, before anything else
 
     schema = output_json_schema(rubric_obj)
@@ -249,8 +262,12 @@ def evaluate(
     output_path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(manifest_path, manifest)
     try:
-        _judge_all(setup, plan, items(), output_path, backend,
-                   batch_size or judge_spec.batch_size, progress, strict)
+        size = batch_size or judge_spec.batch_size
+        if ray_engine is None:
+            _judge_all(setup, plan, items(), output_path, backend, size, progress, strict)
+        else:
+            ray_engine.judge_all(setup, plan, items, output_path, size, progress, strict,
+                                 ray_options or RayOptions())
         entry["status"] = "finished"
     except BaseException as exc:
         entry["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"

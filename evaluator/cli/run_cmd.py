@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -17,6 +18,33 @@ from evaluator.cli.main import (
 )
 from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir_option
 from evaluator.jury import member_path
+from evaluator.ray_options import ENGINES, RayOptions, load_ray_engine
+
+
+def _ray_options(engine: str, address: str | None, replicas: int | None,
+                 gpus_per_replica: float | None) -> RayOptions | None:
+    given = {"--address": address, "--replicas": replicas,
+             "--gpus-per-replica": gpus_per_replica}
+    if engine != "ray":
+        named = [name for name, value in given.items() if value is not None]
+        if named:
+            raise click.UsageError(f"{', '.join(named)} only apply to --engine ray")
+        return None
+    try:
+        return RayOptions(address=address, replicas=replicas or 1,
+                          gpus_per_replica=gpus_per_replica or 0.0)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--address") from None
+
+
+def _quiet_ray() -> None:
+    """Ray logs its start-up and each dataset's plan at INFO/WARNING on stderr, where the
+    progress bar is: shown with -vv only (as for the other libraries)."""
+    load_ray_engine()  # imports Ray (which configures its loggers), or says what to install
+    level = logging.getLogger("evaluator").getEffectiveLevel()
+    for name in ("ray", "ray.data"):
+        logging.getLogger(name).setLevel(logging.DEBUG if level <= logging.DEBUG
+                                         else logging.ERROR)
 
 
 @click.command()
@@ -53,15 +81,28 @@ from evaluator.jury import member_path
 @click.option("--strict", is_flag=True, help="Stop at the first case that cannot be judged "
               "(bad row: before the model loads; too long for the judge) with exit code 3.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+              help="local: judge in this process. ray: spread the batches over judge replicas "
+                   "on a Ray cluster (needs the ray extra).")
+@click.option("--address", default=None, help="--engine ray: 'auto' (or the head's HOST:PORT) "
+              "joins the Ray cluster this machine is a node of (`ray start`) [default: a "
+              "private local cluster for this run].")
+@click.option("--replicas", type=click.IntRange(min=1), default=None,
+              help="--engine ray: judge replicas, each loading the judge once [default: 1].")
+@click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None,
+              help="--engine ray: GPUs per replica (set tensor_parallel_size to match for "
+                   "vLLM; a fraction packs replicas on a GPU) [default: 0].")
 def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...],
         samples: int, temperature: float | None, reduce: str | None, limit: int | None,
         batch_size: int | None, mappings: tuple[str, ...], id_column: str,
         rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
-        no_progress: bool) -> None:
+        no_progress: bool, engine: str, address: str | None, replicas: int | None,
+        gpus_per_replica: float | None) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
     from evaluator.api import (
         USER_ERRORS,
         InputRejected,
+        RayRunFailed,
         RunStart,
         evaluate,
         evaluate_jury,
@@ -69,6 +110,7 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
     )
 
     mapping = parse_mapping(mappings)
+    ray_options = _ray_options(engine, address, replicas, gpus_per_replica)
     bar: tqdm | None = None
     current = output_path  # the file being judged into (a jury member's, in a jury)
 
@@ -101,9 +143,11 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
     options = dict(rubric=rubric, input_path=input_path, models_path=models_file,
                    rubrics_dirs=rubrics_dirs, mapping=mapping, id_column=id_column, limit=limit,
                    batch_size=batch_size, on_start=on_start, strict=strict, samples=samples,
-                   temperature=temperature,
+                   temperature=temperature, engine=engine, ray_options=ray_options,
                    progress=lambda n: bar.update(n) if bar is not None else None)
     try:
+        if engine == "ray":
+            _quiet_ray()
         jury = resolve_jury(judges, models_file)
         if jury is None:
             result = evaluate(output_path=output_path, judge=judges[0] if judges else None,
@@ -116,6 +160,8 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
         stop(EXIT_INPUT_REJECTED, f"error: {exc}")
     except USER_ERRORS as exc:
         stop(EXIT_USAGE, f"error: {exc}")
+    except RayRunFailed as exc:
+        stop(EXIT_SOME_FAILED, f"error: {exc}")
     except KeyboardInterrupt:
         stop(EXIT_INTERRUPTED, f"interrupted; finished results are in {output_path}. Re-run the "
                                "same command to resume.")
