@@ -14,6 +14,7 @@ Cases are synthetic; no case text is printed.
     python benchmarks/ray_replicas.py                     # 32 cases, batches of 4
     python benchmarks/ray_replicas.py --cases 64 --local
     python benchmarks/ray_replicas.py --judge sleep --cases 96
+    python benchmarks/ray_replicas.py --driver-costs 20000 --case-kib 10   # no Ray
 """
 
 from __future__ import annotations
@@ -89,6 +90,51 @@ def timed_run(source: Path, output: Path, batch_size: int, replicas: int | None,
             "statuses": sorted({r.status for r in read_results(output)})}
 
 
+def write_big_cases(path: Path, n: int, kib: float) -> None:
+    """``n`` synthetic cases of about ``kib`` KiB each."""
+    repeat = max(1, round(kib * 1024 / 2 / len(REPORT)))
+    with path.open("w", encoding="utf-8") as handle:
+        for i in range(n):
+            handle.write(json.dumps({
+                "case_id": f"case-{i:04d}",
+                "reference_report": REPORT.format(d=i % 9 + 1, n=i % 5) * repeat,
+                "generated_report": REPORT.format(d=i % 7 + 1, n=i % 4) * repeat}) + "\n")
+
+
+def driver_costs(folder: Path, n: int, kib: float) -> None:
+    """What the driver's node does per case, without Ray: the read task's streaming
+    (validate rows, form batches, encode them) and the driver's writing (parse a record
+    that came back, append it, flush)."""
+    from evaluator.cases import iter_cases
+    from evaluator.ray_engine import _encode_batch
+    from evaluator.results import ResultRecord, ResultWriter
+    from evaluator.rubric import load_rubric
+    from evaluator.runner import _todo_batches
+
+    source = folder / "driver-cases.jsonl"
+    write_big_cases(source, n, kib)
+    rubric = load_rubric("pathology_report")
+    todo = {f"case-{i:04d}" for i in range(n)}
+    started = time.perf_counter()
+    size = sum(len(_encode_batch(b)) for b in _todo_batches(iter_cases(source, rubric), todo, 64))
+    read = time.perf_counter() - started
+    record = ResultRecord(case_id="case-0000", rubric="pathology_report", judge="j",
+                          status="ok", scores={"critical_finding_concordance": 3,
+                                               "factual_accuracy": 2, "reasoning": "r" * 400},
+                          input_file=str(source), input_line=1, finish_reason="stop",
+                          prompt_tokens=900, completion_tokens=140, max_new_tokens=600,
+                          batch_size=64, batch_seconds=1.0, settings_hash="0" * 16,
+                          prompt_hash="0" * 64).model_dump_json()
+    started = time.perf_counter()
+    with ResultWriter(folder / "driver-results.jsonl") as writer:
+        for _ in range(n):
+            writer.write(ResultRecord.model_validate_json(record))
+    write = time.perf_counter() - started
+    print(f"driver's node, {n} cases: read+batch+encode {n / read:,.0f} cases/s "
+          f"({size / n / 1024:.1f} KiB per case, {size / read / 2**20:.0f} MiB/s); "
+          f"parse+append+flush {n / write:,.0f} records/s ({len(record)} B records)")
+
+
 def command(source: Path, output: Path, batch_size: int, replicas: int | None,
             judge: str) -> str:
     """The CLI command that does the same run (the sleeping judge has none: the fake one)."""
@@ -107,7 +153,15 @@ def main() -> None:
     parser.add_argument("--judge", choices=("tiny-random", "sleep"), default="tiny-random")
     parser.add_argument("--sleep", type=float, default=0.5,
                         help="--judge sleep: seconds per batch")
+    parser.add_argument("--driver-costs", type=int, metavar="N", default=0,
+                        help="only time the driver node's per-case work over N cases")
+    parser.add_argument("--case-kib", type=float, default=10.0,
+                        help="--driver-costs: size of each case")
     args = parser.parse_args()
+    if args.driver_costs:
+        driver_costs(Path(tempfile.mkdtemp(prefix="ray-driver-")), args.driver_costs,
+                     args.case_kib)
+        return
 
     from evaluator.offline import OFFLINE_ENV, force_offline
 

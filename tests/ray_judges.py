@@ -46,15 +46,23 @@ class SlowFakeJudge(FakeBackend):
 
 
 class MarkedJudge:
-    """The judge that ``load_backend`` builds for the spec, with markers around it."""
+    """The judge that ``load_backend`` builds for the spec, with markers around it. Its
+    first batch waits (up to a minute) until ``replicas`` judges are loaded, so that on a
+    busy machine one replica cannot take every batch before the other is up (Ray Data
+    gives a replica at most two batches at a time)."""
 
-    def __init__(self, folder: str, judge_name, spec):
-        self.markers = _Markers(folder)
+    def __init__(self, folder: str, replicas: int, judge_name, spec):
+        self.replicas = replicas
         self.inner = load_backend(judge_name, spec)
         self.name = self.inner.name
         self.max_model_len = self.inner.max_model_len
+        self.markers = _Markers(folder)  # once loaded
 
     def generate(self, chats, json_schema, sampling, chat_template_kwargs=None):
+        deadline = time.monotonic() + 60
+        while (self.markers.batches == 0 and time.monotonic() < deadline
+               and len(list(self.markers.folder.glob("init-*"))) < self.replicas):
+            time.sleep(0.05)
         self.markers.start(len(chats))
         try:
             return self.inner.generate(chats, json_schema, sampling, chat_template_kwargs)
@@ -70,6 +78,7 @@ def slow_fake(folder: str, delay: float, judge_name, spec) -> SlowFakeJudge:
     return SlowFakeJudge(folder, delay)
 
 
-def marked(folder: str, judge_name, spec) -> MarkedJudge:
-    """A ``RayOptions.backend_factory`` wrapping the real backend (bind ``folder``)."""
-    return MarkedJudge(folder, judge_name, spec)
+def marked(folder: str, replicas: int, judge_name, spec) -> MarkedJudge:
+    """A ``RayOptions.backend_factory`` wrapping the real backend (bind ``folder`` and
+    ``replicas``)."""
+    return MarkedJudge(folder, replicas, judge_name, spec)

@@ -113,7 +113,7 @@ def test_two_replicas_give_the_local_engines_records(ray_cluster, tiny_backend, 
     folder.mkdir()
     evaluate(output_path=tmp_path / "ray.jsonl", engine="ray",
              ray_options=RayOptions(replicas=2, backend_factory=partial(ray_judges.marked,
-                                                                        str(folder))),
+                                                                        str(folder), 2)),
              **common)
 
     local = _exactly_once(tmp_path / "local.jsonl", [f"c{i:02d}" for i in range(16)])
