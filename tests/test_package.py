@@ -9,14 +9,17 @@ import sys
 from evaluator.offline import OFFLINE_ENV, force_offline
 
 
-def test_import_evaluator_imports_no_torch_transformers_or_vllm():
+def test_import_evaluator_imports_no_torch_transformers_vllm_or_matplotlib():
     # Parsing a vllm judge (its engine settings included) must not import vLLM either.
     code = ("import sys, evaluator, evaluator.cli.main, evaluator.backends.vllm_args, "
-            "evaluator.summary, evaluator.stats, evaluator.agreement, evaluator.cli.agree_cmd; "
+            "evaluator.summary, evaluator.stats, evaluator.agreement, evaluator.cli.agree_cmd, "
+            "evaluator.report, evaluator.report_html, evaluator.report_plots, "
+            "evaluator.report_text, evaluator.cli.report_cmd; "
             "from evaluator.judges import JudgeSpec; "
             "JudgeSpec(backend='vllm', path='/m', engine={'tensor_parallel_size': 2}); "
             "heavy = [m for m in ('torch', 'transformers', 'vllm', 'outlines', 'outlines_core', "
-            "'scipy', 'sklearn', 'pandas', 'pingouin', 'krippendorff', 'statsmodels') "
+            "'scipy', 'sklearn', 'pandas', 'pingouin', 'krippendorff', 'statsmodels', "
+            "'matplotlib', 'PIL') "
             "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
