@@ -71,13 +71,13 @@ def _summary_file(path: Path) -> tuple[dict[str, Any], list[str]]:
     """The extra blocks of ``<name>.summary.json`` (if any), and notes about the file."""
     summary_path = summary_path_for(path)
     if not summary_path.is_file():
-        return {}, [f"no summary file ({summary_path.name}): statistics recomputed from the "
-                    "records"]
+        return {}, [(f"no summary file ({summary_path.name}): statistics recomputed from the "
+                    "records")]
     try:
         stored = json.loads(summary_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return {}, [f"{summary_path.name} could not be read ({type(exc).__name__}); statistics "
-                    "recomputed from the records"]
+        return {}, [(f"{summary_path.name} could not be read ({type(exc).__name__}); statistics "
+                    "recomputed from the records")]
     if not isinstance(stored, dict):
         return {}, [f"{summary_path.name} is not a JSON object; ignored"]
     blocks = {name: stored[name] for name in SUMMARY_BLOCKS if isinstance(stored.get(name), dict)}
@@ -91,8 +91,8 @@ def _rubric_note(path: Path, rubric: Rubric) -> list[str]:
         return []
     recorded = (manifest.get("settings") or {}).get("rubric_file_hash")
     if recorded and rubric.source_sha256 and recorded != rubric.source_sha256:
-        return [f"the rubric file {rubric.source_path} changed since this run (the manifest "
-                "records another hash): allowed values and thresholds are today's"]
+        return [(f"the rubric file {rubric.source_path} changed since this run (the manifest "
+                "records another hash): allowed values and thresholds are today's")]
     return []
 
 

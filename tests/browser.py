@@ -58,8 +58,8 @@ def render(html: Path, png: Path, *, width: int = 1280, height: int = 4000,
                    f"--screenshot={png}", Path(html).resolve().as_uri()]
         if os.geteuid() == 0:  # Chromium refuses to run its sandbox as root
             command.insert(1, "--no-sandbox")
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              errors="replace")
+        done = subprocess.run(command, check=False, capture_output=True, text=True,
+                              timeout=timeout, errors="replace")
     console = [line for line in done.stderr.splitlines()
                if ":CONSOLE" in line or any(p in line for p in PROBLEM_PHRASES)]
     return Rendered(Path(png), done.returncode, console, done.stderr)

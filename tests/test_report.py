@@ -231,11 +231,11 @@ def test_page_shows_every_section(two_runs):
                    "Worst cases by accuracy", "2 failed case(s)"):
         assert needle in html, needle
     n = len(two_runs["rows"])
-    statuses = [row for row in table_rows(html) if row[0].startswith("#2 judge-b")][0]
+    statuses = next(row for row in table_rows(html) if row[0].startswith("#2 judge-b"))
     # cases, ok, invalid_output, truncated, too_long, input_error, backend_error, failed
     assert statuses[1:] == [str(n), str(n - 2), "2", "0", "0", "0", "0", "2"]
     first = report["worst"]["by_file"][0]["rows"][0]
-    shown = [row for row in table_rows(html) if row[0] == first["case_id"]][0]
+    shown = next(row for row in table_rows(html) if row[0] == first["case_id"])
     assert shown[1:] == ["ok", *map(str, first["values"]), *map(str, first["others"])]
     svgs = embedded_svgs(html)
     assert len(svgs) == 1 + 3  # statuses + one per criterion (no aggregates, no thresholds)
@@ -364,6 +364,25 @@ def test_show_text_notices_a_changed_input_file(marked_run):
     cases.write_text("\n".join(reversed(lines)) + "\n")
     html = render_html(build_report([marked_run], worst_n=100, show_text=True), plots=False)
     assert "the file changed since the run" in html
+
+
+def test_show_text_reads_the_input_with_the_runs_mapping(tmp_path):
+    rows = [{"id": f"m{i}", **{f: f"{MARK}-{f}-{i}" for f in TRIAL_FIELDS if f != "workflow_answer"},
+             "answer": f"{MARK}-answer-{i}"} for i in range(3)]
+    cases = write_jsonl(tmp_path / "cases.jsonl", rows)
+    results = evaluate(rubric="trial_eligibility", input_path=cases,
+                       output_path=tmp_path / "results.jsonl", backend=FakeBackend([]),
+                       judge="judge-m", judge_spec=JudgeSpec(backend="fake"),
+                       mapping={"workflow_answer": "answer"}, id_column="id").results_path
+    plain = render_html(build_report([results], worst_n=10, show_text=True), plots=False)
+    assert f"{MARK}-answer-0" not in plain and "another --id-column" in plain
+    no_map = render_html(build_report([results], worst_n=10, show_text=True, id_column="id"),
+                         plots=False)
+    assert f"{MARK}-answer-0" not in no_map and "pass the same options to the report" in no_map
+    mapped = render_html(build_report([results], worst_n=10, show_text=True, id_column="id",
+                                      mapping={"workflow_answer": "answer"}), plots=False)
+    assert f"{MARK}-answer-0" in mapped and f"{MARK}-trial_title-2" in mapped
+    assert "the file changed" not in mapped and "pass the same" not in mapped
 
 
 HOSTILE_IDS = ['<script>alert("id")</script>', '"><img src=x onerror=alert(1)>',
