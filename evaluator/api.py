@@ -5,7 +5,8 @@ from __future__ import annotations
 from evaluator.backends import BackendUnavailable
 from evaluator.cases import InputFileError
 from evaluator.embedded_judge import EmbeddedJudgeError
-from evaluator.judges import JudgeConfigError, load_models_file, resolve_judge
+from evaluator.judges import JudgeConfigError, load_models_file, resolve_judge, resolve_jury
+from evaluator.jury import JuryResult, evaluate_jury
 from evaluator.results import ResultsFileDamaged
 from evaluator.resume import ResumeConflict
 from evaluator.rubric import RubricError, available_rubrics, load_rubric
@@ -20,6 +21,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
 )
 
 __all__ = [
-    "USER_ERRORS", "InputRejected", "RunResult", "RunStart", "available_rubrics", "evaluate",
-    "load_models_file", "load_rubric", "output_json_schema", "resolve_judge",
+    "USER_ERRORS", "InputRejected", "JuryResult", "RunResult", "RunStart", "available_rubrics",
+    "evaluate", "evaluate_jury", "load_models_file", "load_rubric", "output_json_schema",
+    "resolve_judge", "resolve_jury",
 ]

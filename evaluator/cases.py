@@ -226,13 +226,14 @@ def _as_text(value: object) -> str | None:
     return None
 
 
-def read_cases(path: Path, rubric: Rubric, *, mapping: Mapping[str, str] | None = None,
-               id_column: str = "case_id", limit: int | None = None) -> list[Case | InputProblem]:
-    """Read and validate every row, in file order.
+def iter_cases(path: Path, rubric: Rubric, *, mapping: Mapping[str, str] | None = None,
+               id_column: str = "case_id", limit: int | None = None,
+               ) -> Iterator[Case | InputProblem]:
+    """Read and validate rows one at a time, in file order (the file is never held whole).
 
+    The file and ``mapping`` are checked at the call, the rows as they are iterated.
     ``mapping`` maps a rubric input name to the column that holds it. A row without an id
-    column gets ``line-N``. Duplicate case ids are an :class:`InputFileError` before any
-    case runs: a result file keyed by case id must never hold two verdicts for one id.
+    column gets ``line-N``. Ids are not checked for uniqueness here: see :class:`UniqueIds`.
     """
     path = Path(path)
     if not path.is_file():
@@ -242,25 +243,60 @@ def read_cases(path: Path, rubric: Rubric, *, mapping: Mapping[str, str] | None 
     if unknown:
         raise InputFileError(f"--map names {unknown}, which are not inputs of rubric "
                              f"{rubric.name!r} (its inputs: {', '.join(rubric.inputs)})")
-    items: list[Case | InputProblem] = []
+    rows = _rows(path)
+    return _validated(rows, path, rubric, mapping, id_column, limit)
+
+
+def _validated(rows: Iterator[_Row], path: Path, rubric: Rubric, mapping: Mapping[str, str],
+               id_column: str, limit: int | None) -> Iterator[Case | InputProblem]:
+    count = 0
     try:
-        for row in _rows(path):
-            if limit is not None and len(items) >= limit:
-                break
-            items.append(_validate_row(row, rubric, mapping, id_column, str(path)))
+        for row in rows:
+            if limit is not None and count >= limit:
+                return
+            count += 1
+            yield _validate_row(row, rubric, mapping, id_column, str(path))
     except OSError as exc:
         raise InputFileError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    seen: dict[str, int] = {}
-    duplicates: list[str] = []
-    for item in items:
-        if item.case_id in seen:
-            duplicates.append(f"{item.case_id!r} (lines {seen[item.case_id]} and {item.line})")
-        else:
-            seen[item.case_id] = item.line
-    if duplicates:
-        shown = "; ".join(duplicates[:10]) + (" ..." if len(duplicates) > 10 else "")
-        raise InputFileError(f"{path}: duplicate case ids: {shown}. Each case needs a unique "
-                             f"id (column {id_column!r}).")
+
+
+class UniqueIds:
+    """Collects case ids as rows stream by; :meth:`check` raises :class:`InputFileError`
+    naming every repeated id and its lines. A results file keyed by case id must never hold
+    two verdicts for one id, so this runs over the whole input before any case is judged."""
+
+    def __init__(self, path: Path, id_column: str):
+        self.path = path
+        self.id_column = id_column
+        self._first_line: dict[str, int] = {}
+        self._duplicates: list[str] = []
+
+    def add(self, item: Case | InputProblem) -> None:
+        """Note one row's id."""
+        first = self._first_line.setdefault(item.case_id, item.line)
+        if first != item.line:
+            self._duplicates.append(f"{item.case_id!r} (lines {first} and {item.line})")
+
+    def check(self) -> None:
+        """Raise if any id was seen twice; then forget the ids."""
+        self._first_line = {}
+        if self._duplicates:
+            shown = "; ".join(self._duplicates[:10]) + (" ..." if len(self._duplicates) > 10
+                                                         else "")
+            raise InputFileError(f"{self.path}: duplicate case ids: {shown}. Each case needs a "
+                                 f"unique id (column {self.id_column!r}).")
+
+
+def read_cases(path: Path, rubric: Rubric, *, mapping: Mapping[str, str] | None = None,
+               id_column: str = "case_id", limit: int | None = None) -> list[Case | InputProblem]:
+    """Every row, validated, as a list (:func:`iter_cases`); duplicate case ids are an
+    :class:`InputFileError`."""
+    ids = UniqueIds(Path(path), id_column)
+    items = []
+    for item in iter_cases(path, rubric, mapping=mapping, id_column=id_column, limit=limit):
+        ids.add(item)
+        items.append(item)
+    ids.check()
     return items
 
 

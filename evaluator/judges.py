@@ -7,6 +7,7 @@ instead of silently judging with the default.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -77,16 +78,39 @@ class JudgeSpec(_Strict):
         return self
 
 
+class JurySpec(_Strict):
+    """Several judges that each score every case (one model loaded at a time); their
+    verdicts are reduced to one (see evaluator.panel)."""
+
+    judges: list[str] = Field(min_length=2)
+    reduce: Literal["median", "mean", "majority"] = "median"
+    description: str = ""
+
+
 class ModelsFile(_Strict):
     """The whole models.yaml."""
 
     default: str
     judges: dict[str, JudgeSpec]
+    juries: dict[str, JurySpec] = {}
 
     @model_validator(mode="after")
     def _default_exists(self) -> ModelsFile:
         if self.default not in self.judges:
             raise ValueError(f"default judge {self.default!r} is not defined under 'judges'")
+        return self
+
+    @model_validator(mode="after")
+    def _juries_refer_to_judges(self) -> ModelsFile:
+        for name, jury in self.juries.items():
+            if name in self.judges:
+                raise ValueError(f"jury {name!r} has the name of a judge; rename one of them")
+            unknown = [j for j in jury.judges if j not in self.judges]
+            if unknown:
+                raise ValueError(f"jury {name!r} names unknown judge(s) {', '.join(unknown)}; "
+                                 f"defined: {', '.join(sorted(self.judges))}")
+            if len(set(jury.judges)) != len(jury.judges):
+                raise ValueError(f"jury {name!r} names a judge twice")
         return self
 
 
@@ -117,6 +141,26 @@ def resolve_judge(name: str | None, models_path: Path | None = None) -> tuple[st
     chosen = name or models.default
     spec = models.judges.get(chosen)
     if spec is None:
-        raise JudgeConfigError(f"unknown judge {chosen!r}; models.yaml defines: "
+        hint = (f" ({chosen!r} is a jury: it judges with several models)"
+                if chosen in models.juries else "")
+        raise JudgeConfigError(f"unknown judge {chosen!r}{hint}; models.yaml defines: "
                                f"{', '.join(sorted(models.judges))}")
     return chosen, spec
+
+
+def resolve_jury(names: Sequence[str], models_path: Path | None = None) -> tuple[str, JurySpec] | None:
+    """The jury that ``--model`` names ask for: a jury entry of models.yaml (one name), or
+    an ad-hoc jury of several judges (named ``jury(a,b,...)``); None for a single judge."""
+    if not names:
+        return None
+    models = load_models_file(models_path)
+    if len(names) == 1:
+        jury = models.juries.get(names[0])
+        return (names[0], jury) if jury is not None else None
+    if len(set(names)) != len(names):
+        raise JudgeConfigError(f"a judge is named twice in --model {' '.join(names)}")
+    for name in names:
+        if name in models.juries:
+            raise JudgeConfigError(f"{name!r} is a jury; give either one jury or several judges")
+        resolve_judge(name, models_path)  # unknown names fail here, listing the known ones
+    return f"jury({','.join(names)})", JurySpec(judges=list(names))

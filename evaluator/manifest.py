@@ -120,13 +120,16 @@ def template_hash(rubric: Rubric, system_role: bool) -> str:
 
 def build_settings(*, judge_name: str, spec: JudgeSpec, model: Mapping[str, Any],
                    rubric: Rubric, schema_text: str, sampling: Mapping[str, Any],
-                   chat_template_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings that decide a verdict (see the module docstring)."""
+                   chat_template_kwargs: Mapping[str, Any],
+                   panel: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The settings that decide a verdict (see the module docstring). ``panel``: the
+    self-consistency settings (samples, reduction), left out for a single sample so that
+    files written before it existed keep their hash."""
     engine = spec.model_dump(mode="json", include={"backend", "dtype", "max_model_len",
                                                    "system_role", "engine", "embedded"})
     engine["engine"] = {key: value for key, value in engine["engine"].items()
                         if key not in PLACEMENT_ONLY_ENGINE_KEYS}
-    return {
+    settings = {
         "judge": judge_name,
         "judge_config": engine,
         "model_hash": model.get("model_hash"),
@@ -138,6 +141,9 @@ def build_settings(*, judge_name: str, spec: JudgeSpec, model: Mapping[str, Any]
         "sampling": dict(sampling),
         "chat_template_kwargs": dict(chat_template_kwargs),
     }
+    if panel is not None:
+        settings["panel"] = dict(panel)
+    return settings
 
 
 def settings_hash(settings: Mapping[str, Any]) -> str:

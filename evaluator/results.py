@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evaluator.files import PRIVATE, fsync_dir, write_bytes_atomic
+from evaluator.files import PRIVATE, atomic_writer, fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,24 @@ Status = Literal[
     "input_error",     # the case itself is unusable (missing/empty field, bad row)
     "backend_error",   # the backend raised while judging this case's batch
 ]
+
+
+class PanelVerdict(BaseModel):
+    """One of several verdicts for a case: a self-consistency sample (``sample``) or a jury
+    member's (``judge``, with its own results file's ``settings_hash``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sample: int | None = None
+    judge: str | None = None
+    status: Status
+    scores: dict[str, Any] | None = None
+    aggregates: dict[str, float | None] | None = None
+    reason: str | None = None
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+    settings_hash: str | None = None
+    raw_output: str | None = None  # as on ResultRecord: results file only, never logs
 
 
 class ResultRecord(BaseModel):
@@ -57,6 +76,11 @@ class ResultRecord(BaseModel):
     # The judge's own text when it could not be validated, for debugging. It may quote the
     # case, so it lives only in the (0600) results file, never in logs.
     raw_output: str | None = None
+    # Several verdicts per case (``--samples N`` or a jury): each one, and how ``scores``
+    # and ``aggregates`` above were reduced from them (see evaluator.panel).
+    samples: list[PanelVerdict] | None = None
+    jury: list[PanelVerdict] | None = None
+    reduction: dict[str, str] | None = None
 
 
 class ResultsFileDamaged(ValueError):
@@ -81,39 +105,84 @@ class ResultsScan:
     torn_bytes: int    # bytes after it: a last line cut short by a crash
 
 
+def _content_end(path: Path) -> int:
+    """Length of the file without its trailing run of NUL bytes and newlines (read from the
+    end, in blocks)."""
+    with Path(path).open("rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - (1 << 16))
+            handle.seek(start)
+            block = handle.read(end - start)
+            kept = len(block.rstrip(b"\0\n"))
+            if kept:
+                return start + kept
+            end = start
+    return 0
+
+
+class ResultsReader:
+    """Iterates the complete, valid lines of a results file one at a time (never reading
+    the file whole). An unterminated last line (a write cut by a crash or power loss,
+    possibly NUL-filled) is torn, never parsed as a result: after iterating, ``valid_bytes``
+    is the length of the valid prefix and ``torn_bytes`` what follows. Any other bad line
+    raises :class:`ResultsFileDamaged` naming it."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.valid_bytes = 0
+        self.torn_bytes = 0
+
+    def __iter__(self) -> Iterator[StoredLine]:
+        content_end = _content_end(self.path)
+        size = self.path.stat().st_size
+        offset = 0
+        number = 0
+        with self.path.open("rb") as handle:
+            for chunk in handle:
+                # No newline: the write of the last line never finished. Only NUL bytes
+                # left: what a power cut leaves when the size reached the disk but the data
+                # did not.
+                if not chunk.endswith(b"\n") or offset >= content_end:
+                    break
+                number += 1
+                raw = chunk[:-1]
+                offset += len(chunk)
+                if raw.strip():
+                    yield StoredLine(number, raw, self._parse(number, raw))
+        self.valid_bytes = offset
+        self.torn_bytes = size - offset
+
+    def _parse(self, number: int, raw: bytes) -> ResultRecord:
+        try:
+            return ResultRecord.model_validate_json(raw)
+        except ValidationError as exc:
+            first = exc.errors(include_input=False, include_url=False)[0]
+            where = ".".join(map(str, first["loc"])) or "$"
+            raise ResultsFileDamaged(
+                f"{self.path} line {number} is not a result record ({where}: {first['msg']}); "
+                "the file was edited or damaged. Move it aside or fix that line, or pass "
+                "--force-new to start a new file (the old one is kept).") from None
+
+
 def scan_results(path: Path) -> ResultsScan:
-    """Read and validate every line. An unterminated last line (a write cut by a crash or
-    power loss, possibly NUL-filled) is reported as torn, never parsed as a result; any
-    other bad line raises :class:`ResultsFileDamaged` naming it."""
-    data = Path(path).read_bytes()
-    lines: list[StoredLine] = []
-    offset = 0
-    number = 0
-    content_end = len(data.rstrip(b"\0\n"))
-    while offset < len(data):
-        end = data.find(b"\n", offset)
-        # No newline: the write of the last line never finished. Only NUL bytes left: what
-        # a power cut leaves when the file size reached the disk but the data did not.
-        if end < 0 or offset >= content_end:
-            break
-        number += 1
-        raw = data[offset:end]
-        if raw.strip():
-            try:
-                record = ResultRecord.model_validate_json(raw)
-            except ValidationError as exc:
-                first = exc.errors(include_input=False, include_url=False)[0]
-                where = ".".join(map(str, first["loc"])) or "$"
-                raise ResultsFileDamaged(
-                    f"{path} line {number} is not a result record ({where}: {first['msg']}); "
-                    "the file was edited or damaged. Move it aside or fix that line, or pass "
-                    "--force-new to start a new file (the old one is kept).") from None
-            lines.append(StoredLine(number, raw, record))
-        offset = end + 1
-    return ResultsScan(lines, offset, len(data) - offset)
+    """Read and validate every line (see :class:`ResultsReader`) into memory."""
+    reader = ResultsReader(path)
+    lines = list(reader)
+    return ResultsScan(lines, reader.valid_bytes, reader.torn_bytes)
 
 
-def truncate_torn_tail(path: Path, scan: ResultsScan) -> None:
+def iter_records(path: Path) -> Iterator[ResultRecord]:
+    """Every record of a results file, one at a time (a torn last line is skipped with a
+    warning)."""
+    reader = ResultsReader(path)
+    for line in reader:
+        yield line.record
+    if reader.torn_bytes:
+        log.warning("%s: ignoring a torn last line (%d bytes)", path, reader.torn_bytes)
+
+
+def truncate_torn_tail(path: Path, scan: ResultsScan | ResultsReader) -> None:
     """Cut a torn last line off (its case is judged again)."""
     if scan.torn_bytes:
         log.warning("%s: removed a torn last line (%d bytes) left by an interrupted run",
@@ -124,9 +193,11 @@ def truncate_torn_tail(path: Path, scan: ResultsScan) -> None:
             os.fsync(handle.fileno())
 
 
-def rewrite_results(path: Path, raw_lines: list[bytes]) -> None:
-    """Replace a results file with the given lines, atomically."""
-    write_bytes_atomic(path, b"".join(raw + b"\n" for raw in raw_lines))
+def rewrite_results(path: Path, raw_lines: Iterable[bytes]) -> None:
+    """Replace a results file with the given lines (streamed), atomically."""
+    with atomic_writer(path) as handle:
+        for raw in raw_lines:
+            handle.write(raw + b"\n")
 
 
 class ResultWriter:
@@ -174,7 +245,4 @@ class ResultWriter:
 def read_results(path: Path) -> list[ResultRecord]:
     """Load every record of a results file (each line validated; a torn last line is
     skipped with a warning)."""
-    scan = scan_results(path)
-    if scan.torn_bytes:
-        log.warning("%s: ignoring a torn last line (%d bytes)", path, scan.torn_bytes)
-    return [line.record for line in scan.lines]
+    return list(iter_records(path))

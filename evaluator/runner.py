@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,9 @@ from pydantic import ValidationError
 
 from evaluator.aggregate import compute_aggregates
 from evaluator.backends import Backend, Generation, Sampling, load_backend
-from evaluator.cases import Case, InputProblem, read_cases
+from evaluator.cases import Case, InputProblem, UniqueIds, iter_cases
 from evaluator.files import write_json_atomic
-from evaluator.judges import JudgeSpec, resolve_judge
+from evaluator.judges import JudgeConfigError, JudgeSpec, resolve_judge
 from evaluator.manifest import (
     build_settings,
     manifest_path_for,
@@ -32,9 +32,10 @@ from evaluator.manifest import (
     run_entry,
     settings_hash,
 )
+from evaluator.panel import combine_verdicts, reduction_of
 from evaluator.render import render_messages
-from evaluator.results import ResultRecord, ResultWriter, read_results
-from evaluator.resume import ResumePlan, move_aside, plan_resume
+from evaluator.results import ResultRecord, ResultWriter, iter_records
+from evaluator.resume import ResumePlan, apply_plan, move_aside, plan_resume
 from evaluator.rubric import Rubric, load_rubric
 from evaluator.schema import build_output_model, max_new_tokens, output_json_schema
 from evaluator.summary import summarize, summary_path_for, write_summary
@@ -92,6 +93,22 @@ def judge_generation(rubric: Rubric, output_model: type, generation: Generation,
                         aggregates=compute_aggregates(rubric, scores) or None, **fields)
 
 
+def _panel_settings(samples: int, reduce: str, temperature: float) -> dict[str, Any] | None:
+    """The self-consistency settings (part of the settings hash), None for one sample."""
+    if not 0.0 <= temperature <= 2.0:
+        raise JudgeConfigError(f"temperature {temperature:g} is outside 0..2")
+    if samples < 1:
+        raise JudgeConfigError(f"samples must be at least 1, not {samples}")
+    reduction = reduction_of(reduce)
+    if samples == 1:
+        return None
+    if temperature == 0:
+        raise JudgeConfigError(f"{samples} samples at temperature 0 would be {samples} "
+                               "identical greedy verdicts: pass --temperature (e.g. 0.7) or "
+                               "set the judge's sampling.temperature in models.yaml")
+    return {"samples": samples, "reduction": reduction}
+
+
 class InputRejected(ValueError):
     """``strict``: a case could not be judged, so the run stopped (exit code 3)."""
 
@@ -116,10 +133,6 @@ def _problem_record(problem: InputProblem, rubric: Rubric, judge: str,
                         settings_hash=settings_hash)
 
 
-def _batches(items: Sequence[Case], size: int) -> list[Sequence[Case]]:
-    return [items[i:i + size] for i in range(0, len(items), size)]
-
-
 @dataclass(frozen=True)
 class _Setup:
     """Everything about a run that is the same for every case."""
@@ -133,6 +146,8 @@ class _Setup:
     template_kwargs: dict[str, Any]
     settings_hash: str
     input_file: str
+    samples: int = 1
+    reduce: str = "median"
 
     def chat(self, case: Case) -> list[dict[str, str]]:
         return render_messages(self.rubric, case.fields, system_role=self.spec.system_role)
@@ -156,6 +171,9 @@ def evaluate(
     progress: ProgressCallback | None = None,
     force_new: bool = False,
     strict: bool = False,
+    samples: int = 1,
+    temperature: float | None = None,
+    reduce: str = "median",
 ) -> RunResult:
     """Judge every case of ``input_path`` with a rubric and a judge; write results + summary.
 
@@ -165,6 +183,11 @@ def evaluate(
     it already holds are skipped (see :mod:`evaluator.resume`); ``force_new`` moves it aside
     and starts again. Records are flushed one by one; a manifest describes the run.
     ``backend`` (with ``judge_spec``) injects a ready backend, e.g. the fake one in tests.
+
+    ``samples`` > 1 judges each case that many times (sample k seeded with the judge's seed
+    + k; needs a temperature above 0, from models.yaml or ``temperature``): records keep
+    every sample and a verdict reduced by ``reduce`` (:mod:`evaluator.panel`); a case is
+    ``ok`` only when every sample is.
     """
     output_path = Path(output_path)
     input_path = Path(input_path)
@@ -173,42 +196,50 @@ def evaluate(
         judge_name, judge_spec = resolve_judge(judge, models_path)
     else:
         judge_name = judge or "custom"
-    items = read_cases(input_path, rubric_obj, mapping=mapping, id_column=id_column,
-                       limit=limit)
-    cases = [item for item in items if isinstance(item, Case)]
-    problems = [item for item in items if isinstance(item, InputProblem)]
-    if strict and problems:
-        raise InputRejected(f"--strict: {problems[0].describe()} ({len(problems)} bad row(s) "
-                            "in all); nothing was judged")
-    for problem in problems:
-        log.warning("input problem: %s", problem.describe())
+    def items() -> Iterator[Case | InputProblem]:
+        return iter_cases(input_path, rubric_obj, mapping=mapping, id_column=id_column,
+                          limit=limit)
+
+    items()  # the file and mapping are checked now, before anything else
 
     schema = output_json_schema(rubric_obj)
     # Keys must stay unsorted: outlines emits properties in schema order, the rubric's order.
     schema_text = json.dumps(schema, separators=(",", ":"))
     spec_sampling = judge_spec.sampling
+    panel = _panel_settings(samples, reduce, spec_sampling.temperature
+                            if temperature is None else temperature)
     sampling = Sampling(max_new_tokens=max_new_tokens(schema),
-                        temperature=spec_sampling.temperature, top_p=spec_sampling.top_p,
-                        seed=spec_sampling.seed)
+                        temperature=spec_sampling.temperature if temperature is None
+                        else temperature, top_p=spec_sampling.top_p, seed=spec_sampling.seed)
     template_kwargs = {**judge_spec.chat_template_kwargs, **rubric_obj.chat_template_kwargs}
     model = model_fingerprint(model_dir_for(judge_spec))
     settings = build_settings(judge_name=judge_name, spec=judge_spec, model=model,
                               rubric=rubric_obj, schema_text=schema_text,
-                              sampling=asdict(sampling), chat_template_kwargs=template_kwargs)
+                              sampling=asdict(sampling), chat_template_kwargs=template_kwargs,
+                              panel=panel)
     setup = _Setup(rubric_obj, judge_name, judge_spec, schema_text,
                    build_output_model(rubric_obj), sampling, template_kwargs,
-                   settings_hash(settings), str(input_path))
+                   settings_hash(settings), str(input_path), samples, reduce)
 
     manifest_path = manifest_path_for(output_path)
+    # One pass over the input (streamed): validate every row, check ids and what an existing
+    # results file already holds. With --force-new the old file is moved aside only after
+    # this pass succeeds (and --strict accepted the input).
+    plan = plan_resume(None if force_new else output_path, manifest_path, settings,
+                       setup.settings_hash, items(), UniqueIds(input_path, id_column),
+                       lambda case: prompt_hash(setup.chat(case)))
+    if strict and plan.first_problem is not None:
+        raise InputRejected(f"--strict: {plan.first_problem.describe()} ({plan.input_errors} "
+                            "bad row(s) in all); nothing was judged")
+    for problem in plan.problems:
+        log.warning("input problem: %s", problem.describe())
     moved: list[Path] = []
     if force_new:
         moved = move_aside([output_path, manifest_path, summary_path_for(output_path)])
-    hashes = {case.case_id: prompt_hash(setup.chat(case)) for case in cases}
-    plan = plan_resume(output_path, manifest_path, settings, setup.settings_hash, problems,
-                       cases, hashes)
+    apply_plan(output_path, plan)
     if on_start is not None:
-        on_start(RunStart(len(cases), len(problems), plan.already_done, plan.retried,
-                          len(plan.problems) + len(plan.cases), moved))
+        on_start(RunStart(plan.valid, plan.input_errors, plan.already_done, plan.retried,
+                          len(plan.problems) + len(plan.todo), moved))
 
     manifest = read_manifest(manifest_path) if output_path.exists() else None
     if manifest is None or manifest.get("settings_hash") != setup.settings_hash:
@@ -218,7 +249,7 @@ def evaluate(
     output_path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(manifest_path, manifest)
     try:
-        _judge_all(setup, plan, hashes, output_path, backend,
+        _judge_all(setup, plan, items(), output_path, backend,
                    batch_size or judge_spec.batch_size, progress, strict)
         entry["status"] = "finished"
     except BaseException as exc:
@@ -228,15 +259,31 @@ def evaluate(
         entry["ended"] = now()
         write_json_atomic(manifest_path, manifest)
 
-    records = read_results(output_path)
-    summary = summarize(rubric_obj, judge_name, records)
+    summary = summarize(rubric_obj, judge_name, iter_records(output_path))
     summary_path = summary_path_for(output_path)
     write_summary(summary_path, summary)
     return RunResult(output_path, summary_path, summary)
 
 
-def _judge_all(setup: _Setup, plan: ResumePlan, hashes: Mapping[str, str], output_path: Path,
-               backend: Backend | None, size: int, progress: ProgressCallback | None, strict: bool) -> None:
+def _todo_batches(items: Iterator[Case | InputProblem], todo: set[str],
+                  size: int) -> Iterator[list[Case]]:
+    """The cases still to judge, streamed from the input, in batches. Each id is taken off
+    ``todo`` as it is batched, so no case is judged twice in a run."""
+    batch: list[Case] = []
+    for item in items:
+        if isinstance(item, Case) and item.case_id in todo:
+            todo.discard(item.case_id)
+            batch.append(item)
+            if len(batch) == size:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
+
+
+def _judge_all(setup: _Setup, plan: ResumePlan, items: Iterator[Case | InputProblem],
+               output_path: Path, backend: Backend | None, size: int,
+               progress: ProgressCallback | None, strict: bool) -> None:
     owned_backend = backend is None
     with ResultWriter(output_path) as writer:
         for problem in plan.problems:
@@ -244,13 +291,13 @@ def _judge_all(setup: _Setup, plan: ResumePlan, hashes: Mapping[str, str], outpu
                                          setup.settings_hash))
         if progress is not None and plan.problems:
             progress(len(plan.problems))
-        if not plan.cases:
+        if not plan.todo:
             return
         if backend is None:
             backend = load_backend(setup.judge_name, setup.spec)
         try:
-            for batch in _batches(plan.cases, size):
-                batch_records = _judge_batch(batch, setup, hashes, backend)
+            for batch in _todo_batches(items, plan.todo, size):
+                batch_records = _judge_batch(batch, setup, backend)
                 for record in batch_records:
                     writer.write(record)
                 if progress is not None:
@@ -265,27 +312,36 @@ def _judge_all(setup: _Setup, plan: ResumePlan, hashes: Mapping[str, str], outpu
                 backend.close()
 
 
-def _judge_batch(batch: Sequence[Case], setup: _Setup, hashes: Mapping[str, str],
-                 backend: Backend) -> list[ResultRecord]:
+def _judge_batch(batch: Sequence[Case], setup: _Setup, backend: Backend) -> list[ResultRecord]:
     chats = [setup.chat(case) for case in batch]
     bases = [dict(case_id=case.case_id, rubric=setup.rubric.name, judge=setup.judge_name,
                   input_file=setup.input_file, input_line=case.line,
                   max_new_tokens=setup.sampling.max_new_tokens, batch_size=len(batch),
-                  settings_hash=setup.settings_hash, prompt_hash=hashes[case.case_id])
-             for case in batch]
+                  settings_hash=setup.settings_hash, prompt_hash=prompt_hash(chat))
+             for case, chat in zip(batch, chats)]
     started = time.perf_counter()
+    runs: list[list[Generation]] = []
     try:
-        generations = backend.generate(chats, setup.schema_text, setup.sampling,
-                                       setup.template_kwargs)
+        for k in range(setup.samples):
+            # Sample k is seeded with the judge's seed + k (sample 0 is the usual run).
+            sampling = replace(setup.sampling, seed=setup.sampling.seed + k)
+            runs.append(backend.generate(chats, setup.schema_text, sampling,
+                                         setup.template_kwargs))
     except Exception as exc:  # one failing batch must not kill the run
         log.error("backend error on a batch of %d case(s): %s", len(batch), type(exc).__name__)
         reason = (f"backend raised {type(exc).__name__}; see the log for details. Re-run the "
                   "same command to judge these cases again.")
         return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
     elapsed = time.perf_counter() - started
-    if len(generations) != len(batch):
-        reason = f"backend returned {len(generations)} generations for {len(batch)} prompts"
+    wrong = next((len(gens) for gens in runs if len(gens) != len(batch)), None)
+    if wrong is not None:
+        reason = f"backend returned {wrong} generations for {len(batch)} prompts"
         return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
-    return [judge_generation(setup.rubric, setup.output_model, gen,
-                             dict(base, batch_seconds=elapsed))
-            for gen, base in zip(generations, bases)]
+    records = []
+    for index, base in enumerate(bases):
+        per_sample = [judge_generation(setup.rubric, setup.output_model, gens[index],
+                                       dict(base, batch_seconds=elapsed)) for gens in runs]
+        records.append(per_sample[0] if setup.samples == 1
+                       else combine_verdicts(setup.rubric, per_sample, setup.reduce, "samples",
+                                             list(range(setup.samples))))
+    return records

@@ -44,16 +44,19 @@ class FakeBackend:
     name = "fake"
 
     def __init__(self, outputs: Iterable[str | Generation] = (), *,
-                 max_model_len: int | None = None, fail_with: Exception | None = None):
+                 max_model_len: int | None = None, fail_with: Exception | None = None,
+                 record_calls: bool = True):
         self._queue: deque[str | Generation] = deque(outputs)
         self.max_model_len = max_model_len
         self.fail_with = fail_with
+        self.record_calls = record_calls
         self.calls: list[tuple[list[Chat], str, Sampling, dict[str, Any]]] = []
 
     @classmethod
     def from_spec(cls, judge_name: str, spec: JudgeSpec) -> FakeBackend:
-        """Build from a models.yaml entry (``backend: fake``): no script, valid verdicts."""
-        return cls(max_model_len=spec.max_model_len)
+        """Build from a models.yaml entry (``backend: fake``): no script, valid verdicts,
+        no record of the calls (a long run must not keep every prompt)."""
+        return cls(max_model_len=spec.max_model_len, record_calls=False)
 
     def enqueue(self, outputs: Iterable[str | Generation]) -> None:
         """Append scripted outputs."""
@@ -62,7 +65,9 @@ class FakeBackend:
     def generate(self, chats: Sequence[Chat], json_schema: str, sampling: Sampling,
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
         """Pop one scripted output per chat (or build a minimal valid verdict)."""
-        self.calls.append((list(chats), json_schema, sampling, dict(chat_template_kwargs or {})))
+        if self.record_calls:
+            self.calls.append((list(chats), json_schema, sampling,
+                               dict(chat_template_kwargs or {})))
         if self.fail_with is not None:
             raise self.fail_with
         results = []

@@ -16,6 +16,7 @@ from evaluator.cli.main import (
     EXIT_USAGE,
 )
 from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir_option
+from evaluator.jury import member_path
 
 
 @click.command()
@@ -27,8 +28,17 @@ from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir
               type=click.Path(dir_okay=False, path_type=Path),
               help="Results .jsonl. If it exists, the run resumes: finished cases are skipped. "
                    "<name>.summary.json and <name>.manifest.json are written beside it.")
-@click.option("--model", "-m", "judge", default=None, help="Judge name from models.yaml "
-              "(default: the file's default).")
+@click.option("--model", "-m", "judges", multiple=True, help="Judge name from models.yaml "
+              "(default: the file's default). Repeat it for a jury: every case is judged by "
+              "each judge in turn, one model loaded at a time; or name a jury from models.yaml.")
+@click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Judge each case N times (self-consistency; needs a temperature above 0).")
+@click.option("--temperature", type=click.FloatRange(0.0, 2.0), default=None,
+              help="Sampling temperature (default: the judge's, from models.yaml).")
+@click.option("--reduce", type=click.Choice(["median", "mean", "majority"]), default=None,
+              help="How several samples' or judges' scores become one (integer criteria; "
+                   "aggregates use mean, or median with median) [default: median, or the "
+                   "jury's own].")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N cases.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,
               help="Cases per generate call (default: the judge's batch_size).")
@@ -43,24 +53,35 @@ from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir
 @click.option("--strict", is_flag=True, help="Stop at the first case that cannot be judged "
               "(bad row: before the model loads; too long for the judge) with exit code 3.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def run(rubric: str, input_path: Path, output_path: Path, judge: str | None, limit: int | None,
+def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...],
+        samples: int, temperature: float | None, reduce: str | None, limit: int | None,
         batch_size: int | None, mappings: tuple[str, ...], id_column: str,
         rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
         no_progress: bool) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
-    from evaluator.api import USER_ERRORS, InputRejected, RunStart, evaluate
+    from evaluator.api import (
+        USER_ERRORS,
+        InputRejected,
+        RunStart,
+        evaluate,
+        evaluate_jury,
+        resolve_jury,
+    )
 
     mapping = parse_mapping(mappings)
     bar: tqdm | None = None
+    current = output_path  # the file being judged into (a jury member's, in a jury)
 
     def on_start(start: RunStart) -> None:
         nonlocal bar
+        if bar is not None:
+            bar.close()
         for path in start.moved_aside:
             click.echo(f"--force-new: kept the previous file as {path}", err=True)
         click.echo(f"{start.valid + start.input_errors} case(s) read: {start.valid} valid, "
                    f"{start.input_errors} with input errors (recorded in the results)", err=True)
         if start.already_done or start.retried:
-            click.echo(f"resuming {output_path}: {start.already_done} case(s) already done, "
+            click.echo(f"resuming {current}: {start.already_done} case(s) already done, "
                        f"{start.retried} to judge again after a failure", err=True)
         bar = tqdm(total=start.to_judge, unit="case", disable=no_progress or None,
                    file=sys.stderr, dynamic_ncols=True)
@@ -71,13 +92,26 @@ def run(rubric: str, input_path: Path, output_path: Path, judge: str | None, lim
         click.echo(message, err=True)
         sys.exit(code)
 
+    def on_member(index: int, name: str) -> None:
+        nonlocal current
+        current = member_path(output_path, name)
+        click.echo(f"jury member {index + 1}/{len(jury[1].judges)}: {name} -> {current}",  # type: ignore[index]
+                   err=True)
+
+    options = dict(rubric=rubric, input_path=input_path, models_path=models_file,
+                   rubrics_dirs=rubrics_dirs, mapping=mapping, id_column=id_column, limit=limit,
+                   batch_size=batch_size, on_start=on_start, strict=strict, samples=samples,
+                   temperature=temperature,
+                   progress=lambda n: bar.update(n) if bar is not None else None)
     try:
-        result = evaluate(rubric=rubric, input_path=input_path, output_path=output_path,
-                          judge=judge, models_path=models_file, rubrics_dirs=rubrics_dirs,
-                          mapping=mapping, id_column=id_column, limit=limit,
-                          batch_size=batch_size, on_start=on_start, force_new=force_new,
-                          strict=strict,
-                          progress=lambda n: bar.update(n) if bar is not None else None)
+        jury = resolve_jury(judges, models_file)
+        if jury is None:
+            result = evaluate(output_path=output_path, judge=judges[0] if judges else None,
+                              force_new=force_new, reduce=reduce or "median", **options)
+        else:
+            result = evaluate_jury(jury_name=jury[0], jury=jury[1], output_path=output_path,
+                                   reduce=reduce, force_new=force_new, on_member=on_member,
+                                   **options)
     except InputRejected as exc:
         stop(EXIT_INPUT_REJECTED, f"error: {exc}")
     except USER_ERRORS as exc:
@@ -88,8 +122,9 @@ def run(rubric: str, input_path: Path, output_path: Path, judge: str | None, lim
     if bar is not None:
         bar.close()
     summary = result.summary
-    click.echo(json.dumps({k: summary[k] for k in ("rubric", "judge", "cases", "status_counts",
-                                                   "criteria", "aggregates")}, indent=2))
+    shown = ("rubric", "judge", "cases", "status_counts", "criteria", "aggregates",
+             "self_consistency", "inter_judge")
+    click.echo(json.dumps({k: summary[k] for k in shown if k in summary}, indent=2))
     click.echo(f"results: {result.results_path}\nsummary: {result.summary_path}", err=True)
     if result.failed:
         click.echo(f"{result.failed} case(s) have no verdict; see 'status' and 'reason' in the "

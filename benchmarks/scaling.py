@@ -1,0 +1,112 @@
+"""Scaling: wall time and peak RSS of a whole run (read, judge, write, summarize) for 1k, 10k
+and 100k cases with the fake backend (no model: what is left is the pipeline itself).
+
+Targets (issue 7): time linear in the number of cases; peak RSS growth <= 50 MB from 1k to
+100k cases (input and results streamed, never held whole).
+
+Each size runs in a fresh process (peak RSS is per process); the cases are synthetic
+pathology reports of ~1.2 KB each, with ids only in the output (no case text is printed).
+
+    python benchmarks/scaling.py                 # 1k, 10k, 100k
+    python benchmarks/scaling.py --sizes 1000 10000 --resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PARAGRAPH = ("Sections show a moderately differentiated adenocarcinoma infiltrating the "
+             "muscularis propria, with lymphovascular invasion present and margins free of "
+             "tumour at {d} mm. {n} of 14 lymph nodes contain metastatic carcinoma. ")
+
+
+def write_cases(path: Path, n: int) -> None:
+    """``n`` synthetic cases, written line by line."""
+    with path.open("w", encoding="utf-8") as handle:
+        for i in range(n):
+            row = {"case_id": f"case-{i:06d}",
+                   "reference_report": (PARAGRAPH * 3).format(d=i % 9 + 1, n=i % 5),
+                   "generated_report": (PARAGRAPH * 3).format(d=i % 7 + 1, n=i % 4)}
+            handle.write(json.dumps(row) + "\n")
+
+
+def child(input_path: str, output_path: str) -> None:
+    """One run in this process; print its wall time and peak RSS as JSON."""
+    from evaluator.runner import evaluate
+
+    started = time.perf_counter()
+    result = evaluate(rubric="pathology_report", input_path=Path(input_path),
+                      output_path=Path(output_path), judge="fake", batch_size=64)
+    elapsed = time.perf_counter() - started
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": elapsed, "peak_rss_mb": peak_mb,
+                      "ok": result.summary["status_counts"].get("ok", 0)}))
+
+
+def run_size(n: int, folder: Path, resume: bool) -> dict:
+    cases = folder / f"cases-{n}.jsonl"
+    write_cases(cases, n)
+    output = folder / f"results-{n}.jsonl"
+    figures = _child(cases, output)
+    assert figures["ok"] == n, figures
+    if resume:  # a second run over the finished file: nothing left to judge
+        figures["resume"] = _child(cases, output)
+    figures["input_mb"] = cases.stat().st_size / 1e6
+    figures["results_mb"] = output.stat().st_size / 1e6
+    return figures
+
+
+def _child(cases: Path, output: Path) -> dict:
+    process = subprocess.run([sys.executable, __file__, "--child", str(cases), str(output)],
+                             capture_output=True, text=True, cwd=ROOT, check=False)
+    if process.returncode != 0:
+        raise SystemExit(f"child run failed:\n{process.stderr[-3000:]}")
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    parser.add_argument("--resume", action="store_true", help="also time a resume of each")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    command = "python benchmarks/scaling.py " + " ".join(sys.argv[1:])
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="evaluator-scaling-") as tmp:
+        for n in args.sizes:
+            figures = run_size(n, Path(tmp), args.resume)
+            rows.append((n, figures))
+            resumed = (f", resume {figures['resume']['seconds']:.1f} s / "
+                       f"{figures['resume']['peak_rss_mb']:.0f} MB" if args.resume else "")
+            print(f"{n:>7} cases: {figures['seconds']:7.1f} s "
+                  f"({n / figures['seconds']:,.0f} cases/s), peak RSS "
+                  f"{figures['peak_rss_mb']:.0f} MB; input {figures['input_mb']:.0f} MB, "
+                  f"results {figures['results_mb']:.0f} MB{resumed}", flush=True)
+    (n0, first), (n1, last) = rows[0], rows[-1]
+    per_case = [f["seconds"] / n for n, f in rows]
+    print(f"time per case: {', '.join(f'{p * 1e3:.2f} ms' for p in per_case)} "
+          "(includes the fixed start-up: imports, rubric, schema)")
+    marginal = [(b[1]["seconds"] - a[1]["seconds"]) / (b[0] - a[0])
+                for a, b in zip(rows, rows[1:])]
+    if marginal:
+        print(f"marginal time per added case: "
+              f"{', '.join(f'{m * 1e3:.2f} ms' for m in marginal)} between successive sizes "
+              "(linear when these are about equal)")
+    print(f"peak RSS growth {n0:,} -> {n1:,} cases: "
+          f"{last['peak_rss_mb'] - first['peak_rss_mb']:+.0f} MB (target <= 50 MB)")
+    print(f"re-run: {command}")
+
+
+if __name__ == "__main__":
+    main()
