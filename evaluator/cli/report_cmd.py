@@ -1,0 +1,67 @@
+"""``evaluator report``: one self-contained HTML page over one or more results files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.cli.main import EXIT_USAGE
+from evaluator.cli.options import parse_mapping, rubrics_dir_option
+
+
+@click.command()
+@click.argument("results", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--html", "html_path", required=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="The HTML file to write (mode 0600).")
+@click.option("--labels", "labels_path", default=None,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Labels (.jsonl or .csv) for agreement tables.")
+@click.option("--label-field", default=None, help="The labels file's field holding the label.")
+@click.option("--label-id-column", default="case_id", show_default=True,
+              help="The labels file's case id column.")
+@click.option("--worst-by", default=None, metavar="KEY",
+              help="Criterion or aggregate to rank the worst cases by (lowest first; default: "
+                   "the first pass-threshold key, else the first criterion).")
+@click.option("--worst", "worst_n", type=click.IntRange(min=0), default=10, show_default=True,
+              help="Worst cases shown per file (0: none).")
+@click.option("--show-text", is_flag=True,
+              help="Include case text and the judge's written output (PHI!). Without it the "
+                   "page holds ids, scores, statuses and failure reasons only.")
+@click.option("--map", "mappings", multiple=True, metavar="FIELD=COLUMN",
+              help="With --show-text: the --map options the run used (repeatable).")
+@click.option("--id-column", default="case_id", show_default=True,
+              help="With --show-text: the --id-column the run used.")
+@click.option("--resamples", type=click.IntRange(min=100), default=1000, show_default=True,
+              help="Bootstrap resamples for the agreement CIs.")
+@rubrics_dir_option
+def report(results: tuple[Path, ...], html_path: Path, labels_path: Path | None,
+           label_field: str | None, label_id_column: str, worst_by: str | None, worst_n: int,
+           show_text: bool, mappings: tuple[str, ...], id_column: str, resamples: int,
+           rubrics_dirs: tuple[Path, ...]) -> None:
+    """Write an HTML report over RESULTS (results files of one rubric: several judges,
+    systems or runs side by side): distributions, means and pass rates with 95% CIs,
+    statuses, agreement with labels, worst cases. Works offline; no case text unless
+    --show-text."""
+    from evaluator.agreement import AgreementError
+    from evaluator.api import USER_ERRORS
+    from evaluator.report import ReportError
+    from evaluator.report_html import write_report
+    from evaluator.stats import StatsUnavailable
+
+    if labels_path is not None and not label_field:
+        raise click.UsageError("--labels needs --label-field")
+    try:
+        written = write_report(list(results), html_path, rubrics_dirs=rubrics_dirs,
+                               labels=labels_path, label_field=label_field,
+                               label_id_column=label_id_column, worst_by=worst_by,
+                               worst_n=worst_n, show_text=show_text,
+                               mapping=parse_mapping(mappings), id_column=id_column,
+                               agreement_resamples=resamples)
+    except (ReportError, AgreementError, StatsUnavailable, *USER_ERRORS) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(f"report: {written}" + (" (contains case text)" if show_text else ""), err=True)

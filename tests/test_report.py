@@ -1,0 +1,531 @@
+"""``evaluator report``: the HTML report over result files made with the scripted fake judge
+(real trial data when the shared dev data is there), checked as data, as HTML (escaping, no
+case text without --show-text, no network references) and in headless Chromium."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import stat
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.backends.fake import FakeBackend
+from evaluator.cli.main import cli
+from evaluator.judges import JudgeSpec
+from evaluator.report import ReportError, _labels, build_report
+from evaluator.report_html import CSP, render_html, write_report
+from evaluator.results import read_results
+from evaluator.runner import evaluate
+from evaluator.summary import summarize
+from tests import browser
+from tests.conftest import EXAMPLES, write_jsonl
+from tests.hostile_corpus import CORPUS
+
+pytest.importorskip("scipy", reason="needs the stats extra")
+pytest.importorskip("matplotlib", reason="needs the report extra: pip install -e '.[report]'")
+
+TRIAL_FIELDS = ("patient_profile", "trial_id", "trial_title", "eligibility_criteria",
+                "ground_truth_label", "ground_truth_explanation", "workflow_answer")
+SVG_URI = "data:image/svg+xml;base64,"
+
+
+def trial_verdict(accuracy: int, index: int, reasoning: str = "ok") -> str:
+    return json.dumps({"hallucination": 4 + index % 2, "hallucination_reasoning": reasoning,
+                       "accuracy": accuracy, "accuracy_reasoning": reasoning,
+                       "clarity": 1 + index % 5, "clarity_reasoning": reasoning})
+
+
+def run_fake(rows: list[dict], out: Path, judge: str, outputs: list[str],
+             rubric: str = "trial_eligibility") -> Path:
+    """Judge ``rows`` (written to ``out``/cases.jsonl) with a scripted fake judge."""
+    out.mkdir(parents=True, exist_ok=True)
+    cases = write_jsonl(out / "cases.jsonl", rows)
+    return evaluate(rubric=rubric, input_path=cases, output_path=out / "results.jsonl",
+                    backend=FakeBackend(outputs), judge=judge,
+                    judge_spec=JudgeSpec(backend="fake")).results_path
+
+
+def label_of(row: dict, index: int) -> int:
+    """The expert label of the dev data, or a made-up one for the bundled examples."""
+    return int(row.get("expert_qrel", 1 + index % 2))
+
+
+@pytest.fixture(scope="module")
+def two_runs(trial_rows, tmp_path_factory):
+    """Two judges over the same cases: A tracks the label, B is harsher on every third case
+    and fails two cases (an invalid verdict, a truncation-free garbage line)."""
+    base = tmp_path_factory.mktemp("report")
+    rows = [dict(r) for r in trial_rows]
+    a_out = [trial_verdict(min(5, 2 + 2 * (label_of(r, i) - 1) + i % 2), i)
+             for i, r in enumerate(rows)]
+    b_out = [trial_verdict(max(1, min(5, 2 + 2 * (label_of(r, i) - 1) - (i % 3 == 0))), i)
+             for i, r in enumerate(rows)]
+    b_out[1] = "not json at all"
+    b_out[2] = b_out[2].replace('"accuracy": ', '"accuracy": 9') if len(rows) > 2 else b_out[2]
+    a = run_fake(rows, base / "a", "judge-a", a_out)
+    b = run_fake(rows, base / "b", "judge-b", b_out)
+    labels = write_jsonl(base / "labels.jsonl", [{"case_id": r["case_id"],
+                                                   "expert_qrel": label_of(r, i)}
+                                                  for i, r in enumerate(rows)])
+    return {"a": a, "b": b, "labels": labels, "rows": rows, "base": base}
+
+
+class Tags(HTMLParser):
+    """Every start tag with its attributes, and the page's text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+class Rows(HTMLParser):
+    """The text of every table row's cells."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def table_rows(html: str) -> list[list[str]]:
+    rows = Rows()
+    rows.feed(html)
+    return rows.rows
+
+
+def parse(html: str) -> Tags:
+    tags = Tags()
+    tags.feed(html)
+    tags.close()
+    return tags
+
+
+def embedded_svgs(html: str) -> list[str]:
+    return [base64.b64decode(uri).decode("utf-8")
+            for uri in re.findall(re.escape(SVG_URI) + r"([A-Za-z0-9+/=]+)", html)]
+
+
+def everything(html: str) -> str:
+    """The page and the text of every embedded plot (SVG keeps labels as comments)."""
+    return html + "\n".join(embedded_svgs(html))
+
+
+# ---------------------------------------------------------------- data and comparison
+
+
+def test_two_files_side_by_side(two_runs):
+    report = build_report([two_runs["a"], two_runs["b"]], worst_n=0)
+    a, b = report["files"]
+    assert a["label"] == "judge-a · results.jsonl" and b["label"] == "judge-b · results.jsonl"
+    n = len(two_runs["rows"])
+    assert a["summary"]["status_counts"] == {"ok": n}
+    assert b["summary"]["status_counts"] == {"invalid_output": 2, "ok": n - 2}
+    assert [f["case_id"] for f in b["failed"]] == [two_runs["rows"][i]["case_id"] for i in (1, 2)]
+    # Recomputed from the records = what the run wrote beside them.
+    for entry, path in ((a, two_runs["a"]), (b, two_runs["b"])):
+        written = json.loads(path.with_name("results.summary.json").read_text())
+        assert entry["summary"]["criteria"] == written["criteria"]
+    accuracy_b = [r.scores["accuracy"] for r in read_results(two_runs["b"]) if r.status == "ok"]
+    assert b["values"]["accuracy"] == accuracy_b
+    assert report["worst"] is None and report["agreement"] is None
+
+
+def test_summary_file_is_not_needed(two_runs, tmp_path):
+    copy = tmp_path / "only-records.jsonl"
+    copy.write_bytes(two_runs["b"].read_bytes())
+    report = build_report([copy], worst_n=0)
+    [entry] = report["files"]
+    rubric = report["rubric"]
+    assert entry["summary"]["criteria"] == summarize(rubric, "judge-b",
+                                                     read_results(copy))["criteria"]
+    assert any("no summary file" in note for note in entry["notes"])
+
+
+def test_labels_disambiguate_equal_names():
+    paths = [Path("/x/run1/results.jsonl"), Path("/x/run2/results.jsonl")]
+    assert _labels(paths, ["j", "j"]) == ["j · run1/results.jsonl", "j · run2/results.jsonl"]
+    assert _labels(paths, ["j", "k"]) == ["j · results.jsonl", "k · results.jsonl"]
+
+
+def test_worst_cases_lowest_first_with_other_files(two_runs):
+    report = build_report([two_runs["a"], two_runs["b"]], worst_by="accuracy", worst_n=4)
+    worst = report["worst"]
+    assert worst["key"] == "accuracy" and worst["columns"] == ["hallucination", "accuracy",
+                                                               "clarity"]
+    records_b = {r.case_id: r for r in read_results(two_runs["b"])}
+    expected = sorted((r.scores["accuracy"], r.case_id) for r in records_b.values()
+                      if r.status == "ok")[:4]
+    rows_b = worst["by_file"][1]["rows"]
+    assert [(row["values"][1], row["case_id"]) for row in rows_b] == expected
+    records_a = {r.case_id: r for r in read_results(two_runs["a"])}
+    for row in rows_b:
+        assert row["others"] == [records_a[row["case_id"]].scores["accuracy"]]
+        assert all(type(v) is int for v in row["values"] + row["others"])
+    # In A's list, B's failed cases show their status instead of a score.
+    report = build_report([two_runs["a"], two_runs["b"]], worst_by="accuracy", worst_n=10_000)
+    others = {row["case_id"]: row["others"][0] for row in report["worst"]["by_file"][0]["rows"]}
+    assert others[two_runs["rows"][1]["case_id"]] == "invalid_output"
+    assert "record" not in report["worst"]["by_file"][0]["rows"][0]  # no text without flag
+
+
+def test_worst_by_default_and_alias_and_unknown(two_runs):
+    assert build_report([two_runs["a"]])["worst"]["key"] == "hallucination"
+    with pytest.raises(ReportError, match="unknown --worst-by key 'accuracyy'.*accuracy"):
+        build_report([two_runs["a"]], worst_by="accuracyy")
+
+
+def test_agreement_tables_match_the_agreement_function(two_runs):
+    from evaluator.agreement import agreement
+
+    report = build_report([two_runs["a"], two_runs["b"]], labels=two_runs["labels"],
+                          label_field="expert_qrel", agreement_resamples=100, worst_n=0)
+    direct = agreement(two_runs["b"], two_runs["labels"], "expert_qrel", resamples=100)
+    assert report["agreement"]["files"][1]["result"] == direct
+    html = render_html(report, plots=False)
+    spearman = direct["criteria"]["accuracy"]["spearman"]
+    assert f"{spearman['value']:.3f}" in html
+    assert f"[{spearman['ci95'][0]:.3f}, {spearman['ci95'][1]:.3f}]" in html
+    assert "Agreement with labels" in html and "confusion matrix" in html
+
+
+# ---------------------------------------------------------------- the page
+
+
+def test_page_shows_every_section(two_runs):
+    report = build_report([two_runs["a"], two_runs["b"]], worst_by="accuracy", worst_n=3)
+    html = render_html(report)
+    for needle in ("judge-a · results.jsonl", "judge-b · results.jsonl", "Status breakdown",
+                   "<h3>hallucination</h3>", "<h3>accuracy</h3>", "<h3>clarity</h3>",
+                   "Worst cases by accuracy", "2 failed case(s)"):
+        assert needle in html, needle
+    n = len(two_runs["rows"])
+    statuses = next(row for row in table_rows(html) if row[0].startswith("#2 judge-b"))
+    # cases, ok, invalid_output, truncated, too_long, input_error, backend_error, failed
+    assert statuses[1:] == [str(n), str(n - 2), "2", "0", "0", "0", "0", "2"]
+    first = report["worst"]["by_file"][0]["rows"][0]
+    shown = next(row for row in table_rows(html) if row[0] == first["case_id"])
+    assert shown[1:] == ["ok", *map(str, first["values"]), *map(str, first["others"])]
+    svgs = embedded_svgs(html)
+    assert len(svgs) == 1 + 3  # statuses + one per criterion (no aggregates, no thresholds)
+    for svg in svgs:
+        assert ET.fromstring(svg).tag.endswith("svg")
+
+
+def test_pass_rates_and_aggregates(tmp_path):
+    rows = [json.loads(line) for line in (EXAMPLES / "pathology_report.jsonl").read_text()
+            .splitlines() if line]
+    outputs = [json.dumps({"critical_finding_concordance": c, "factual_accuracy": 3,
+                           "factual_completeness": 2, "overall_equivalence": 3,
+                           "reasoning": "r"}) for c in (4, 2, 3)][:len(rows)]
+    path = run_fake(rows, tmp_path / "p", "judge-p", outputs, rubric="pathology_report")
+    report = build_report([path])
+    rate = report["files"][0]["summary"]["pass_rates"]["critical_finding_concordance"]
+    assert rate["passed"] == sum(c >= 3 for c in (4, 2, 3)[:len(rows)])
+    html = render_html(report)
+    assert "Pass rates" in html and f"{100 * rate['rate']:.1f}%" in html
+    assert f"[{100 * rate['ci95'][0]:.1f}%, {100 * rate['ci95'][1]:.1f}%]" in html
+    ecg_rows = [json.loads(line) for line in (EXAMPLES / "ecg_interpretation.jsonl")
+                .read_text().splitlines() if line]
+    ecg = run_fake(ecg_rows, tmp_path / "e", "judge-e", [], rubric="ecg_interpretation")
+    html = render_html(build_report([ecg]))
+    assert "aggregate: share_above of DiagnosisAccuracy" in html
+    assert len(embedded_svgs(html)) == 1 + len(build_report([ecg])["aggregates"])
+
+
+def test_no_network_references_anywhere(two_runs):
+    html = render_html(build_report([two_runs["a"], two_runs["b"]], worst_n=3))
+    page = parse(html)
+    assert ("meta", {"http-equiv": "Content-Security-Policy", "content": CSP}) in page.tags
+    assert "default-src 'none'" in CSP and "img-src data:" in CSP
+    names = {tag for tag, _ in page.tags}
+    assert not names & {"script", "link", "iframe", "object", "embed", "base", "form", "video",
+                        "audio", "source", "frame"}
+    for tag, attrs in page.tags:
+        for name, value in attrs.items():
+            assert not name.startswith("on"), (tag, name)
+            if name in ("src", "href", "srcset", "action", "poster", "data", "background"):
+                assert (value or "").startswith("data:image/svg+xml;base64,"), (tag, name)
+    assert "http://" not in html and "https://" not in html
+    assert "url(" not in html and "@import" not in html
+    for svg in embedded_svgs(html):
+        for url in re.findall(r"https?://[^\s\"'<>]*", svg):
+            assert re.search(r'xmlns(:\w+)?="' + re.escape(url) + '"', svg), url
+        assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', svg))
+
+
+def test_summary_blocks_shown_when_present(two_runs, tmp_path):
+    base = tmp_path / "blocks"
+    base.mkdir()
+    results = base / "results.jsonl"
+    results.write_bytes(two_runs["a"].read_bytes())
+    summary = json.loads(two_runs["a"].with_name("results.summary.json").read_text())
+    summary["self_consistency"] = {"runs": 3, "method": "krippendorff ordinal",
+                                   "alpha": {"accuracy": 0.8123, "clarity": None},
+                                   "per_case": [{"deep": 1}]}
+    summary["inter_judge"] = {"judges": ["a", "b"], "alpha": {"accuracy": -0.25}}
+    (base / "results.summary.json").write_text(json.dumps(summary))
+    html = render_html(build_report([results, two_runs["b"]], worst_n=0), plots=False)
+    assert "Self-consistency and inter-judge agreement" in html
+    assert "self_consistency" in html and "inter_judge" in html
+    assert "0.812" in html and "-0.250" in html and "krippendorff ordinal" in html
+    assert "not shown (nested): per_case" in html
+    plain = render_html(build_report([two_runs["a"]], worst_n=0), plots=False)
+    assert "Self-consistency" not in plain
+    (base / "results.summary.json").write_text("{broken")
+    report = build_report([results], worst_n=0)
+    assert any("could not be read" in note for note in report["files"][0]["notes"])
+    assert "Self-consistency" not in render_html(report, plots=False)
+
+
+def test_without_matplotlib_the_page_says_what_to_install(two_runs, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
+    html = render_html(build_report([two_runs["a"]], worst_n=0))
+    assert "pip install &#39;evaluator[report]&#39;" in html
+    assert SVG_URI not in html
+
+
+# ---------------------------------------------------------------- case text and hostile text
+
+MARK = "PHI7f3a"
+
+
+@pytest.fixture
+def marked_run(tmp_path):
+    """Every input field, the judge's reasoning and one raw output carry a marker."""
+    rows = [{"case_id": f"case-{i}", **{field: f"{MARK}-{field}-{i} text" for field in
+                                       TRIAL_FIELDS}} for i in range(5)]
+    outputs = [trial_verdict(1 + i, i, reasoning=f"{MARK}-reasoning-{i}") for i in range(4)]
+    outputs.append(f'{{"hallucination": "{MARK}-raw-output"')
+    return run_fake(rows, tmp_path / "marked", "judge-m", outputs)
+
+
+def test_no_case_text_without_show_text(marked_run, tmp_path):
+    out = write_report([marked_run], tmp_path / "r.html", worst_n=100)
+    html = out.read_text(encoding="utf-8")
+    assert MARK not in everything(html)
+    assert "case-0" in html and "No case text" in html  # ids are shown, text is not
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+
+
+def test_show_text_includes_case_and_judge_text(marked_run):
+    html = render_html(build_report([marked_run], worst_n=100, show_text=True))
+    for i in range(4):  # the ok cases: all of them are among the worst 100
+        for field in TRIAL_FIELDS:
+            assert f"{MARK}-{field}-{i} text" in html
+        assert f"{MARK}-reasoning-{i}" in html
+    assert f"{{&#34;hallucination&#34;: &#34;{MARK}-raw-output&#34;" in html  # escaped
+    assert "contains case text" in html
+    assert MARK not in "\n".join(embedded_svgs(html))
+
+
+def test_show_text_says_when_the_input_file_is_gone(marked_run):
+    marked_run.with_name("cases.jsonl").unlink()
+    html = render_html(build_report([marked_run], worst_n=100, show_text=True), plots=False)
+    assert "not found: case text unavailable" in html
+    assert f"{MARK}-patient_profile" not in html
+    assert f"{MARK}-reasoning-0" in html  # the judge's text comes from the results file
+
+
+def test_show_text_notices_a_changed_input_file(marked_run):
+    cases = marked_run.with_name("cases.jsonl")
+    lines = cases.read_text().splitlines()
+    cases.write_text("\n".join(reversed(lines)) + "\n")
+    html = render_html(build_report([marked_run], worst_n=100, show_text=True), plots=False)
+    assert "the file changed since the run" in html
+
+
+def test_show_text_reads_the_input_with_the_runs_mapping(tmp_path):
+    rows = [{"id": f"m{i}", **{f: f"{MARK}-{f}-{i}" for f in TRIAL_FIELDS if f != "workflow_answer"},
+             "answer": f"{MARK}-answer-{i}"} for i in range(3)]
+    cases = write_jsonl(tmp_path / "cases.jsonl", rows)
+    results = evaluate(rubric="trial_eligibility", input_path=cases,
+                       output_path=tmp_path / "results.jsonl", backend=FakeBackend([]),
+                       judge="judge-m", judge_spec=JudgeSpec(backend="fake"),
+                       mapping={"workflow_answer": "answer"}, id_column="id").results_path
+    plain = render_html(build_report([results], worst_n=10, show_text=True), plots=False)
+    assert f"{MARK}-answer-0" not in plain and "another --id-column" in plain
+    no_map = render_html(build_report([results], worst_n=10, show_text=True, id_column="id"),
+                         plots=False)
+    assert f"{MARK}-answer-0" not in no_map and "pass the same options to the report" in no_map
+    mapped = render_html(build_report([results], worst_n=10, show_text=True, id_column="id",
+                                      mapping={"workflow_answer": "answer"}), plots=False)
+    assert f"{MARK}-answer-0" in mapped and f"{MARK}-trial_title-2" in mapped
+    assert "the file changed" not in mapped and "pass the same" not in mapped
+
+
+HOSTILE_IDS = ['<script>alert("id")</script>', '"><img src=x onerror=alert(1)>',
+               "{{ 7*7 }}{% raw %}", "</td></tr></table><h1>broken</h1>", "&amp; &lt;"]
+
+
+@pytest.fixture
+def hostile_run(tmp_path):
+    texts = [h.text for h in CORPUS] + ['<script>alert("text")</script>',
+                                        "<style>body{display:none}</style>",
+                                        '<img src="http://example.invalid/x.png">']
+    rows = [{"case_id": HOSTILE_IDS[i] if i < len(HOSTILE_IDS) else f"h{i}",
+             **{field: text for field in TRIAL_FIELDS}} for i, text in enumerate(texts)]
+    outputs = [trial_verdict(1 + i % 5, i, reasoning="<script>judge()</script>")
+               for i in range(len(rows))]
+    return run_fake(rows, tmp_path / "hostile", "<b>judge</b>", outputs)
+
+
+def test_hostile_text_and_ids_are_escaped(hostile_run, tmp_path):
+    html = render_html(build_report([hostile_run], worst_n=1000, show_text=True))
+    page = parse(html)
+    names = [tag for tag, _ in page.tags]
+    assert "script" not in names and "form" not in names
+    assert names.count("h1") == 1  # the page's own title only
+    assert all(attrs.get("src", SVG_URI).startswith(SVG_URI) for tag, attrs in page.tags
+               if tag == "img")
+    assert not any(name.startswith("on") for _, attrs in page.tags for name in attrs)
+    assert names.count("style") == 1
+    assert "&lt;script&gt;alert(&#34;text&#34;)&lt;/script&gt;" in html
+    text = "".join(page.text)
+    for case_id in HOSTILE_IDS:
+        assert case_id in text  # shown as text, exactly
+    assert "{{ 7*7 }}" in text and "&lt;b&gt;judge&lt;/b&gt;" in html
+    assert "http://example.invalid" not in [attrs.get("src") for _, attrs in page.tags]
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["report", *map(str, args)], catch_exceptions=False)
+
+
+def test_cli_writes_the_report(two_runs, tmp_path):
+    out = tmp_path / "sub" / "report.html"
+    result = invoke(two_runs["a"], two_runs["b"], "--html", out, "--labels", two_runs["labels"],
+                    "--label-field", "expert_qrel", "--resamples", 100, "--worst-by",
+                    "accuracy", "--worst", 2)
+    assert result.exit_code == 0, result.output
+    html = out.read_text(encoding="utf-8")
+    assert "Agreement with labels" in html and "Worst cases by accuracy" in html
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+
+
+def one_line_error(result, *needles):
+    assert result.exit_code == 2, result.output
+    message = result.output.strip()
+    assert "\n" not in message and "Traceback" not in message, message
+    for needle in needles:
+        assert needle in message, (needle, message)
+
+
+def test_cli_errors(two_runs, tmp_path):
+    html = tmp_path / "r.html"
+    missing = tmp_path / "nope.jsonl"
+    result = invoke(missing, "--html", html)
+    assert result.exit_code == 2 and "nope.jsonl" in result.output
+    one_line_error(invoke(two_runs["a"], "--html", html, "--worst-by", "bogus"),
+                   "unknown --worst-by key 'bogus'", "accuracy")
+    rows = [json.loads(line) for line in (EXAMPLES / "pathology_report.jsonl").read_text()
+            .splitlines() if line]
+    other = run_fake(rows, tmp_path / "path", "judge-p", [], rubric="pathology_report")
+    one_line_error(invoke(two_runs["a"], other, "--html", html), str(other),
+                   "'pathology_report'", "'trial_eligibility'", "one rubric")
+    one_line_error(invoke(two_runs["a"], two_runs["a"], "--html", html), "given twice")
+    unrelated = write_jsonl(tmp_path / "labels.jsonl", [{"case_id": "zzz", "y": 1}])
+    one_line_error(invoke(two_runs["a"], "--html", html, "--labels", unrelated,
+                          "--label-field", "y"), "no case id", "labels.jsonl")
+    one_line_error(invoke(two_runs["a"], "--html", html, "--labels", two_runs["labels"],
+                          "--label-field", "nope"), "label field 'nope'")
+    result = invoke(two_runs["a"], "--html", html, "--labels", two_runs["labels"])
+    assert result.exit_code == 2 and "--label-field" in result.output
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    one_line_error(invoke(empty, "--html", html), "empty.jsonl", "no result records")
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text('{"not": "a record"}\n')
+    result = invoke(damaged, "--html", html)
+    assert result.exit_code == 2 and "damaged.jsonl line 1" in result.output
+    assert not html.exists()
+
+
+# ---------------------------------------------------------------- in a real browser
+
+needs_chromium = pytest.mark.skipif(
+    browser.find_chromium() is None,
+    reason="no chromium binary (make chromium installs Debian's; or set EVALUATOR_CHROMIUM)")
+
+
+@needs_chromium
+def test_report_renders_in_headless_chromium(hostile_run, two_runs, tmp_path):
+    image = pytest.importorskip("PIL.Image", reason="Pillow comes with matplotlib")
+    page = tmp_path / "report.html"
+    write_report([two_runs["a"], two_runs["b"]], page, labels=two_runs["labels"],
+                 label_field="expert_qrel", agreement_resamples=100, worst_n=5)
+    shot = browser.render(page, tmp_path / "report.png")
+    assert shot.returncode == 0, shot.stderr[-2000:]
+    assert shot.console == [], shot.console
+    with image.open(shot.png) as png:
+        assert png.size == (1280, 4000)
+        rgb = png.convert("RGB")
+        colours = rgb.getcolors(maxcolors=1 << 20)
+        assert colours is not None and len(colours) > 50
+        white = next((count for count, colour in colours if colour == (255, 255, 255)), 0)
+        assert white < 0.97 * 1280 * 4000
+        # The first file's bars (matplotlib's tab10 blue, used nowhere in the page's CSS):
+        # the embedded SVG plots were drawn.
+        assert any(colour == (0x1F, 0x77, 0xB4) for _, colour in colours)
+    # Hostile case text on the page, shown: still nothing on the console.
+    hostile_page = write_report([hostile_run], tmp_path / "hostile.html", worst_n=1000,
+                                show_text=True)
+    shot = browser.render(hostile_page, tmp_path / "hostile.png")
+    assert shot.returncode == 0 and shot.console == [], shot.console
+
+
+@needs_chromium
+def test_the_console_check_catches_errors(two_runs, tmp_path):
+    """The check above would fail on a broken script or a refused network load."""
+    html = render_html(build_report([two_runs["a"]], worst_n=0), plots=False)
+    assert "</body>" in html
+    broken = tmp_path / "broken.html"
+    without_csp, removed = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html)
+    assert removed == 1
+    broken.write_text(without_csp.replace("</body>",
+                                          "<script>undefinedFunction()</script></body>"))
+    shot = browser.render(broken, tmp_path / "broken.png", height=600)
+    assert any("Uncaught ReferenceError" in line for line in shot.console), shot.stderr[-3000:]
+    fetching = tmp_path / "fetching.html"
+    fetching.write_text(html.replace("</body>", '<img src="http://127.0.0.1:9/x.png"></body>'))
+    shot = browser.render(fetching, tmp_path / "fetching.png", height=600)
+    assert any("Content Security Policy" in line and "127.0.0.1" in line
+               for line in shot.console), shot.stderr[-3000:]
+    inline = tmp_path / "inline.html"
+    inline.write_text(html.replace("</body>", "<script>1</script></body>"))
+    shot = browser.render(inline, tmp_path / "inline.png", height=600)
+    assert any("inline" in line for line in shot.console), shot.stderr[-3000:]
