@@ -99,7 +99,7 @@ def machine() -> dict[str, Any]:
     """Where the figures come from: CPU, cores, memory, load, Python and library versions."""
     try:
         pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        ram = f"{pages / 2**30:.0f} GiB"
+        ram = f"{pages / 2**30:.1f} GiB"
     except (ValueError, OSError):
         ram = "-"
     try:

