@@ -166,3 +166,23 @@ class ForwardClock:
     def remove(self) -> None:
         for handle in self._handles:
             handle.remove()
+
+
+class TimedProcessor:
+    """Stands in for a logits processor and adds up the time of its calls (``seconds``)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __call__(self, input_ids, scores):
+        started = time.perf_counter()
+        try:
+            return self.inner(input_ids, scores)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.calls += 1
+
+    def reset(self) -> None:
+        self.inner.reset()

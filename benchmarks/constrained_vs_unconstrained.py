@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_common import (  # noqa: E402
     ForwardClock,
+    TimedProcessor,
     cycle_rows,
     load_rows,
     median,
@@ -243,7 +244,7 @@ def main(argv: list[str] | None = None) -> dict:
                for row in cycle_rows(rows, cases)]
     batches = [prompts[i:i + size] for i in range(0, len(prompts), size)]
     started = time.perf_counter()
-    processor = backend._processor(schema_text)  # compiled once, as in a run
+    processor = TimedProcessor(backend._processor(schema_text))  # compiled once, as in a run
     compile_s = time.perf_counter() - started
     print(f"judge {name}: rubric {rubric.name}, {cases} case(s) from {source.name} in "
           f"{len(batches)} batch(es) of up to {size}; prompt tokens "
@@ -255,6 +256,7 @@ def main(argv: list[str] | None = None) -> dict:
               for batch in batches]
 
     clock = ForwardClock(backend.model)
+    processor.seconds = 0.0
     print(f"{'repeat':>6} {'steps':>6} {'constrained s':>13} {'unconstrained s':>15} "
           f"{'ratio':>6} {'fwd share c/u':>13} {'same-fwd ratio':>11}", flush=True)
     ratios, same_forward, con_rates, unc_rates = [], [], [], []
@@ -318,6 +320,7 @@ def main(argv: list[str] | None = None) -> dict:
         "constraint_ms_per_step": round(1000 * ((con_total - con_fwd_total)
                                                 - (unc_total - unc_fwd_total))
                                         / (steps * args.repeats), 3),
+        "masking_ms_per_step": round(1000 * processor.seconds / (steps * args.repeats), 3),
         "constrained_valid_rate": round(valid_con / generated, 4),
         "unconstrained_valid_rate": round(valid_unc / generated, 4),
         "constrained_forward_share": round(con_fwd_total / con_total, 3),
@@ -330,7 +333,8 @@ def main(argv: list[str] | None = None) -> dict:
           "(target >= 0.9x)")
     print(f"with the forward time of both set to their mean (load noise removed): "
           f"{figures['ratio_same_forward']:.3f}x; the constraint costs "
-          f"{figures['constraint_ms_per_step']:.2f} ms per decode step of the batch")
+          f"{figures['constraint_ms_per_step']:.2f} ms per decode step of the batch, of which "
+          f"the logits processor (masking) {figures['masking_ms_per_step']:.2f} ms")
     print(f"verdicts that parse: constrained {valid_con}/{generated}, unconstrained "
           f"{valid_unc}/{generated} (its length is forced, so it is not expected to)")
     print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")

@@ -5,8 +5,8 @@ repeat with its own id) on the tiny-random judge, loaded beforehand (its load ti
 printed, not counted). Timed without a profiler, by wrapping:
 
 - the model's forward calls (a forward pre-hook and hook): the forward passes;
-- inside ``model.generate`` but outside them: outlines' per-token masking (the logits
-  processor) and the rest of transformers' decode loop;
+- inside ``model.generate`` but outside them: the schema constraint's per-token masking
+  (the logits processor) and the rest of transformers' decode loop;
 - in the backend: the one-off schema compile, prompt tokenizing (chat template +
   tokenizer), padding and decoding;
 - in the runner: reading and validating the input, rendering, prompt hashes, the resume
@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_common import (  # noqa: E402
     ForwardClock,
+    TimedProcessor,
     cycle_rows,
     load_rows,
     print_figures,
@@ -76,6 +77,7 @@ class Timers:
         self.seconds: collections.Counter[str] = collections.Counter()
         self.calls: collections.Counter[str] = collections.Counter()
         self._undo: list[tuple[object, str, object]] = []
+        self.processors: dict[int, TimedProcessor] = {}  # the logits processors, timed
 
     def wrap(self, owner, attr: str, label: str, after=None) -> None:
         original = getattr(owner, attr)
@@ -101,16 +103,9 @@ class Timers:
 
 
 def instrument(backend, timers: Timers) -> None:
-    """Wrap the backend's steps and, on first use, its logits processor's masking."""
+    """Wrap the backend's steps, the compile and the logits processor's calls."""
     import evaluator.runner as runner
     from evaluator.results import ResultWriter
-
-    wrapped: set[int] = set()
-
-    def wrap_processor(processor):
-        if id(processor) not in wrapped:
-            wrapped.add(id(processor))
-            timers.wrap(processor, "process_logits", "constraint masking")
 
     original_processor = backend._processor
 
@@ -121,8 +116,9 @@ def instrument(backend, timers: Timers) -> None:
         if not cached:
             timers.seconds["schema compile"] += time.perf_counter() - started
             timers.calls["schema compile"] += 1
-        wrap_processor(processor)
-        return processor
+        if id(processor) not in timers.processors:
+            timers.processors[id(processor)] = TimedProcessor(processor)
+        return timers.processors[id(processor)]
 
     backend._processor = processor_for
     timers.wrap(backend, "generate", "backend.generate")
@@ -138,7 +134,7 @@ def instrument(backend, timers: Timers) -> None:
 def breakdown(wall: float, forward: float, calls: int, timers: Timers) -> list[tuple[str, float]]:
     """(label, seconds) rows, nested by indentation, that add up to the wall time."""
     s = timers.seconds
-    masking = s["constraint masking"]
+    masking = sum(p.seconds for p in timers.processors.values())
     in_generate = s["model.generate"]
     compile_s = s["schema compile"]
     gen_ids = s["backend._generate_ids"]
@@ -151,7 +147,7 @@ def breakdown(wall: float, forward: float, calls: int, timers: Timers) -> list[t
     return [
         (f"model forward passes ({calls} calls)", forward),
         ("outside forward passes", wall - forward),
-        ("  in model.generate: constraint masking (outlines)", masking),
+        ("  in model.generate: constraint masking (logits processor)", masking),
         ("  in model.generate: rest of transformers' decode loop",
          in_generate - forward - masking),
         ("  schema compile (once per rubric)", compile_s),
@@ -170,7 +166,7 @@ def profile(argv: list[str], top: int) -> None:
         raise SystemExit("--profile needs py-spy: pip install py-spy")
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         raw = Path(tmp) / "profile.txt"
-        command = [spy, "record", "--idle", "--rate", "100", "--format", "raw", "-o", str(raw),
+        command = [spy, "record", "--idle", "--rate", "25", "--format", "raw", "-o", str(raw),
                    "--", sys.executable, __file__, *argv]
         done = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(ROOT)})
         if done.returncode != 0 or not raw.exists():
@@ -275,14 +271,14 @@ def main(argv: list[str] | None = None) -> dict | None:
         "wall_s": round(wall, 2), "cases_per_s": round(args.cases / wall, 3),
         "forward_s": round(forward, 2), "forward_calls": calls,
         "outside_forward_share": round(outside / wall, 4),
-        "decode_loop_share": round((shares["  in model.generate: constraint masking (outlines)"]
+        "decode_loop_share": round((shares["  in model.generate: constraint masking (logits processor)"]
                                     + shares["  in model.generate: rest of transformers' "
                                              "decode loop"]) / wall, 4),
         "pipeline_share": round(pipeline / wall, 4),
         "model_load_s": round(load_s, 2),
     }
     print(f"outside forward passes: {100 * figures['outside_forward_share']:.1f}% of wall time "
-          f"(target <= 5%); of which transformers' decode loop + outlines masking "
+          f"(target <= 5%); of which transformers' decode loop + constraint masking "
           f"{100 * figures['decode_loop_share']:.1f}%, the evaluator's own pipeline "
           f"(input, rendering, tokenizing, compile, validation, writing, summary) "
           f"{100 * figures['pipeline_share']:.1f}%")
