@@ -83,6 +83,7 @@ def loop_case(model, tokenizer, chat, template_kwargs, output_model, budget: int
     encoded = tokenizer.apply_chat_template([dict(m) for m in chat], add_generation_prompt=True,
                                             return_tensors="pt", return_dict=True,
                                             **template_kwargs)
+    encoded = {key: value.to(model.device) for key, value in encoded.items()}
     start = encoded["input_ids"].shape[1]
     tokens = 0
     first = False

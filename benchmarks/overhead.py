@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -176,7 +177,8 @@ def profile(argv: list[str], top: int) -> None:
         total = 0
         for line in raw.read_text().splitlines():
             stack, _, count = line.rpartition(" ")
-            frames = stack.split(";")
+            # "function (path:line)" -> "function (path)": one row per function.
+            frames = [re.sub(r":\d+\)$", ")", frame) for frame in stack.split(";")]
             # Only the samples inside evaluate(): the run itself, not imports, model loading
             # or idle helper threads.
             if not any(f.startswith("evaluate (") and "evaluator/runner.py" in f
