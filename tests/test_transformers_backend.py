@@ -108,3 +108,40 @@ def test_a_prompt_that_cannot_be_rendered_fails_alone(tiny_backend, monkeypatch)
     model = build_output_model(rubric)
     for generation in (generations[0], generations[2]):
         model.model_validate_json(generation.text)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_batch_masking_picks_the_tokens_outlines_picks(tiny_backend, temperature):
+    """BatchConstraint masks all rows in one call; outlines' own processor masks row by row.
+    Same index, same batch (rows of different lengths, rows that finish early): the same
+    tokens, greedy and sampled."""
+    import outlines
+    import torch
+    from transformers import LogitsProcessorList
+
+    rubric = load_rubric("drug_monograph_similarity")
+    cases = example_cases(rubric.name)
+    prompts = [tiny_backend.render(render_messages(rubric, cases[i % len(cases)]), {})[:200 + i]
+               for i in range(5)]
+    schema_text = json.dumps(output_json_schema(rubric), separators=(",", ":"))
+    ours = tiny_backend._processor(schema_text)
+    theirs = outlines.Generator(tiny_backend._outlines_model, outlines.types.JsonSchema(
+        schema_text, whitespace_pattern="")).logits_processor
+    outputs = []
+    for processor in (ours, theirs):
+        processor.reset()
+        batch = tiny_backend.tokenizer.pad({"input_ids": prompts}, padding=True,
+                                           return_tensors="pt")
+        options = {"max_new_tokens": 300, "logits_processor": LogitsProcessorList([processor]),
+                   "eos_token_id": tiny_backend.eos_token_id,
+                   "pad_token_id": tiny_backend.tokenizer.pad_token_id}
+        if temperature:
+            torch.manual_seed(3)
+            options.update(do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+        else:
+            options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        with torch.inference_mode():
+            outputs.append(tiny_backend.model.generate(**batch, **options))
+    assert torch.equal(outputs[0], outputs[1])
+    ends = [row.tolist().count(tiny_backend.eos_token_id) for row in outputs[0]]
+    assert sum(ends) >= 1  # at least one verdict finished inside the window

@@ -6,6 +6,12 @@ We call ``model.generate`` ourselves with that logits processor rather than outl
 ``generate_batch`` for two reasons: outlines would re-apply the chat template to an already
 rendered prompt and has no way to pass ``chat_template_kwargs`` (``enable_thinking``), and
 it returns only text, while a result record needs token counts and the finish reason.
+
+The logits processor is our :class:`BatchConstraint` over the index outlines compiles:
+outlines' own processor applies each row's allowed-token bitmask with a separate kernel call
+(a dozen small tensor operations per row and decode step); one call for the whole batch masks
+exactly the same tokens for less (``benchmarks/constrained_vs_unconstrained.py`` and
+``benchmarks/overhead.py`` measure it).
 """
 
 from __future__ import annotations
@@ -29,6 +35,12 @@ force_offline()
 
 import outlines
 import torch
+from outlines_core import Guide
+from outlines_core.kernels.torch import (
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+    fill_next_token_bitmask,
+)
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -54,6 +66,40 @@ def _pick_dtype(requested: str, device: str) -> Any:
         return _DTYPES[requested]
     # Half precision is slow (or unsupported) on most CPUs; on GPU the checkpoint's dtype.
     return torch.float32 if device == "cpu" else "auto"
+
+
+class BatchConstraint:
+    """A transformers logits processor that constrains every row of a batch to an
+    outlines-core index: one guide per row, advanced as outlines'
+    ``OutlinesCoreLogitsProcessor`` advances them, and all rows' bitmasks applied to the
+    logits in one kernel call (outlines makes one call per row). Call :meth:`reset` before
+    each ``generate``."""
+
+    def __init__(self, index: Any):
+        self.index = index
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the guides; the next call starts a new batch."""
+        self._guides: list[Any] | None = None
+        self._mask: Any = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self._guides is None:
+            batch, vocab = scores.shape
+            self._guides = [Guide(self.index) for _ in range(batch)]
+            self._mask = allocate_token_bitmask(vocab).repeat(batch, 1)
+        else:
+            for guide, token in zip(self._guides, input_ids[:, -1].tolist()):
+                # As outlines does: a finished guide advances only on a token it accepts,
+                # so the padding after a row's end-of-sequence leaves it where it is.
+                if not guide.is_finished() or guide.accepts_tokens([token]):
+                    guide.advance(token_id=token, return_tokens=False)
+        for row, guide in enumerate(self._guides):
+            fill_next_token_bitmask(guide, self._mask[row:row + 1])
+        mask = self._mask if scores.device.type == "cpu" else self._mask.to(scores.device)
+        apply_token_bitmask_inplace(scores, mask)
+        return scores
 
 
 class TransformersBackend:
@@ -100,8 +146,10 @@ class TransformersBackend:
         processor = self._processors.get(json_schema)
         if processor is None:
             output_type = outlines.types.JsonSchema(json_schema, whitespace_pattern="")
+            # outlines compiles the schema into its index (vocabulary, regex, automaton);
+            # the masking at each step is ours (BatchConstraint).
             generator = outlines.Generator(self._outlines_model, output_type)
-            processor = generator.logits_processor
+            processor = BatchConstraint(generator.logits_processor.index)
             self._processors[json_schema] = processor
         return processor
 

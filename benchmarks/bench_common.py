@@ -1,0 +1,188 @@
+"""Helpers shared by the benchmark scripts: cases, interleaved timing, the machine, re-run lines.
+
+Case text never leaves this module except into input files under a temporary folder; what
+the scripts print is ids, counts and timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+# The dev data (real, public-domain trial-eligibility cases) has one file per rubric it fits;
+# the other rubrics fall back to the bundled (synthetic) examples.
+DATA_FILES = {"trial_eligibility": "trial_eligibility_sigir2014.jsonl"}
+FIGURES_PREFIX = "figures: "
+
+
+def case_source(rubric_name: str, data_dir: Path | None = None) -> Path:
+    """The JSONL file whose cases fit ``rubric_name``: the shared dev data when it has one,
+    else ``examples/<rubric>.jsonl``."""
+    name = DATA_FILES.get(rubric_name)
+    folder = data_dir or SHARED_DATA
+    if name and (folder / name).is_file():
+        return folder / name
+    return ROOT / "examples" / f"{rubric_name}.jsonl"
+
+
+def load_rows(rubric_name: str, data_dir: Path | None = None) -> tuple[Path, list[dict]]:
+    """(source file, its rows) for a rubric."""
+    path = case_source(rubric_name, data_dir)
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return path, rows
+
+
+def cycle_rows(rows: list[dict], count: int) -> list[dict]:
+    """``count`` rows taken in order, cycling through ``rows``; repeats get a distinct id."""
+    out = []
+    for i in range(count):
+        row = dict(rows[i % len(rows)])
+        base = str(row.get("case_id", f"line-{i % len(rows) + 1}"))
+        row["case_id"] = base if i < len(rows) else f"{base}#{i // len(rows)}"
+        out.append(row)
+    return out
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    """Write rows as JSON lines (mode 0600: they are case text) and return the path."""
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def set_threads(threads: int | None) -> int:
+    """Set torch's intra-op threads (None: leave torch's default); return the count used.
+
+    On a shared CPU, torch's OpenMP workers spin-wait for a core someone else holds: the
+    tiny model's decode step measured 21 ms with 2 threads and 1.6 ms with 1 on this 2-core
+    machine under load, so the scripts default to 1 and print what they used."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def median(values: list[float]) -> float:
+    """The median (the figure every script reports for repeated, interleaved timings)."""
+    return statistics.median(values)
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, Any]:
+    """Where the figures come from: CPU, cores, memory, load, Python and library versions."""
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        ram = f"{pages / 2**30:.1f} GiB"
+    except (ValueError, OSError):
+        ram = "-"
+    try:
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        load = "-"
+    return {"cpu": _cpu_model(), "cores": os.cpu_count(), "ram": ram, "load": load,
+            "python": platform.python_version(),
+            **{p: _version(p) for p in ("torch", "transformers", "outlines", "outlines-core")}}
+
+
+def print_machine(threads: int | None = None) -> None:
+    """One line naming the machine and versions (and torch threads when given)."""
+    info = machine()
+    extra = f", torch threads {threads}" if threads is not None else ""
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['ram']} RAM, load average "
+          f"{info['load']}; Python {info['python']}, torch {info['torch']}, transformers "
+          f"{info['transformers']}, outlines {info['outlines']}, outlines-core "
+          f"{info['outlines-core']}{extra}", flush=True)
+
+
+def rerun_command(argv: list[str] | None = None) -> str:
+    """The exact command that re-runs this script with the same arguments."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0]).resolve()
+    try:
+        script_text = str(script.relative_to(ROOT))
+    except ValueError:
+        script_text = str(script)
+    env = [f"{key}={shlex.quote(os.environ[key])}" for key in ("EVALUATOR_CACHE",)
+           if key in os.environ]
+    return " ".join([*env, "PYTHONPATH=.", shlex.quote(sys.executable), script_text,
+                     *map(shlex.quote, argv[1:])])
+
+
+def print_figures(figures: dict[str, Any]) -> None:
+    """The figures as one JSON line (what tests/test_benchmarks.py parses)."""
+    print(FIGURES_PREFIX + json.dumps(figures, sort_keys=True), flush=True)
+
+
+class ForwardClock:
+    """Counts and times the model's forward calls (one per generated token, plus prefill)."""
+
+    def __init__(self, model):
+        self.calls = 0
+        self.seconds = 0.0
+        self._started = 0.0
+        self._handles = [model.register_forward_pre_hook(self._pre),
+                         model.register_forward_hook(self._post)]
+
+    def _pre(self, *_):
+        self._started = time.perf_counter()
+
+    def _post(self, *_):
+        self.seconds += time.perf_counter() - self._started
+        self.calls += 1
+
+    def take(self) -> tuple[int, float]:
+        """(calls, seconds) since the last take."""
+        calls, seconds = self.calls, self.seconds
+        self.calls, self.seconds = 0, 0.0
+        return calls, seconds
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+class TimedProcessor:
+    """Stands in for a logits processor and adds up the time of its calls (``seconds``)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __call__(self, input_ids, scores):
+        started = time.perf_counter()
+        try:
+            return self.inner(input_ids, scores)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.calls += 1
+
+    def reset(self) -> None:
+        self.inner.reset()

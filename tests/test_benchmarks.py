@@ -1,0 +1,130 @@
+"""The benchmark scripts' smoke modes (``--quick``: a few cases on tiny-random) run and print
+well-formed figures and the command to re-run them, and no case text. Speed is not checked.
+
+The scripts run in this process (one import of torch for all of them), except the schema
+compile's "new process" column, which starts one by design.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+
+import pytest
+
+from tests.conftest import EXAMPLES, ROOT
+
+pytest.importorskip("torch", reason="needs the transformers extra: make install")
+
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def run_quick(capsys):
+    """Run a benchmark's ``main(["--quick"])``; return (figures printed, whole output).
+    torch's thread count is restored afterwards (the scripts set it)."""
+    import torch
+
+    threads = torch.get_num_threads()
+
+    def run(name: str, *args: str) -> tuple[dict, str]:
+        try:
+            returned = _load(name).main(["--quick", *args])
+        finally:
+            torch.set_num_threads(threads)
+        out = capsys.readouterr().out
+        lines = [line for line in out.splitlines() if line.startswith("figures: ")]
+        assert len(lines) == 1, out
+        figures = json.loads(lines[0][len("figures: "):])
+        assert figures == json.loads(json.dumps(returned))
+        rerun = [line for line in out.splitlines() if line.startswith("re-run: ")]
+        assert len(rerun) == 1 and f"benchmarks/{name}.py" in rerun[0] and "--quick" in rerun[0]
+        assert out.startswith("machine: ")
+        _assert_no_case_text(out)
+        return figures, out
+
+    return run
+
+
+def _assert_no_case_text(out: str) -> None:
+    for path in EXAMPLES.glob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            for key, value in json.loads(line).items():
+                if key != "case_id" and isinstance(value, str) and len(value) >= 12:
+                    assert value[:40] not in out, f"{path.name}: {key} printed"
+
+
+def _rate(value) -> bool:
+    return isinstance(value, (int, float)) and 0.0 <= value <= 1.0
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def test_batched_vs_loop_quick(run_quick):
+    figures, out = run_quick("batched_vs_loop")
+    assert figures["judge"] == "tiny-random" and figures["cases"] == 1
+    for key in ("batched_cases_per_s", "loop_cases_per_s", "ratio", "loop_mean_attempts"):
+        assert _positive(figures[key]), key
+    for key in ("batched_ok_rate", "loop_first_try_failure_rate",
+                "loop_failure_rate_after_retries"):
+        assert _rate(figures[key]), key
+    assert figures["batched_ok_rate"] == 1.0  # constrained: every verdict parses
+    assert 1 <= figures["loop_mean_attempts"] <= figures["retries"] + 1
+    assert figures["loop_failure_rate_after_retries"] <= figures["loop_first_try_failure_rate"]
+    assert "batched is" in out and "parse failures: first try" in out
+
+
+def test_constrained_vs_unconstrained_quick(run_quick):
+    figures, out = run_quick("constrained_vs_unconstrained")
+    for key in ("constrained_cases_per_s", "unconstrained_cases_per_s", "ratio"):
+        assert _positive(figures[key]), key
+    assert figures["steps_per_repeat"] > 0
+    assert figures["constrained_valid_rate"] == 1.0
+    for key in ("constrained_forward_share", "unconstrained_forward_share"):
+        assert _rate(figures[key]), key
+
+
+def test_overhead_quick(run_quick):
+    figures, out = run_quick("overhead")
+    assert figures["statuses"] == {"ok": figures["cases"]}
+    assert figures["forward_calls"] > 0 and _positive(figures["wall_s"])
+    for key in ("outside_forward_share", "decode_loop_share", "pipeline_share"):
+        assert _rate(figures[key]), key
+    assert figures["decode_loop_share"] + figures["pipeline_share"] <= (
+        figures["outside_forward_share"] + 0.01)
+    assert "model forward passes" in out and "target <= 5%" in out
+
+
+def test_schema_compile_quick(run_quick):
+    figures, _ = run_quick("schema_compile", "--no-new-process")
+    assert figures["vocabulary"] > 0
+    (row,) = figures["rubrics"].values()
+    for key in ("cold_s", "rebuilt_s", "from_bytes_s", "index_mb"):
+        assert _positive(row[key]), key
+    assert 0 <= row["cached_s"] < row["cold_s"]
+    assert "new_process_s" not in row
+
+
+@pytest.mark.slow  # starts a second Python that imports torch and transformers
+def test_schema_compile_quick_new_process(run_quick):
+    figures, _ = run_quick("schema_compile")
+    (row,) = figures["rubrics"].values()
+    assert _positive(row["new_process_s"])
+
+
+def test_scripts_have_a_rerun_line_in_their_docstring():
+    for path in BENCHMARKS.glob("*.py"):
+        if path.name == "bench_common.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "Re-run" in text and f"benchmarks/{path.name}" in text, path.name
