@@ -11,6 +11,8 @@ replicas share nothing (one GPU each), so what is measured is the engine itself.
 average is printed: on a shared machine, other processes take the cores the replicas need.
 Cases are synthetic; no case text is printed.
 
+Re-run:
+
     python benchmarks/ray_replicas.py                     # 32 cases, batches of 4
     python benchmarks/ray_replicas.py --cases 64 --local
     python benchmarks/ray_replicas.py --judge sleep --cases 96

@@ -7,6 +7,8 @@ Targets (issue 7): time linear in the number of cases; peak RSS growth <= 50 MB 
 Each size runs in a fresh process (peak RSS is per process); the cases are synthetic
 pathology reports of ~1.2 KB each, with ids only in the output (no case text is printed).
 
+Re-run:
+
     python benchmarks/scaling.py                 # 1k, 10k, 100k
     python benchmarks/scaling.py --sizes 1000 10000 --resume
 """
