@@ -85,7 +85,7 @@ def test_batched_vs_loop_quick(run_quick):
 
 
 def test_constrained_vs_unconstrained_quick(run_quick):
-    figures, out = run_quick("constrained_vs_unconstrained")
+    figures, _ = run_quick("constrained_vs_unconstrained")
     for key in ("constrained_cases_per_s", "unconstrained_cases_per_s", "ratio"):
         assert _positive(figures[key]), key
     assert figures["steps_per_repeat"] > 0
