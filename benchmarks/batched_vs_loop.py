@@ -28,7 +28,6 @@ counts only, never case text.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import tempfile

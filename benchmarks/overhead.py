@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import inspect
 import os
 import re
 import shutil
@@ -57,42 +58,70 @@ from bench_common import (  # noqa: E402
 from evaluator.judges import resolve_judge  # noqa: E402
 from evaluator.rubric import load_rubric  # noqa: E402
 
-# Runner-level steps, timed by wrapping the names evaluator.runner calls: label -> names.
+# Runner-level steps, timed by wrapping the names evaluator.runner calls: label -> names
+# (names the runner does not use are skipped, so the list covers its versions).
 RUNNER_STEPS = {
-    "reading + validating input": ("read_cases",),
+    "reading + validating input": ("read_cases", "iter_cases"),
     "rendering prompts": ("render_messages",),
     "prompt hashes": ("prompt_hash",),
     "settings, model fingerprint, manifest": ("model_fingerprint", "build_settings",
                                               "settings_hash", "new_manifest", "read_manifest",
                                               "run_entry", "write_json_atomic"),
-    "resume plan": ("plan_resume",),
+    "resume plan": ("plan_resume", "apply_plan"),
     "verdict validation + aggregates": ("judge_generation",),
-    "summary (reads the results back)": ("read_results", "summarize", "write_summary"),
+    "summary (reads the results back)": ("read_results", "iter_records", "summarize",
+                                         "write_summary"),
 }
 
 
 class Timers:
-    """Wraps callables to add up their time; ``restore`` undoes every wrap."""
+    """Wraps callables to add up their time; ``restore`` undoes every wrap.
+
+    ``exclusive`` wraps (the runner's steps) share a stack: time spent in one of them while
+    another is running counts for the inner one only, so the labels never overlap (e.g.
+    rendering done inside the resume plan). A generator a wrapped function returns is timed
+    at each step it takes, wherever it is consumed."""
 
     def __init__(self):
         self.seconds: collections.Counter[str] = collections.Counter()
         self.calls: collections.Counter[str] = collections.Counter()
         self._undo: list[tuple[object, str, object]] = []
+        self._stack: list[list[float]] = []  # [time in nested exclusive frames]
         self.processors: dict[int, TimedProcessor] = {}  # the logits processors, timed
 
-    def wrap(self, owner, attr: str, label: str, after=None) -> None:
+    def _frame(self, label: str, step):
+        started = time.perf_counter()
+        self._stack.append([0.0])
+        try:
+            return step()
+        finally:
+            (nested,) = self._stack.pop()
+            elapsed = time.perf_counter() - started
+            self.seconds[label] += elapsed - nested
+            if self._stack:
+                self._stack[-1][0] += elapsed
+
+    def _steps(self, label: str, generator):
+        while True:
+            try:
+                item = self._frame(label, lambda: next(generator))
+            except StopIteration:
+                return
+            yield item
+
+    def wrap(self, owner, attr: str, label: str, *, exclusive: bool = False) -> None:
         original = getattr(owner, attr)
 
         def timed(*args, **kwargs):
+            self.calls[label] += 1
+            if exclusive:
+                result = self._frame(label, lambda: original(*args, **kwargs))
+                return self._steps(label, result) if inspect.isgenerator(result) else result
             started = time.perf_counter()
             try:
-                result = original(*args, **kwargs)
+                return original(*args, **kwargs)
             finally:
                 self.seconds[label] += time.perf_counter() - started
-                self.calls[label] += 1
-            if after is not None:
-                after(result)
-            return result
 
         self._undo.append((owner, attr, original))
         setattr(owner, attr, timed)
@@ -105,7 +134,7 @@ class Timers:
 
 def instrument(backend, timers: Timers) -> None:
     """Wrap the backend's steps, the compile and the logits processor's calls."""
-    import evaluator.runner as runner
+    from evaluator import runner
     from evaluator.results import ResultWriter
 
     original_processor = backend._processor
@@ -127,9 +156,9 @@ def instrument(backend, timers: Timers) -> None:
     timers.wrap(backend.model, "generate", "model.generate")
     for label, names in RUNNER_STEPS.items():
         for name in names:
-            if hasattr(runner, name):  # the runner may change; time what it calls
-                timers.wrap(runner, name, label)
-    timers.wrap(ResultWriter, "write", "writing records")
+            if hasattr(runner, name):
+                timers.wrap(runner, name, label, exclusive=True)
+    timers.wrap(ResultWriter, "write", "writing records", exclusive=True)
 
 
 def breakdown(wall: float, forward: float, calls: int, timers: Timers) -> list[tuple[str, float]]:
@@ -169,7 +198,7 @@ def profile(argv: list[str], top: int) -> None:
         raw = Path(tmp) / "profile.txt"
         command = [spy, "record", "--idle", "--rate", "25", "--format", "raw", "-o", str(raw),
                    "--", sys.executable, __file__, *argv]
-        done = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        done = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
         if done.returncode != 0 or not raw.exists():
             raise SystemExit(f"py-spy failed (exit {done.returncode})")
         own: collections.Counter[str] = collections.Counter()

@@ -74,7 +74,8 @@ def child(model_path: Path, rubrics: list[str]) -> None:
     """In a fresh process: the first build of each rubric's constraint, one line each."""
     backend = _backend(model_path)
     for name in rubrics:
-        seconds, _ = _timed(lambda: backend._processor(_schema_text(name)))
+        schema = _schema_text(name)
+        seconds, _ = _timed(lambda schema=schema: backend._processor(schema))
         print(CHILD_PREFIX + json.dumps({"rubric": name, "seconds": seconds}), flush=True)
 
 
@@ -123,14 +124,14 @@ def main(argv: list[str] | None = None) -> dict:
     rows = {}
     for name in rubrics:
         schema = _schema_text(name)
-        cold, processor = _timed(lambda: backend._processor(schema))
-        cached, again = _timed(lambda: backend._processor(schema))
+        cold, processor = _timed(lambda schema=schema: backend._processor(schema))
+        cached, again = _timed(lambda schema=schema: backend._processor(schema))
         assert again is processor
         # What TransformersBackend._processor does on a miss, with nothing kept.
-        rebuilt, _ = _timed(lambda: outlines.Generator(
+        rebuilt, _ = _timed(lambda schema=schema: outlines.Generator(
             backend._outlines_model, outlines.types.JsonSchema(schema, whitespace_pattern="")))
         data = pickle.dumps(processor.index)
-        from_bytes, _ = _timed(lambda: pickle.loads(data))
+        from_bytes, _ = _timed(lambda data=data: pickle.loads(data))
         rows[name] = {"cold_s": round(cold, 3), "cached_s": round(cached, 6),
                       "rebuilt_s": round(rebuilt, 3), "from_bytes_s": round(from_bytes, 4),
                       "index_mb": round(len(data) / 2**20, 2)}
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
         # A second run: a fresh process, nothing shared with this one but the disk.
         command = [sys.executable, __file__, "--child", "--rubrics", ",".join(rubrics),
                    "--threads", str(args.threads), "--model-path", str(path)]
-        done = subprocess.run(command, capture_output=True, text=True,
+        done = subprocess.run(command, capture_output=True, text=True, check=False,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
         for line in done.stdout.splitlines():
             if line.startswith(CHILD_PREFIX):
