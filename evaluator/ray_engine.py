@@ -55,9 +55,9 @@ from evaluator.runner import (
     InputRejected,
     ProgressCallback,
     _judge_batch,
-    _problem_record,
     _Setup,
     _todo_batches,
+    write_problems,
 )
 from evaluator.schema import build_output_model
 
@@ -198,11 +198,7 @@ def judge_all(setup: _Setup, plan: ResumePlan, items: ItemsFactory, output_path:
     input (it is read again, on the driver's node); each replica builds its backend with
     ``options.backend_factory`` (default :func:`evaluator.backends.load_backend`)."""
     with ResultWriter(output_path) as writer:
-        for problem in plan.problems:
-            writer.write(_problem_record(problem, setup.rubric, setup.judge_name,
-                                         setup.settings_hash))
-        if progress is not None and plan.problems:
-            progress(len(plan.problems))
+        write_problems(writer, setup, plan, progress)
         if not plan.todo:
             return
         remaining = set(plan.todo)

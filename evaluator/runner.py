@@ -298,16 +298,22 @@ def _todo_batches(items: Iterator[Case | InputProblem], todo: set[str],
         yield batch
 
 
+def write_problems(writer: ResultWriter, setup: _Setup, plan: ResumePlan,
+                   progress: ProgressCallback | None) -> None:
+    """Record the input problems still to record (both engines do this first)."""
+    for problem in plan.problems:
+        writer.write(_problem_record(problem, setup.rubric, setup.judge_name,
+                                     setup.settings_hash))
+    if progress is not None and plan.problems:
+        progress(len(plan.problems))
+
+
 def _judge_all(setup: _Setup, plan: ResumePlan, items: Iterator[Case | InputProblem],
                output_path: Path, backend: Backend | None, size: int,
                progress: ProgressCallback | None, strict: bool) -> None:
     owned_backend = backend is None
     with ResultWriter(output_path) as writer:
-        for problem in plan.problems:
-            writer.write(_problem_record(problem, setup.rubric, setup.judge_name,
-                                         setup.settings_hash))
-        if progress is not None and plan.problems:
-            progress(len(plan.problems))
+        write_problems(writer, setup, plan, progress)
         if not plan.todo:
             return
         if backend is None:
