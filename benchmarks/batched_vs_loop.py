@@ -6,7 +6,7 @@
 (b) the loop people write by hand: for each case, ``model.generate`` unconstrained with
     transformers (the same model object, the same chat prompt, greedy, the same
     ``max_new_tokens``), the first ``{...}`` span pulled out with a regex and validated against
-    the rubric's pydantic output model (``evaluator.schema.build_output_model``); on failure
+    the rubric's pydantic output model (``evaluator.rubrics.schema.build_output_model``); on failure
     up to ``--retries`` more attempts, sampled (temperature 0.7, seeded per case and attempt).
 
 Both use one loaded model; model loading and the one-off schema compile (a warm-up run, its
@@ -49,11 +49,11 @@ from bench_common import (  # noqa: E402
     write_jsonl,
 )
 
-from evaluator.judges import resolve_judge  # noqa: E402
-from evaluator.render import render_messages  # noqa: E402
-from evaluator.results import read_results  # noqa: E402
-from evaluator.rubric import load_rubric  # noqa: E402
-from evaluator.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
+from evaluator.data.results import read_results  # noqa: E402
+from evaluator.judges.models_file import resolve_judge  # noqa: E402
+from evaluator.rubrics.render import render_messages  # noqa: E402
+from evaluator.rubrics.rubric import load_rubric  # noqa: E402
+from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
 
 # What hand-written judge loops do: the outermost braces, across lines.
 JSON_SPAN = re.compile(r"\{.*\}", re.DOTALL)
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
     import torch  # noqa: F401  (after the thread setting)
 
     from evaluator import evaluate
-    from evaluator.backends import load_backend
+    from evaluator.judges.backends import load_backend
 
     print_machine(threads)
     name, spec = resolve_judge(args.judge)

@@ -52,10 +52,10 @@ from bench_common import (  # noqa: E402
     set_threads,
 )
 
-from evaluator.judges import resolve_judge  # noqa: E402
-from evaluator.render import render_messages  # noqa: E402
-from evaluator.rubric import load_rubric  # noqa: E402
-from evaluator.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
+from evaluator.judges.models_file import resolve_judge  # noqa: E402
+from evaluator.rubrics.render import render_messages  # noqa: E402
+from evaluator.rubrics.rubric import load_rubric  # noqa: E402
+from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
 
 DEFAULT_CASES = {"tiny-random": 16, "smollm2-135m-instruct": 2}
 
@@ -109,11 +109,11 @@ def vllm_main(args, rubric, rows, cases: int) -> dict:
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import StructuredOutputsParams
 
-    from evaluator.backends import Sampling
-    from evaluator.backends.vllm_args import sampling_kwargs, structured_regex
-    from evaluator.backends.vllm_backend import VLLMBackend
-    from evaluator.judges import JudgeSpec
-    from evaluator.tiny_random import build_tiny_random
+    from evaluator.judges.backends import Sampling
+    from evaluator.judges.backends.vllm_args import sampling_kwargs, structured_regex
+    from evaluator.judges.backends.vllm_backend import VLLMBackend
+    from evaluator.judges.models_file import JudgeSpec
+    from evaluator.judges.tiny_random import build_tiny_random
 
     if args.judge == "tiny-random":
         name = "tiny-random"
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> dict:
         print_figures(figures)
         return figures
     threads = set_threads(args.threads or None)
-    from evaluator.backends import load_backend
+    from evaluator.judges.backends import load_backend
 
     print_machine(threads)
     name, spec = resolve_judge(args.judge)

@@ -55,10 +55,10 @@ from bench_common import (  # noqa: E402
     write_jsonl,
 )
 
-from evaluator.judges import resolve_judge  # noqa: E402
-from evaluator.rubric import load_rubric  # noqa: E402
+from evaluator.judges.models_file import resolve_judge  # noqa: E402
+from evaluator.rubrics.rubric import load_rubric  # noqa: E402
 
-# Runner-level steps, timed by wrapping the names evaluator.runner calls: label -> names
+# Runner-level steps, timed by wrapping the names evaluator.run.runner calls: label -> names
 # (names the runner does not use are skipped, so the list covers its versions).
 RUNNER_STEPS = {
     "reading + validating input": ("read_cases", "iter_cases"),
@@ -134,8 +134,8 @@ class Timers:
 
 def instrument(backend, timers: Timers) -> None:
     """Wrap the backend's steps, the compile and the logits processor's calls."""
-    from evaluator import runner
-    from evaluator.results import ResultWriter
+    from evaluator.data.results import ResultWriter
+    from evaluator.run import runner
 
     original_processor = backend._processor
 
@@ -210,7 +210,7 @@ def profile(argv: list[str], top: int) -> None:
             frames = [re.sub(r":\d+\)$", ")", frame) for frame in stack.split(";")]
             # Only the samples inside evaluate(): the run itself, not imports, model loading
             # or idle helper threads.
-            if not any(f.startswith("evaluate (") and "evaluator/runner.py" in f
+            if not any(f.startswith("evaluate (") and "evaluator/run/runner.py" in f
                        for f in frames):
                 continue
             n = int(count)
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> dict | None:
 
     threads = set_threads(args.threads or None)
     from evaluator import evaluate
-    from evaluator.backends import load_backend
+    from evaluator.judges.backends import load_backend
 
     print_machine(threads)
     name, spec = resolve_judge(args.judge)

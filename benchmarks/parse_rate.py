@@ -17,11 +17,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator.backends import Sampling, load_backend  # noqa: E402
-from evaluator.judges import JudgeSpec  # noqa: E402
-from evaluator.render import render_messages  # noqa: E402
-from evaluator.rubric import load_rubric  # noqa: E402
-from evaluator.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
+from evaluator.judges.backends import Sampling, load_backend  # noqa: E402
+from evaluator.judges.models_file import JudgeSpec  # noqa: E402
+from evaluator.rubrics.render import render_messages  # noqa: E402
+from evaluator.rubrics.rubric import load_rubric  # noqa: E402
+from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
 
 RUBRICS = ("trial_eligibility", "drug_monograph_similarity", "pathology_report",
            "ecg_interpretation")

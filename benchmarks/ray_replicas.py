@@ -51,7 +51,7 @@ def write_cases(path: Path, n: int) -> None:
 
 def sleeping_judge(delay: float, judge_name: str, spec: object):
     """Minimal valid verdicts after ``delay`` seconds per batch, using no CPU meanwhile."""
-    from evaluator.backends.fake import FakeBackend
+    from evaluator.judges.backends.fake import FakeBackend
 
     class Sleeping(FakeBackend):
         def generate(self, chats, json_schema, sampling, chat_template_kwargs=None):
@@ -64,10 +64,10 @@ def sleeping_judge(delay: float, judge_name: str, spec: object):
 def timed_run(source: Path, output: Path, batch_size: int, replicas: int | None,
               judge: str, delay: float) -> dict:
     """One run (``replicas`` None: the local engine); wall time and steady rate."""
-    from evaluator.judges import resolve_judge
-    from evaluator.ray_options import RayOptions
-    from evaluator.results import read_results
-    from evaluator.runner import evaluate
+    from evaluator.data.results import read_results
+    from evaluator.judges.models_file import resolve_judge
+    from evaluator.run.engines import RayOptions
+    from evaluator.run.runner import evaluate
 
     stamps: list[tuple[float, int]] = []
     name, spec = resolve_judge("tiny-random" if judge == "tiny-random" else "fake")
@@ -107,11 +107,11 @@ def driver_costs(folder: Path, n: int, kib: float) -> None:
     """What the driver's node does per case, without Ray: the read task's streaming
     (validate rows, form batches, encode them) and the driver's writing (parse a record
     that came back, append it, flush)."""
-    from evaluator.cases import iter_cases
-    from evaluator.ray_engine import _encode_batch
-    from evaluator.results import ResultRecord, ResultWriter
-    from evaluator.rubric import load_rubric
-    from evaluator.runner import _todo_batches
+    from evaluator.data.cases import iter_cases
+    from evaluator.data.results import ResultRecord, ResultWriter
+    from evaluator.rubrics.rubric import load_rubric
+    from evaluator.run.ray_engine import _encode_batch
+    from evaluator.run.runner import _todo_batches
 
     source = folder / "driver-cases.jsonl"
     write_big_cases(source, n, kib)
@@ -165,7 +165,7 @@ def main() -> None:
                      args.case_kib)
         return
 
-    from evaluator.offline import OFFLINE_ENV, force_offline
+    from evaluator.judges.offline import OFFLINE_ENV, force_offline
 
     force_offline()
     import ray

@@ -42,7 +42,7 @@ def write_cases(path: Path, n: int) -> None:
 
 def child(input_path: str, output_path: str) -> None:
     """One run in this process; print its wall time and peak RSS as JSON."""
-    from evaluator.runner import evaluate
+    from evaluator.run.runner import evaluate
 
     started = time.perf_counter()
     result = evaluate(rubric="pathology_report", input_path=Path(input_path),

@@ -43,9 +43,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_common import print_figures, print_machine, rerun_command, set_threads  # noqa: E402
 
-from evaluator.offline import force_offline  # noqa: E402
-from evaluator.rubric import load_rubric  # noqa: E402
-from evaluator.schema import output_json_schema  # noqa: E402
+from evaluator.judges.offline import force_offline  # noqa: E402
+from evaluator.rubrics.rubric import load_rubric  # noqa: E402
+from evaluator.rubrics.schema import output_json_schema  # noqa: E402
 
 RUBRICS = ("drug_monograph_similarity", "pathology_report", "trial_eligibility",
            "ecg_interpretation")
@@ -57,8 +57,8 @@ def _schema_text(name: str) -> str:
 
 
 def _backend(model_path: Path):
-    from evaluator.backends.transformers_backend import TransformersBackend
-    from evaluator.judges import JudgeSpec
+    from evaluator.judges.backends.transformers_backend import TransformersBackend
+    from evaluator.judges.models_file import JudgeSpec
 
     spec = JudgeSpec(backend="transformers", path=model_path, device="cpu", dtype="float32")
     return TransformersBackend("schema-compile", spec, model_path=model_path)
@@ -102,11 +102,11 @@ def main(argv: list[str] | None = None) -> dict:
     if args.model_path is not None:
         path = args.model_path
     elif args.quick:
-        from evaluator.tiny_random import build_tiny_random
+        from evaluator.judges.tiny_random import build_tiny_random
 
         path = build_tiny_random()
     else:
-        from evaluator.embedded_judge import prepare_embedded_judge
+        from evaluator.judges.embedded_judge import prepare_embedded_judge
 
         path = prepare_embedded_judge()
     if args.child:

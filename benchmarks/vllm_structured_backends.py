@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator.render import render_messages  # noqa: E402
-from evaluator.rubric import load_rubric  # noqa: E402
-from evaluator.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
+from evaluator.rubrics.render import render_messages  # noqa: E402
+from evaluator.rubrics.rubric import load_rubric  # noqa: E402
+from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
 
 RUBRICS = ("trial_eligibility", "drug_monograph_similarity", "pathology_report",
            "ecg_interpretation")
@@ -72,10 +72,10 @@ def run_one(name: str, chats_per_rubric: int) -> list[dict]:
     """Start one engine with configuration ``name`` and judge every rubric; one row each."""
     from vllm.sampling_params import StructuredOutputsParams
 
-    from evaluator.backends import Sampling
-    from evaluator.backends.vllm_backend import VLLMBackend
-    from evaluator.judges import JudgeSpec
-    from evaluator.tiny_random import build_tiny_random
+    from evaluator.judges.backends import Sampling
+    from evaluator.judges.backends.vllm_backend import VLLMBackend
+    from evaluator.judges.models_file import JudgeSpec
+    from evaluator.judges.tiny_random import build_tiny_random
 
     config, constraint = CONFIGS[name]
 

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from evaluator.backends import BackendUnavailable
-from evaluator.cases import InputFileError
-from evaluator.embedded_judge import EmbeddedJudgeError
-from evaluator.judges import JudgeConfigError, load_models_file, resolve_judge, resolve_jury
-from evaluator.jury import JuryResult, evaluate_jury
-from evaluator.ray_options import RayClusterError, RayOptions, RayRunFailed
-from evaluator.results import ResultsFileDamaged
-from evaluator.resume import ResumeConflict
-from evaluator.rubric import RubricError, available_rubrics, load_rubric
-from evaluator.runner import InputRejected, RunResult, RunStart, evaluate
-from evaluator.schema import UnboundedSchemaError, output_json_schema
+from evaluator.data.cases import InputFileError
+from evaluator.data.results import ResultsFileDamaged
+from evaluator.judges.backends import BackendUnavailable
+from evaluator.judges.embedded_judge import EmbeddedJudgeError
+from evaluator.judges.models_file import (
+    JudgeConfigError,
+    load_models_file,
+    resolve_judge,
+    resolve_jury,
+)
+from evaluator.rubrics.rubric import RubricError, available_rubrics, load_rubric
+from evaluator.rubrics.schema import UnboundedSchemaError, output_json_schema
+from evaluator.run.engines import RayClusterError, RayOptions, RayRunFailed
+from evaluator.run.jury import JuryResult, evaluate_jury
+from evaluator.run.resume import ResumeConflict
+from evaluator.run.runner import InputRejected, RunResult, RunStart, evaluate
 
 # Errors that mean "fix your input/config and re-run" (the CLI's usage exit code), as
 # opposed to bugs.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.rubric import load_rubric
+from evaluator.rubrics.rubric import load_rubric
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -45,8 +45,8 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 def tiny_backend():
     """The real transformers + outlines backend on the random-weight model (CPU)."""
     pytest.importorskip("torch", reason="needs the transformers extra: make install")
-    from evaluator.backends import load_backend
-    from evaluator.judges import JudgeSpec
+    from evaluator.judges.backends import load_backend
+    from evaluator.judges.models_file import JudgeSpec
 
     backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random", device="cpu"))
     yield backend

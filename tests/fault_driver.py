@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from evaluator.backends.fake import FakeBackend
-from evaluator.judges import JudgeSpec
-from evaluator.runner import evaluate
+from evaluator.judges.backends.fake import FakeBackend
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.run.runner import evaluate
 
 
 class SlowJudge(FakeBackend):

@@ -10,8 +10,8 @@ import os
 import time
 from pathlib import Path
 
-from evaluator.backends import load_backend
-from evaluator.backends.fake import FakeBackend
+from evaluator.judges.backends import load_backend
+from evaluator.judges.backends.fake import FakeBackend
 
 
 class _Markers:

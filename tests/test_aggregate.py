@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.aggregate import compute_aggregates
-from evaluator.rubric import load_rubric
+from evaluator.rubrics.aggregate import compute_aggregates
+from evaluator.rubrics.rubric import load_rubric
 
 
 def _items(*scores):

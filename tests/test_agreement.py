@@ -1,4 +1,4 @@
-"""``evaluator agree`` and :mod:`evaluator.agreement`: figures checked against direct library
+"""``evaluator agree`` and :mod:`evaluator.analysis.agreement`: figures checked against direct library
 calls on the same joined pairs, on the real trial data with a scripted fake judge."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ pytest.importorskip("pingouin", reason="needs the stats extra")
 import numpy as np
 from click.testing import CliRunner
 
-from evaluator.agreement import AgreementError, agreement, criterion_agreement
-from evaluator.backends.fake import FakeBackend
+from evaluator.analysis.agreement import AgreementError, agreement, criterion_agreement
 from evaluator.cli.main import cli
-from evaluator.judges import JudgeSpec
-from evaluator.runner import evaluate
+from evaluator.judges.backends.fake import FakeBackend
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.run.runner import evaluate
 from tests.conftest import SHARED_DATA, write_jsonl
 
 needs_trial_data = pytest.mark.skipif(not SHARED_DATA.is_file(),
@@ -180,7 +180,7 @@ def test_cli_table_json_and_errors(tmp_path):
 
 
 def test_load_labels_rejects_duplicates(tmp_path):
-    from evaluator.agreement import load_labels
+    from evaluator.analysis.agreement import load_labels
 
     path = write_jsonl(tmp_path / "l.jsonl", [{"case_id": "a", "y": 1}, {"case_id": "a", "y": 2}])
     with pytest.raises(AgreementError, match="twice"):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from evaluator.cases import Case, InputFileError, InputProblem, read_cases
-from evaluator.rubric import load_rubric
+from evaluator.data.cases import Case, InputFileError, InputProblem, read_cases
+from evaluator.rubrics.rubric import load_rubric
 from tests.conftest import EXAMPLES, write_jsonl
 
 SECRET = "PATIENT-MARKER-7f3a"  # stands in for PHI: must never reach an error message

@@ -10,9 +10,9 @@ import os
 
 import pytest
 
-from evaluator.judges import resolve_judge
-from evaluator.results import read_results
-from evaluator.runner import evaluate
+from evaluator.data.results import read_results
+from evaluator.judges.models_file import resolve_judge
+from evaluator.run.runner import evaluate
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.slow
@@ -20,7 +20,11 @@ pytestmark = pytest.mark.slow
 
 def _require_default_judge():
     pytest.importorskip("torch", reason="needs the transformers extra: make install")
-    from evaluator.embedded_judge import embedded_judge_ready, find_wheel, missing_wheel_message
+    from evaluator.judges.embedded_judge import (
+        embedded_judge_ready,
+        find_wheel,
+        missing_wheel_message,
+    )
 
     if embedded_judge_ready() or find_wheel() is not None:
         return

@@ -1,4 +1,4 @@
-"""Tests for evaluator.embedded_judge: wheel discovery, readiness marker, real conversion."""
+"""Tests for evaluator.judges.embedded_judge: wheel discovery, readiness marker, real conversion."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import embedded_judge as ej
-from evaluator.paths import cache_dir
+from evaluator.judges import embedded_judge as ej
+from evaluator.judges.paths import cache_dir
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def _fake_wheel(path: Path, gguf_bytes: bytes | None) -> Path:
 
 def test_module_import_does_not_import_torch():
     code = (
-        "import sys, evaluator.embedded_judge; "
+        "import sys, evaluator.judges.embedded_judge; "
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]; "
         "assert not bad, bad"
     )
@@ -227,7 +227,7 @@ def test_convert_real_wheel_and_chat(tmp_path, monkeypatch):
     assert "quantization_config" not in config
     assert config["dtype"] == "float32"
 
-    from evaluator.offline import force_offline
+    from evaluator.judges.offline import force_offline
 
     force_offline()
     import torch

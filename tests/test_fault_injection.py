@@ -11,7 +11,7 @@ import sys
 import time
 from collections import Counter
 
-from evaluator.results import read_results, scan_results
+from evaluator.data.results import read_results, scan_results
 from tests.conftest import ROOT, write_jsonl
 
 KILL_POINTS = 24

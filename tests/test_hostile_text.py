@@ -9,9 +9,13 @@ from types import MappingProxyType
 
 import pytest
 
-from evaluator.backends.chat_tokens import encode_chat, render_chat_text, special_token_strings
-from evaluator.render import fence, inline, render_messages
-from evaluator.rubric import load_rubric
+from evaluator.judges.backends.chat_tokens import (
+    encode_chat,
+    render_chat_text,
+    special_token_strings,
+)
+from evaluator.rubrics.render import fence, inline, render_messages
+from evaluator.rubrics.rubric import load_rubric
 from tests.conftest import BUILTIN, example_cases, write_jsonl
 from tests.hostile_corpus import CORPUS, MODERATE_RUNS, Hostile
 
@@ -97,7 +101,7 @@ def tiny_tokenizer():
     pytest.importorskip("torch", reason="needs the transformers extra: make install")
     from transformers import AutoTokenizer
 
-    from evaluator.tiny_random import build_tiny_random
+    from evaluator.judges.tiny_random import build_tiny_random
 
     return AutoTokenizer.from_pretrained(build_tiny_random(), local_files_only=True)
 
@@ -136,7 +140,7 @@ def test_embedded_judge_benign_chats_encode_exactly_as_before():
     pytest.importorskip("torch", reason="needs the transformers extra: make install")
     from transformers import AutoTokenizer
 
-    from evaluator.embedded_judge import embedded_judge_dir, embedded_judge_ready
+    from evaluator.judges.embedded_judge import embedded_judge_dir, embedded_judge_ready
 
     if not embedded_judge_ready():
         pytest.skip("the embedded judge is not prepared: evaluator prepare-judge")
@@ -274,9 +278,9 @@ def _end_to_end_share(rubric_name: str) -> list[Hostile]:
 @pytest.mark.slow  # 6-15 s per rubric on a 2-core CPU: 35-45 s for the four
 @pytest.mark.parametrize("rubric_name", BUILTIN)
 def test_hostile_cases_end_to_end(tiny_backend, tmp_path, rubric_name):
-    from evaluator.judges import JudgeSpec
-    from evaluator.results import read_results
-    from evaluator.runner import evaluate
+    from evaluator.data.results import read_results
+    from evaluator.judges.models_file import JudgeSpec
+    from evaluator.run.runner import evaluate
 
     base = _ordinary_case(rubric_name)
     field = GENERATED_FIELD[rubric_name]

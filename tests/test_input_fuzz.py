@@ -9,10 +9,10 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from evaluator.backends.fake import FakeBackend
-from evaluator.judges import JudgeSpec
-from evaluator.results import read_results
-from evaluator.runner import evaluate
+from evaluator.data.results import read_results
+from evaluator.judges.backends.fake import FakeBackend
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.run.runner import evaluate
 from tests.fuzz_corpus import (
     CSV_KINDS,
     JSONL_KINDS,

@@ -8,12 +8,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from evaluator.backends.fake import FakeBackend
 from evaluator.cli.main import cli
-from evaluator.judges import JudgeConfigError, load_models_file, resolve_jury
-from evaluator.jury import evaluate_jury, member_path
-from evaluator.results import read_results
-from evaluator.resume import ResumeConflict
+from evaluator.data.results import read_results
+from evaluator.judges.backends.fake import FakeBackend
+from evaluator.judges.models_file import JudgeConfigError, load_models_file, resolve_jury
+from evaluator.run.jury import evaluate_jury, member_path
+from evaluator.run.resume import ResumeConflict
 from tests.conftest import write_jsonl
 
 MODELS = """
@@ -57,7 +57,7 @@ def setup(tmp_path, monkeypatch):
         def close(self):
             events.append(f"close {self.judge}")
 
-    monkeypatch.setattr("evaluator.runner.load_backend", lambda name, spec: Tracked(name))
+    monkeypatch.setattr("evaluator.run.runner.load_backend", lambda name, spec: Tracked(name))
     return models, cases, events
 
 

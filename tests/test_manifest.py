@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from evaluator.judges import JudgeSpec
-from evaluator.manifest import (
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.rubrics.rubric import load_rubric
+from evaluator.run.manifest import (
     build_settings,
     diff_settings,
     model_fingerprint,
     settings_hash,
 )
-from evaluator.rubric import load_rubric
 
 
 def _settings(spec, model=None):

@@ -6,18 +6,18 @@ import os
 import subprocess
 import sys
 
-from evaluator.offline import OFFLINE_ENV, force_offline
+from evaluator.judges.offline import OFFLINE_ENV, force_offline
 
 
 def test_import_evaluator_imports_no_torch_transformers_vllm_ray_or_matplotlib():
     # Parsing a vllm judge (its engine settings included) must not import vLLM either.
     # Nor Ray: the engine options and the run command are importable without it.
-    code = ("import sys, evaluator, evaluator.cli.main, evaluator.backends.vllm_args, "
-            "evaluator.summary, evaluator.stats, evaluator.agreement, evaluator.cli.agree_cmd, "
-            "evaluator.ray_options, evaluator.cli.run_cmd, "
-            "evaluator.report, evaluator.report_html, evaluator.report_plots, "
-            "evaluator.report_text, evaluator.cli.report_cmd; "
-            "from evaluator.judges import JudgeSpec; "
+    code = ("import sys, evaluator, evaluator.cli.main, evaluator.judges.backends.vllm_args, "
+            "evaluator.analysis.summary, evaluator.analysis.stats, evaluator.analysis.agreement, evaluator.cli.agree_cmd, "
+            "evaluator.run.engines, evaluator.cli.run_cmd, "
+            "evaluator.report.build, evaluator.report.html, evaluator.report.plots, "
+            "evaluator.report.text, evaluator.cli.report_cmd; "
+            "from evaluator.judges.models_file import JudgeSpec; "
             "JudgeSpec(backend='vllm', path='/m', engine={'tensor_parallel_size': 2}); "
             "heavy = [m for m in ('torch', 'transformers', 'vllm', 'outlines', 'outlines_core', "
             "'scipy', 'sklearn', 'pandas', 'pingouin', 'krippendorff', 'statsmodels', "

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.panel import combine_verdicts, rater_agreement, reduce_verdicts, reduction_of
-from evaluator.results import ResultRecord
-from evaluator.rubric import load_rubric
+from evaluator.analysis.panel import (
+    combine_verdicts,
+    rater_agreement,
+    reduce_verdicts,
+    reduction_of,
+)
+from evaluator.data.results import ResultRecord
+from evaluator.rubrics.rubric import load_rubric
 
 krippendorff = pytest.importorskip("krippendorff", reason="needs the stats extra")
 

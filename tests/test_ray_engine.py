@@ -22,11 +22,11 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import cli
-from evaluator.judges import JudgeSpec
-from evaluator.offline import OFFLINE_ENV
-from evaluator.ray_options import RayOptions
-from evaluator.results import read_results, scan_results
-from evaluator.runner import evaluate
+from evaluator.data.results import read_results, scan_results
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.judges.offline import OFFLINE_ENV
+from evaluator.run.engines import RayOptions
+from evaluator.run.runner import evaluate
 from tests import ray_judges
 from tests.conftest import ROOT, write_jsonl
 
@@ -240,7 +240,7 @@ def test_more_replicas_than_the_cluster_holds_is_refused(ray_cluster, tmp_path):
 def test_engine_ray_without_ray_says_what_to_install(tmp_path, monkeypatch):
     # As if Ray were not installed: importing it fails.
     monkeypatch.setitem(sys.modules, "ray", None)
-    monkeypatch.delitem(sys.modules, "evaluator.ray_engine", raising=False)
+    monkeypatch.delitem(sys.modules, "evaluator.run.ray_engine", raising=False)
     source = write_jsonl(tmp_path / "cases.jsonl", _reports(2))
     output = tmp_path / "out.jsonl"
     result = CliRunner().invoke(cli, ["run", "-r", "pathology_report", "-i", str(source),

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evaluator.backends.fake import FakeBackend
+from evaluator.analysis.summary import summarize
 from evaluator.cli.main import cli
-from evaluator.judges import JudgeSpec
-from evaluator.report import ReportError, _labels, build_report
-from evaluator.report_html import CSP, render_html, write_report
-from evaluator.results import read_results
-from evaluator.runner import evaluate
-from evaluator.summary import summarize
+from evaluator.data.results import read_results
+from evaluator.judges.backends.fake import FakeBackend
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.report.build import ReportError, _labels, build_report
+from evaluator.report.html import CSP, render_html, write_report
+from evaluator.run.runner import evaluate
 from tests import browser
 from tests.conftest import EXAMPLES, write_jsonl
 from tests.hostile_corpus import CORPUS
@@ -207,7 +207,7 @@ def test_worst_by_default_and_alias_and_unknown(two_runs):
 
 
 def test_agreement_tables_match_the_agreement_function(two_runs):
-    from evaluator.agreement import agreement
+    from evaluator.analysis.agreement import agreement
 
     report = build_report([two_runs["a"], two_runs["b"]], labels=two_runs["labels"],
                           label_field="expert_qrel", agreement_resamples=100, worst_n=0)

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from evaluator.backends.base import Generation
-from evaluator.backends.fake import FakeBackend
-from evaluator.judges import JudgeSpec, SamplingConfig
-from evaluator.results import ResultsFileDamaged, read_results
-from evaluator.resume import ResumeConflict
-from evaluator.runner import InputRejected, evaluate
+from evaluator.data.results import ResultsFileDamaged, read_results
+from evaluator.judges.backends.base import Generation
+from evaluator.judges.backends.fake import FakeBackend
+from evaluator.judges.models_file import JudgeSpec, SamplingConfig
+from evaluator.run.resume import ResumeConflict
+from evaluator.run.runner import InputRejected, evaluate
 from tests.conftest import write_jsonl
 
 FAKE = JudgeSpec(backend="fake")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluator.rubric import (
+from evaluator.rubrics.rubric import (
     BUILTIN_RUBRICS_DIR,
     IntegerCriterion,
     ItemsCriterion,

@@ -6,12 +6,11 @@ import json
 import os
 import stat
 
-
-from evaluator.backends.base import Generation
-from evaluator.backends.fake import FakeBackend
-from evaluator.judges import JudgeSpec
-from evaluator.results import read_results
-from evaluator.runner import evaluate
+from evaluator.data.results import read_results
+from evaluator.judges.backends.base import Generation
+from evaluator.judges.backends.fake import FakeBackend
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.run.runner import evaluate
 from tests.conftest import EXAMPLES, write_jsonl
 
 FAKE = JudgeSpec(backend="fake")

@@ -7,9 +7,9 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from evaluator.backends.fake import minimal_instance
-from evaluator.rubric import IntegerCriterion, ItemsCriterion, StringField, load_rubric
-from evaluator.schema import (
+from evaluator.judges.backends.fake import minimal_instance
+from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, StringField, load_rubric
+from evaluator.rubrics.schema import (
     UnboundedSchemaError,
     build_output_model,
     max_new_tokens,

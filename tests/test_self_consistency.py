@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from evaluator.backends.fake import FakeBackend
-from evaluator.judges import JudgeConfigError, JudgeSpec, SamplingConfig
-from evaluator.results import read_results
-from evaluator.resume import ResumeConflict
-from evaluator.runner import evaluate
+from evaluator.data.results import read_results
+from evaluator.judges.backends.fake import FakeBackend
+from evaluator.judges.models_file import JudgeConfigError, JudgeSpec, SamplingConfig
+from evaluator.run.resume import ResumeConflict
+from evaluator.run.runner import evaluate
 from tests.conftest import write_jsonl
 
 SAMPLED = JudgeSpec(backend="fake", sampling=SamplingConfig(temperature=0.8, seed=40))

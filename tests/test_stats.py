@@ -1,4 +1,4 @@
-"""Summary statistics with uncertainty (:mod:`evaluator.stats`) and their place in the
+"""Summary statistics with uncertainty (:mod:`evaluator.analysis.stats`) and their place in the
 summary: bootstrap CIs of means, pass rates from the rubric's ``pass_thresholds``."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import yaml
 
 pytest.importorskip("scipy", reason="needs the stats extra")
 
-from evaluator.backends.fake import FakeBackend
-from evaluator.judges import JudgeSpec
-from evaluator.rubric import RubricError, load_rubric, load_rubric_file
-from evaluator.runner import evaluate
-from evaluator.stats import mean_ci, pass_rate
+from evaluator.analysis.stats import mean_ci, pass_rate
+from evaluator.judges.backends.fake import FakeBackend
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.rubrics.rubric import RubricError, load_rubric, load_rubric_file
+from evaluator.run.runner import evaluate
 from tests.conftest import write_jsonl
 
 
@@ -84,8 +84,8 @@ def test_pass_thresholds_are_validated(tmp_path):
 
 
 def test_summary_without_the_stats_extra(monkeypatch):
-    import evaluator.summary as summary_module
-    from evaluator.results import ResultRecord
+    import evaluator.analysis.summary as summary_module
+    from evaluator.data.results import ResultRecord
 
     monkeypatch.setattr(summary_module, "stats_available", lambda: False)
     record = ResultRecord(case_id="a", rubric="pathology_report", judge="j", status="ok",

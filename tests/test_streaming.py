@@ -7,11 +7,11 @@ import re
 import subprocess
 import sys
 
-from evaluator.backends.fake import FakeBackend
-from evaluator.cases import Case
-from evaluator.judges import JudgeSpec
-from evaluator.results import read_results
-from evaluator.runner import _todo_batches, evaluate
+from evaluator.data.cases import Case
+from evaluator.data.results import read_results
+from evaluator.judges.backends.fake import FakeBackend
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.run.runner import _todo_batches, evaluate
 from tests.conftest import ROOT, write_jsonl
 
 
@@ -30,7 +30,7 @@ def test_the_input_is_read_lazily_in_two_passes(tmp_path, monkeypatch):
             for i in range(6)]
     source = write_jsonl(tmp_path / "in.jsonl", rows)
     events: list[str] = []
-    import evaluator.cases as cases_module
+    import evaluator.data.cases as cases_module
 
     real = cases_module._validate_row
 

@@ -14,8 +14,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from evaluator import tiny_random
-from evaluator.tiny_random import (
+from evaluator.judges import tiny_random
+from evaluator.judges.tiny_random import (
     COMPLETE_MARKER,
     TINY_RANDOM_VERSION,
     build_tiny_random,
@@ -45,7 +45,7 @@ def built(cache_root) -> Path:
 
 @pytest.fixture(scope="module")
 def tokenizer(built):
-    from evaluator.offline import force_offline
+    from evaluator.judges.offline import force_offline
 
     force_offline()
     from transformers import AutoTokenizer
@@ -55,7 +55,7 @@ def tokenizer(built):
 
 @pytest.fixture(scope="module")
 def model(built):
-    from evaluator.offline import force_offline
+    from evaluator.judges.offline import force_offline
 
     force_offline()
     from transformers import AutoModelForCausalLM
@@ -240,7 +240,7 @@ def test_losing_the_rename_race_keeps_the_winner(built, tmp_path):
 
 def test_import_is_light():
     code = (
-        "import sys, evaluator.tiny_random as t; "
+        "import sys, evaluator.judges.tiny_random as t; "
         "heavy = [m for m in ('torch', 'transformers', 'tokenizers') if m in sys.modules]; "
         "assert not heavy, heavy; print(t.TINY_RANDOM_VERSION)"
     )

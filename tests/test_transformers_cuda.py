@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from evaluator.backends import Sampling, load_backend
-from evaluator.judges import JudgeSpec
-from evaluator.render import render_messages
-from evaluator.rubric import load_rubric
-from evaluator.schema import build_output_model, max_new_tokens, output_json_schema
+from evaluator.judges.backends import Sampling, load_backend
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.rubrics.render import render_messages
+from evaluator.rubrics.rubric import load_rubric
+from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema
 from tests.conftest import BUILTIN, example_cases
 
 torch = pytest.importorskip("torch", reason="needs the transformers extra: make install")

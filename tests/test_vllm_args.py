@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.backends import BackendUnavailable, Sampling, load_backend
-from evaluator.backends.base import context_overflow
-from evaluator.backends.fake import minimal_instance
-from evaluator.backends.vllm_args import (
+from evaluator.judges.backends import BackendUnavailable, Sampling, load_backend
+from evaluator.judges.backends.base import context_overflow
+from evaluator.judges.backends.fake import minimal_instance
+from evaluator.judges.backends.vllm_args import (
     engine_kwargs,
     finish_reason,
     request_seed,
@@ -20,9 +20,9 @@ from evaluator.backends.vllm_args import (
     structured_regex,
     validate_engine_settings,
 )
-from evaluator.judges import JudgeSpec
-from evaluator.rubric import load_rubric
-from evaluator.schema import output_json_schema
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.rubrics.rubric import load_rubric
+from evaluator.rubrics.schema import output_json_schema
 from tests.conftest import BUILTIN
 
 
@@ -122,7 +122,7 @@ def test_context_overflow_is_measured_with_the_longest_verdict():
 
 def test_missing_vllm_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` fail
-    monkeypatch.delitem(sys.modules, "evaluator.backends.vllm_backend", raising=False)
+    monkeypatch.delitem(sys.modules, "evaluator.judges.backends.vllm_backend", raising=False)
     monkeypatch.delenv("VLLM_REGEX_COMPILATION_TIMEOUT_S", raising=False)
     with pytest.raises(BackendUnavailable) as info:
         load_backend("j", _spec(path=tmp_path))

@@ -13,13 +13,13 @@ import multiprocessing
 
 import pytest
 
-from evaluator.backends import Sampling, load_backend
-from evaluator.judges import JudgeSpec
-from evaluator.render import render_messages
-from evaluator.rubric import load_rubric
-from evaluator.runner import evaluate
-from evaluator.schema import build_output_model, max_new_tokens, output_json_schema
-from evaluator.tiny_random import CHAT_TEMPLATE, IM_END, IM_START
+from evaluator.judges.backends import Sampling, load_backend
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.judges.tiny_random import CHAT_TEMPLATE, IM_END, IM_START
+from evaluator.rubrics.render import render_messages
+from evaluator.rubrics.rubric import load_rubric
+from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema
+from evaluator.run.runner import evaluate
 from tests.conftest import BUILTIN, EXAMPLES, example_cases, write_jsonl
 
 pytestmark = [
@@ -45,7 +45,7 @@ ENGINE = {"enforce_eager": True, "kv_cache_memory_bytes": 256 << 20,
 @pytest.fixture(scope="module")
 def vllm_spec():
     """The tiny random model as a vllm judge (built into the cache on first use)."""
-    from evaluator.tiny_random import build_tiny_random
+    from evaluator.judges.tiny_random import build_tiny_random
 
     return JudgeSpec(backend="vllm", path=build_tiny_random(), dtype="float32",
                      max_model_len=MAX_MODEL_LEN, batch_size=BATCH, engine=ENGINE)

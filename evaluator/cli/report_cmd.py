@@ -46,11 +46,11 @@ def report(results: tuple[Path, ...], html_path: Path, labels_path: Path | None,
     systems or runs side by side): distributions, means and pass rates with 95% CIs,
     statuses, agreement with labels, worst cases. Works offline; no case text unless
     --show-text."""
-    from evaluator.agreement import AgreementError
+    from evaluator.analysis.agreement import AgreementError
+    from evaluator.analysis.stats import StatsUnavailable
     from evaluator.api import USER_ERRORS
-    from evaluator.report import ReportError
-    from evaluator.report_html import write_report
-    from evaluator.stats import StatsUnavailable
+    from evaluator.report.build import ReportError
+    from evaluator.report.html import write_report
 
     if labels_path is not None and not label_field:
         raise click.UsageError("--labels needs --label-field")

@@ -19,7 +19,7 @@ from evaluator.cli.options import rubrics_dir_option
 def rubrics(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...]) -> None:
     """List available rubrics, or show NAME: inputs, output keys, aggregates."""
     from evaluator.api import USER_ERRORS, available_rubrics, load_rubric, output_json_schema
-    from evaluator.schema import max_new_tokens
+    from evaluator.rubrics.schema import max_new_tokens
 
     try:
         if name is None:

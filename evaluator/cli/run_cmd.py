@@ -17,8 +17,8 @@ from evaluator.cli.main import (
     EXIT_USAGE,
 )
 from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir_option
-from evaluator.jury import member_path
-from evaluator.ray_options import ENGINES, RayOptions, load_ray_engine
+from evaluator.run.engines import ENGINES, RayOptions, load_ray_engine
+from evaluator.run.jury import member_path
 
 
 def _ray_options(engine: str, address: str | None, replicas: int | None,

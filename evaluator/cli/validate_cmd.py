@@ -16,7 +16,7 @@ from evaluator.cli.options import models_file_option, rubrics_dir_option
 @models_file_option
 def validate(rubrics_dirs: tuple[Path, ...], models_file: Path | None) -> None:
     """Check all rubric files and models.yaml; exit non-zero on the first class of problem."""
-    from evaluator.validation import validate_all
+    from evaluator.run.validation import validate_all
 
     problems = validate_all(rubrics_dirs, models_file, report=click.echo)
     if problems:

@@ -1,0 +1,166 @@
+"""Per-run summary: per-criterion statistics over the cases judged ``ok``, and status counts.
+
+Failed cases are counted and listed by id, never imputed into the statistics. With the
+``stats`` extra installed each criterion and aggregate also gets a seeded bootstrap 95% CI of
+its mean, and the rubric's ``pass_thresholds`` give pass rates with Wilson CIs
+(:mod:`evaluator.analysis.stats`); without it those are None and ``stats_note`` says what to install.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from statistics import fmean, median, stdev
+from typing import Any
+
+from evaluator.analysis.panel import rater_agreement
+from evaluator.analysis.stats import (
+    BOOTSTRAP_RESAMPLES,
+    STATS_EXTRA_HINT,
+    mean_ci,
+    pass_rate,
+    stats_available,
+)
+from evaluator.data.files import write_json_atomic
+from evaluator.data.results import ResultRecord
+from evaluator.rubrics.rubric import IntegerCriterion, Rubric
+
+SUMMARY_VERSION = 1
+
+
+def describe(values: Sequence[float]) -> dict[str, float | int | None]:
+    """n, mean, SD (sample), median, min, max of a list of numbers (None when empty)."""
+    if not values:
+        return {"n": 0, "mean": None, "sd": None, "median": None, "min": None, "max": None}
+    return {
+        "n": len(values),
+        "mean": fmean(values),
+        "sd": stdev(values) if len(values) > 1 else None,
+        "median": median(values),
+        "min": min(values),
+        "max": max(values),
+    }
+
+
+def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord]) -> dict[str, Any]:
+    """Build the summary dict written to ``summary.json``, in one pass over ``records``
+    (streamed from the results file: only the numbers are kept)."""
+    integer_keys = [f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
+    by_key: dict[str, array[float]] = {key: array("d") for key in integer_keys}
+    by_key.update({agg.name: array("d") for agg in rubric.aggregates})
+    statuses: Counter[str] = Counter()
+    failed: list[str] = []
+    # Per panel kind (samples, jury): the first such record and each case's verdicts.
+    panels: dict[str, tuple[ResultRecord, list[Any]] | None] = {"samples": None, "jury": None}
+    for record in records:
+        statuses[record.status] += 1
+        for attribute, kept in panels.items():
+            verdicts = getattr(record, attribute)
+            if verdicts:
+                if kept is None:
+                    kept = panels[attribute] = (record, [])
+                kept[1].append([(v.scores, v.aggregates) if v.status == "ok" else (None, None)
+                                for v in verdicts])
+        if record.status != "ok" or record.scores is None:
+            failed.append(record.case_id)
+            continue
+        for key in integer_keys:
+            by_key[key].append(float(record.scores[key]))
+        for agg in rubric.aggregates:
+            value = (record.aggregates or {}).get(agg.name)
+            if value is not None:
+                by_key[agg.name].append(float(value))
+    return _assemble(rubric, judge, by_key, statuses, failed, panels)
+
+
+def _assemble(rubric: Rubric, judge: str, by_key: dict[str, array[float]],
+              statuses: Counter[str], failed: list[str],
+              panels: dict[str, tuple[ResultRecord, list[Any]] | None]) -> dict[str, Any]:
+    with_stats = stats_available()
+    criteria: dict[str, Any] = {}
+    for field in rubric.output:
+        if isinstance(field, IntegerCriterion):
+            values = by_key[field.key]
+            counts = Counter(values)
+            entry = describe(values)
+            entry["ci95"] = mean_ci(values) if with_stats else None
+            entry["counts"] = {str(v): counts.get(float(v), 0) for v in field.allowed}
+            # Reduced scores (several samples or judges) can fall between allowed values.
+            entry["counts"].update({f"{v:g}": n for v, n in sorted(counts.items())
+                                    if v not in field.allowed})
+            alias = rubric.alias_of(field.key)
+            if alias:
+                entry["alias"] = alias
+            criteria[field.key] = entry
+    aggregates: dict[str, Any] = {}
+    for agg in rubric.aggregates:
+        entry = describe(by_key[agg.name])
+        entry["ci95"] = mean_ci(by_key[agg.name]) if with_stats else None
+        alias = rubric.alias_of(agg.name)
+        if alias:
+            entry["alias"] = alias
+        aggregates[agg.name] = entry
+    judged = statuses.get("ok", 0)
+    not_judged = sum(statuses.values()) - judged
+    pass_rates: dict[str, Any] = {}
+    for key, threshold in rubric.pass_thresholds.items():
+        values = by_key[key]
+        if with_stats:
+            pass_rates[key] = pass_rate(values, threshold)
+        else:
+            pass_rates[key] = {"threshold": threshold, "rule": f">= {threshold:g}",
+                               "n": len(values), "passed": sum(v >= threshold for v in values),
+                               "rate": None, "ci95": None}
+        # Rates are over judged cases; cases without a verdict are neither pass nor fail.
+        pass_rates[key]["not_judged"] = not_judged
+    summary = {
+        "summary_version": SUMMARY_VERSION,
+        "rubric": rubric.name,
+        "judge": judge,
+        "cases": sum(statuses.values()),
+        "status_counts": dict(sorted(statuses.items())),
+        "failed_case_ids": failed,
+        "criteria": criteria,
+        "aggregates": aggregates,
+        "aliases": dict(rubric.aliases),
+        "pass_rates": pass_rates,
+        "ci_method": (f"mean: percentile bootstrap, 95%, {BOOTSTRAP_RESAMPLES} resamples, seeded "
+                      "(scipy.stats.bootstrap); pass rates: Wilson (scipy.stats.binomtest)"),
+    }
+    for name, attribute in (("self_consistency", "samples"), ("inter_judge", "jury")):
+        panel = panels[attribute]
+        if panel is not None:
+            summary[name] = panel_summary(rubric, panel[0], panel[1], attribute, with_stats)
+    if not with_stats:
+        summary["stats_note"] = f"confidence intervals need the stats extra: {STATS_EXTRA_HINT}"
+    return summary
+
+
+def panel_summary(rubric: Rubric, first: ResultRecord, table: list[Any], attribute: str,
+                  with_stats: bool) -> dict[str, Any]:
+    """Agreement across a case's samples (``attribute="samples"``) or jury members
+    (``"jury"``): Krippendorff's alpha per criterion and the share of unanimous cases.
+    ``table[case][rater]`` holds ``(scores, aggregates)``, ``(None, None)`` for a failure."""
+    verdicts = getattr(first, attribute)
+    raters = ([v.judge for v in verdicts] if attribute == "jury"
+              else [f"sample {v.sample}" for v in verdicts])
+    block: dict[str, Any] = {"reduction": first.reduction}
+    if with_stats:
+        block.update(rater_agreement(rubric, table))
+    else:
+        block["alpha"] = None
+    block["raters"] = raters
+    return block
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """Write the summary as JSON (mode 0600, replaced atomically)."""
+    write_json_atomic(path, summary)
+
+
+def summary_path_for(results_path: Path) -> Path:
+    """``results.jsonl`` -> ``results.summary.json`` beside it."""
+    results_path = Path(results_path)
+    return results_path.with_name(results_path.stem + ".summary.json")

@@ -1,0 +1,248 @@
+"""The result record (one JSON line per case), the writer that appends them, and the
+reader that checks a results file line by line (and finds a line torn by a crash)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from evaluator.data.files import PRIVATE, atomic_writer, fsync_dir
+
+log = logging.getLogger(__name__)
+
+RECORD_VERSION = 1
+
+Status = Literal[
+    "ok",              # a verdict that parsed and passed the output model
+    "invalid_output",  # the judge's text did not validate (should not happen when constrained)
+    "truncated",       # the judge stopped on the token limit before closing the verdict
+    "too_long",        # prompt + longest valid verdict exceed the judge's context
+    "input_error",     # the case itself is unusable (missing/empty field, bad row)
+    "backend_error",   # the backend raised while judging this case's batch
+]
+
+
+class PanelVerdict(BaseModel):
+    """One of several verdicts for a case: a self-consistency sample (``sample``) or a jury
+    member's (``judge``, with its own results file's ``settings_hash``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sample: int | None = None
+    judge: str | None = None
+    status: Status
+    scores: dict[str, Any] | None = None
+    aggregates: dict[str, float | None] | None = None
+    reason: str | None = None
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+    settings_hash: str | None = None
+    raw_output: str | None = None  # as on ResultRecord: results file only, never logs
+
+
+class ResultRecord(BaseModel):
+    """One case's outcome. A case that could not be judged has a status and a reason,
+    never scores."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record_version: Literal[1] = RECORD_VERSION
+    case_id: str
+    rubric: str
+    judge: str
+    status: Status
+    scores: dict[str, Any] | None = None
+    aggregates: dict[str, float | None] | None = None
+    reason: str | None = None
+    input_file: str | None = None
+    input_line: int | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens served from the prefix cache (vLLM)
+    max_new_tokens: int | None = None
+    batch_size: int | None = None
+    batch_seconds: float | None = None
+    # Resume key: the run's settings (see evaluator.run.manifest) and this case's rendered prompt.
+    settings_hash: str | None = None
+    prompt_hash: str | None = None
+    # The judge's own text when it could not be validated, for debugging. It may quote the
+    # case, so it lives only in the (0600) results file, never in logs.
+    raw_output: str | None = None
+    # Several verdicts per case (``--samples N`` or a jury): each one, and how ``scores``
+    # and ``aggregates`` above were reduced from them (see evaluator.analysis.panel).
+    samples: list[PanelVerdict] | None = None
+    jury: list[PanelVerdict] | None = None
+    reduction: dict[str, str] | None = None
+
+
+class ResultsFileDamaged(ValueError):
+    """A complete line of a results file is not a result record: edited or damaged."""
+
+
+@dataclass(frozen=True)
+class StoredLine:
+    """One complete, valid line of a results file."""
+
+    number: int
+    raw: bytes
+    record: ResultRecord
+
+
+@dataclass(frozen=True)
+class ResultsScan:
+    """A results file checked line by line."""
+
+    lines: list[StoredLine]
+    valid_bytes: int   # length of the valid prefix (every complete, valid line)
+    torn_bytes: int    # bytes after it: a last line cut short by a crash
+
+
+def _content_end(path: Path) -> int:
+    """Length of the file without its trailing run of NUL bytes and newlines (read from the
+    end, in blocks)."""
+    with Path(path).open("rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - (1 << 16))
+            handle.seek(start)
+            block = handle.read(end - start)
+            kept = len(block.rstrip(b"\0\n"))
+            if kept:
+                return start + kept
+            end = start
+    return 0
+
+
+class ResultsReader:
+    """Iterates the complete, valid lines of a results file one at a time (never reading
+    the file whole). An unterminated last line (a write cut by a crash or power loss,
+    possibly NUL-filled) is torn, never parsed as a result: after iterating, ``valid_bytes``
+    is the length of the valid prefix and ``torn_bytes`` what follows. Any other bad line
+    raises :class:`ResultsFileDamaged` naming it."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.valid_bytes = 0
+        self.torn_bytes = 0
+
+    def __iter__(self) -> Iterator[StoredLine]:
+        content_end = _content_end(self.path)
+        size = self.path.stat().st_size
+        offset = 0
+        number = 0
+        with self.path.open("rb") as handle:
+            for chunk in handle:
+                # No newline: the write of the last line never finished. Only NUL bytes
+                # left: what a power cut leaves when the size reached the disk but the data
+                # did not.
+                if not chunk.endswith(b"\n") or offset >= content_end:
+                    break
+                number += 1
+                raw = chunk[:-1]
+                offset += len(chunk)
+                if raw.strip():
+                    yield StoredLine(number, raw, self._parse(number, raw))
+        self.valid_bytes = offset
+        self.torn_bytes = size - offset
+
+    def _parse(self, number: int, raw: bytes) -> ResultRecord:
+        try:
+            return ResultRecord.model_validate_json(raw)
+        except ValidationError as exc:
+            first = exc.errors(include_input=False, include_url=False)[0]
+            where = ".".join(map(str, first["loc"])) or "$"
+            raise ResultsFileDamaged(
+                f"{self.path} line {number} is not a result record ({where}: {first['msg']}); "
+                "the file was edited or damaged. Move it aside or fix that line, or pass "
+                "--force-new to start a new file (the old one is kept).") from None
+
+
+def scan_results(path: Path) -> ResultsScan:
+    """Read and validate every line (see :class:`ResultsReader`) into memory."""
+    reader = ResultsReader(path)
+    lines = list(reader)
+    return ResultsScan(lines, reader.valid_bytes, reader.torn_bytes)
+
+
+def iter_records(path: Path) -> Iterator[ResultRecord]:
+    """Every record of a results file, one at a time (a torn last line is skipped with a
+    warning)."""
+    reader = ResultsReader(path)
+    for line in reader:
+        yield line.record
+    if reader.torn_bytes:
+        log.warning("%s: ignoring a torn last line (%d bytes)", path, reader.torn_bytes)
+
+
+def truncate_torn_tail(path: Path, scan: ResultsScan | ResultsReader) -> None:
+    """Cut a torn last line off (its case is judged again)."""
+    if scan.torn_bytes:
+        log.warning("%s: removed a torn last line (%d bytes) left by an interrupted run",
+                    path, scan.torn_bytes)
+        with Path(path).open("r+b") as handle:
+            handle.truncate(scan.valid_bytes)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def rewrite_results(path: Path, raw_lines: Iterable[bytes]) -> None:
+    """Replace a results file with the given lines (streamed), atomically."""
+    with atomic_writer(path) as handle:
+        for raw in raw_lines:
+            handle.write(raw + b"\n")
+
+
+class ResultWriter:
+    """Appends records as JSON lines: each is flushed to the OS as it is written (a killed
+    process loses nothing written), and fsynced to disk at most every ``fsync_seconds``
+    and on close (a power cut loses at most that window; resume judges those cases again)."""
+
+    def __init__(self, path: Path, *, fsync_seconds: float = 1.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE)
+        self._handle = os.fdopen(fd, "wb")
+        if created:
+            fsync_dir(self.path.parent)
+        self.fsync_seconds = fsync_seconds
+        self._last_sync = time.monotonic()
+
+    def write(self, record: ResultRecord) -> None:
+        """Append one record as a single write and flush it to the OS."""
+        self._handle.write(record.model_dump_json().encode("utf-8") + b"\n")
+        self._handle.flush()
+        if time.monotonic() - self._last_sync >= self.fsync_seconds:
+            self.sync()
+
+    def sync(self) -> None:
+        """Force written records to disk."""
+        os.fsync(self._handle.fileno())
+        self._last_sync = time.monotonic()
+
+    def close(self) -> None:
+        """Flush to disk and close."""
+        if not self._handle.closed:
+            self._handle.flush()
+            self.sync()
+            self._handle.close()
+
+    def __enter__(self) -> ResultWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_results(path: Path) -> list[ResultRecord]:
+    """Load every record of a results file (each line validated; a torn last line is
+    skipped with a warning)."""
+    return list(iter_records(path))

@@ -1,0 +1,84 @@
+"""A scripted backend for pipeline tests and overhead benchmarks: no model at all.
+
+Queued outputs are returned in order (strings become ``stop`` generations; a
+:class:`Generation` is returned as is, so tests can script truncations and overflows).
+With the queue empty it answers the smallest valid verdict for the schema.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from evaluator.judges.backends.base import Chat, Generation, Sampling
+
+if TYPE_CHECKING:
+    from evaluator.judges.models_file import JudgeSpec
+
+
+def minimal_instance(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> Any:
+    """The smallest JSON value that a (bounded, object/array/enum/string) schema admits."""
+    root = root or schema
+    ref = schema.get("$ref")
+    if ref is not None:
+        return minimal_instance(root["$defs"][ref.rsplit("/", 1)[-1]], root)
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        return {key: minimal_instance(sub, root) for key, sub in schema["properties"].items()}
+    if kind == "array":
+        return [minimal_instance(schema["items"], root)] * max(schema.get("minItems", 0), 1)
+    if kind == "string":
+        return "x"
+    if kind == "boolean":
+        return False
+    raise ValueError(f"fake backend cannot build a value for {schema!r}")
+
+
+class FakeBackend:
+    """Returns scripted outputs; records every call for assertions."""
+
+    name = "fake"
+
+    def __init__(self, outputs: Iterable[str | Generation] = (), *,
+                 max_model_len: int | None = None, fail_with: Exception | None = None,
+                 record_calls: bool = True):
+        self._queue: deque[str | Generation] = deque(outputs)
+        self.max_model_len = max_model_len
+        self.fail_with = fail_with
+        self.record_calls = record_calls
+        self.calls: list[tuple[list[Chat], str, Sampling, dict[str, Any]]] = []
+
+    @classmethod
+    def from_spec(cls, judge_name: str, spec: JudgeSpec) -> FakeBackend:
+        """Build from a models.yaml entry (``backend: fake``): no script, valid verdicts,
+        no record of the calls (a long run must not keep every prompt)."""
+        return cls(max_model_len=spec.max_model_len, record_calls=False)
+
+    def enqueue(self, outputs: Iterable[str | Generation]) -> None:
+        """Append scripted outputs."""
+        self._queue.extend(outputs)
+
+    def generate(self, chats: Sequence[Chat], json_schema: str, sampling: Sampling,
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
+        """Pop one scripted output per chat (or build a minimal valid verdict)."""
+        if self.record_calls:
+            self.calls.append((list(chats), json_schema, sampling,
+                               dict(chat_template_kwargs or {})))
+        if self.fail_with is not None:
+            raise self.fail_with
+        results = []
+        for _ in chats:
+            item = self._queue.popleft() if self._queue else json.dumps(
+                minimal_instance(json.loads(json_schema)), separators=(",", ":"))
+            if isinstance(item, str):
+                item = Generation(text=item, finish_reason="stop", prompt_tokens=0,
+                                  completion_tokens=len(item))
+            results.append(item)
+        return results
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,219 @@
+"""transformers + outlines: batched, schema-constrained judging on CPU or CUDA.
+
+The constraint is outlines' (``outlines.from_transformers`` + ``outlines.Generator`` over the
+rubric's JSON schema, compact whitespace), built once per schema and reused for every batch.
+We call ``model.generate`` ourselves with that logits processor rather than outlines'
+``generate_batch`` for two reasons: outlines would re-apply the chat template to an already
+rendered prompt and has no way to pass ``chat_template_kwargs`` (``enable_thinking``), and
+it returns only text, while a result record needs token counts and the finish reason.
+
+The logits processor is our :class:`BatchConstraint` over the index outlines compiles:
+outlines' own processor applies each row's allowed-token bitmask with a separate kernel call
+(a dozen small tensor operations per row and decode step); one call for the whole batch masks
+exactly the same tokens for less (``benchmarks/constrained_vs_unconstrained.py`` and
+``benchmarks/overhead.py`` measure it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evaluator.judges.backends.base import (
+    BackendUnavailable,
+    Chat,
+    Generation,
+    Sampling,
+    fitting_prompts,
+)
+from evaluator.judges.backends.chat_tokens import encode_chat
+from evaluator.judges.offline import force_offline
+
+force_offline()
+
+import outlines
+import torch
+from outlines_core import Guide
+from outlines_core.kernels.torch import (
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+    fill_next_token_bitmask,
+)
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LogitsProcessorList,
+)
+
+if TYPE_CHECKING:
+    from evaluator.judges.models_file import JudgeSpec
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _pick_device(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _pick_dtype(requested: str, device: str) -> Any:
+    if requested != "auto":
+        return _DTYPES[requested]
+    # Half precision is slow (or unsupported) on most CPUs; on GPU the checkpoint's dtype.
+    return torch.float32 if device == "cpu" else "auto"
+
+
+class BatchConstraint:
+    """A transformers logits processor that constrains every row of a batch to an
+    outlines-core index: one guide per row, advanced as outlines'
+    ``OutlinesCoreLogitsProcessor`` advances them, and all rows' bitmasks applied to the
+    logits in one kernel call (outlines makes one call per row). Call :meth:`reset` before
+    each ``generate``."""
+
+    def __init__(self, index: Any):
+        self.index = index
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the guides; the next call starts a new batch."""
+        self._guides: list[Any] | None = None
+        self._mask: Any = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self._guides is None:
+            batch, vocab = scores.shape
+            self._guides = [Guide(self.index) for _ in range(batch)]
+            self._mask = allocate_token_bitmask(vocab).repeat(batch, 1)
+        else:
+            for guide, token in zip(self._guides, input_ids[:, -1].tolist()):
+                # As outlines does: a finished guide advances only on a token it accepts,
+                # so the padding after a row's end-of-sequence leaves it where it is.
+                if not guide.is_finished() or guide.accepts_tokens([token]):
+                    guide.advance(token_id=token, return_tokens=False)
+        for row, guide in enumerate(self._guides):
+            fill_next_token_bitmask(guide, self._mask[row:row + 1])
+        mask = self._mask if scores.device.type == "cpu" else self._mask.to(scores.device)
+        apply_token_bitmask_inplace(scores, mask)
+        return scores
+
+
+class TransformersBackend:
+    """A local Hugging Face causal LM, constrained by outlines."""
+
+    name = "transformers"
+
+    def __init__(self, judge_name: str, spec: JudgeSpec, *, model_path: Path | None = None):
+        path = model_path or self._resolve_path(spec)
+        if not (path / "config.json").is_file():
+            raise BackendUnavailable(f"judge {judge_name!r}: {path} is not a model folder "
+                                     "(no config.json); point 'path' in models.yaml at a local "
+                                     "Hugging Face model folder")
+        self.device = _pick_device(spec.device)
+        dtype = _pick_dtype(spec.dtype, self.device)
+        log.info("loading judge %s from %s on %s", judge_name, path, self.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        self.model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
+                                                          dtype=dtype)
+        self.model.to(self.device)
+        self.model.eval()
+        if self.tokenizer.chat_template is None:
+            raise BackendUnavailable(f"judge {judge_name!r}: the tokenizer in {path} has no chat "
+                                     "template; use an instruction-tuned (chat) model")
+        # Outlines' Transformers wrapper sets left padding, which batched decoding needs.
+        self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.eos_token_id = self.tokenizer.eos_token_id
+        context = getattr(self.model.config, "max_position_embeddings", None)
+        limits = [x for x in (spec.max_model_len, context) if x]
+        self.max_model_len = min(limits) if limits else None
+        self._processors: dict[str, Any] = {}
+
+    @staticmethod
+    def _resolve_path(spec: JudgeSpec) -> Path:
+        if spec.path is not None:
+            return Path(spec.path)
+        from evaluator.judges.embedded_judge import prepare_embedded_judge
+
+        return prepare_embedded_judge()
+
+    def _processor(self, json_schema: str) -> Any:
+        processor = self._processors.get(json_schema)
+        if processor is None:
+            output_type = outlines.types.JsonSchema(json_schema, whitespace_pattern="")
+            # outlines compiles the schema into its index (vocabulary, regex, automaton);
+            # the masking at each step is ours (BatchConstraint).
+            generator = outlines.Generator(self._outlines_model, output_type)
+            processor = BatchConstraint(generator.logits_processor.index)
+            self._processors[json_schema] = processor
+        return processor
+
+    def render(self, chat: Chat, chat_template_kwargs: Mapping[str, Any]) -> list[int]:
+        """Token ids of a chat rendered with the judge's own chat template; special-token
+        strings inside message content stay text (see :mod:`evaluator.judges.backends.chat_tokens`)."""
+        return encode_chat(self.tokenizer, chat, chat_template_kwargs)
+
+    def generate(self, chats: Sequence[Chat], json_schema: str, sampling: Sampling,
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
+        """One constrained ``generate`` call for the chats that fit the context."""
+        kwargs = dict(chat_template_kwargs or {})
+        results, prompts = fitting_prompts(chats, lambda chat: self.render(chat, kwargs),
+                                           sampling.max_new_tokens, self.max_model_len)
+        if prompts:
+            for index, generation in zip(prompts, self._generate_ids(
+                    list(prompts.values()), json_schema, sampling)):
+                results[index] = generation
+        return [r for r in results if r is not None]
+
+    def _generate_ids(self, prompts: list[list[int]], json_schema: str,
+                      sampling: Sampling) -> list[Generation]:
+        processor = self._processor(json_schema)
+        processor.reset()
+        batch = self.tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        options: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "logits_processor": LogitsProcessorList([processor]),
+            "eos_token_id": self.eos_token_id,
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
+        if sampling.temperature > 0:
+            torch.manual_seed(sampling.seed)
+            options.update(do_sample=True, temperature=sampling.temperature,
+                           top_p=sampling.top_p, top_k=0)
+        else:
+            options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        with torch.inference_mode():
+            output = self.model.generate(**batch, **options)
+        start = batch["input_ids"].shape[1]
+        generations = []
+        for row, prompt in zip(output[:, start:].tolist(), prompts):
+            if self.eos_token_id in row:
+                end = row.index(self.eos_token_id)
+                tokens, finish = row[:end], "stop"
+                used = end + 1
+            else:
+                tokens, finish, used = row, "length", len(row)
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            generations.append(Generation(text=text, finish_reason=finish,
+                                          prompt_tokens=len(prompt), completion_tokens=used))
+        return generations
+
+    def close(self) -> None:
+        """Drop the model and free accelerator memory."""
+        self._processors.clear()
+        self.model = None  # type: ignore[assignment]
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def tiny_random_backend(judge_name: str, spec: JudgeSpec) -> TransformersBackend:
+    """The transformers backend on the random-weight test model, built on first use."""
+    from evaluator.judges.tiny_random import build_tiny_random
+
+    return TransformersBackend(judge_name, spec, model_path=build_tiny_random())

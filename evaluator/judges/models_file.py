@@ -1,0 +1,166 @@
+"""``models.yaml``: the named judge models, parsed strictly.
+
+Every judge is loaded from a local path (or an embedded/built-on-demand model); nothing is
+ever fetched from a hub. Unknown keys are errors, so a typo like ``temprature`` fails loudly
+instead of silently judging with the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from evaluator.rubrics.rubric import format_validation_error
+
+DEFAULT_MODELS_FILE = Path(__file__).resolve().parents[2] / "models.yaml"
+EMBEDDED_MODELS = ("smollm2-135m-instruct",)
+
+
+class JudgeConfigError(ValueError):
+    """models.yaml is missing, invalid, or names an unknown judge."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SamplingConfig(_Strict):
+    """Decoding settings. Temperature 0 means greedy decoding (deterministic verdicts)."""
+
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    seed: int = 0
+
+
+class JudgeSpec(_Strict):
+    """One judge: which backend runs it, where its weights are, how to decode."""
+
+    backend: Literal["transformers", "tiny-random", "fake", "vllm"]
+    path: Path | None = None
+    embedded: Literal[EMBEDDED_MODELS] | None = None  # type: ignore[valid-type]
+    description: str = ""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = "auto"
+    max_model_len: int | None = Field(default=None, ge=64)
+    batch_size: int = Field(default=8, ge=1)
+    sampling: SamplingConfig = SamplingConfig()
+    chat_template_kwargs: dict[str, Any] = {}
+    # Some chat templates (e.g. Gemma's) have no system turn: then a rubric's system text
+    # is put at the top of the user message instead.
+    system_role: bool = True
+    # vLLM engine settings (ignored by the other backends).
+    engine: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _weights_source(self) -> JudgeSpec:
+        if self.backend == "transformers" and (self.path is None) == (self.embedded is None):
+            raise ValueError("a transformers judge needs exactly one of 'path' (a local model "
+                             "folder) or 'embedded'")
+        if self.backend == "vllm" and self.path is None:
+            raise ValueError("a vllm judge needs 'path' (a local model folder)")
+        return self
+
+    @model_validator(mode="after")
+    def _vllm_settings(self) -> JudgeSpec:
+        # The engine keys are checked for every judge, so a typo fails before a backend
+        # switch to vllm would reveal it; the check imports no vllm.
+        from evaluator.judges.backends.vllm_args import validate_engine_settings
+
+        validate_engine_settings(self.engine)
+        if self.backend == "vllm" and self.device not in ("auto", "cuda", "cpu"):
+            raise ValueError(f"a vllm judge takes device auto, cuda or cpu, not "
+                             f"{self.device!r}: vLLM uses tensor_parallel_size GPUs; choose "
+                             "which with CUDA_VISIBLE_DEVICES")
+        return self
+
+
+class JurySpec(_Strict):
+    """Several judges that each score every case (one model loaded at a time); their
+    verdicts are reduced to one (see evaluator.analysis.panel)."""
+
+    judges: list[str] = Field(min_length=2)
+    reduce: Literal["median", "mean", "majority"] = "median"
+    description: str = ""
+
+
+class ModelsFile(_Strict):
+    """The whole models.yaml."""
+
+    default: str
+    judges: dict[str, JudgeSpec]
+    juries: dict[str, JurySpec] = {}
+
+    @model_validator(mode="after")
+    def _default_exists(self) -> ModelsFile:
+        if self.default not in self.judges:
+            raise ValueError(f"default judge {self.default!r} is not defined under 'judges'")
+        return self
+
+    @model_validator(mode="after")
+    def _juries_refer_to_judges(self) -> ModelsFile:
+        for name, jury in self.juries.items():
+            if name in self.judges:
+                raise ValueError(f"jury {name!r} has the name of a judge; rename one of them")
+            unknown = [j for j in jury.judges if j not in self.judges]
+            if unknown:
+                raise ValueError(f"jury {name!r} names unknown judge(s) {', '.join(unknown)}; "
+                                 f"defined: {', '.join(sorted(self.judges))}")
+            if len(set(jury.judges)) != len(jury.judges):
+                raise ValueError(f"jury {name!r} names a judge twice")
+        return self
+
+
+def load_models_file(path: Path | None = None) -> ModelsFile:
+    """Parse models.yaml (the project's by default); relative paths resolve against it."""
+    path = Path(path) if path is not None else DEFAULT_MODELS_FILE
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise JudgeConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise JudgeConfigError(f"{path}: not valid UTF-8 YAML: {exc}") from None
+    try:
+        models = ModelsFile.model_validate(data)
+    except ValidationError as exc:
+        raise JudgeConfigError(format_validation_error(path, "models file", exc)) from None
+    judges = {
+        name: spec.model_copy(update={"path": (path.parent / spec.path).resolve()})
+        if spec.path is not None and not spec.path.is_absolute() else spec
+        for name, spec in models.judges.items()
+    }
+    return models.model_copy(update={"judges": judges})
+
+
+def resolve_judge(name: str | None, models_path: Path | None = None) -> tuple[str, JudgeSpec]:
+    """Return ``(name, spec)`` for a named judge, or the file's default when name is None."""
+    models = load_models_file(models_path)
+    chosen = name or models.default
+    spec = models.judges.get(chosen)
+    if spec is None:
+        hint = (f" ({chosen!r} is a jury: it judges with several models)"
+                if chosen in models.juries else "")
+        raise JudgeConfigError(f"unknown judge {chosen!r}{hint}; models.yaml defines: "
+                               f"{', '.join(sorted(models.judges))}")
+    return chosen, spec
+
+
+def resolve_jury(names: Sequence[str], models_path: Path | None = None) -> tuple[str, JurySpec] | None:
+    """The jury that ``--model`` names ask for: a jury entry of models.yaml (one name), or
+    an ad-hoc jury of several judges (named ``jury(a,b,...)``); None for a single judge."""
+    if not names:
+        return None
+    models = load_models_file(models_path)
+    if len(names) == 1:
+        jury = models.juries.get(names[0])
+        return (names[0], jury) if jury is not None else None
+    if len(set(names)) != len(names):
+        raise JudgeConfigError(f"a judge is named twice in --model {' '.join(names)}")
+    for name in names:
+        if name in models.juries:
+            raise JudgeConfigError(f"{name!r} is a jury; give either one jury or several judges")
+        resolve_judge(name, models_path)  # unknown names fail here, listing the known ones
+    return f"jury({','.join(names)})", JurySpec(judges=list(names))

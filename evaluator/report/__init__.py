@@ -1,0 +1,8 @@
+"""Reports: one self-contained HTML page over one or more results files. :mod:`.build`
+gathers the data (summaries, worst cases, agreement with labels), :mod:`.text` adds case text
+for ``--show-text``, :mod:`.plots` draws the SVG plots (matplotlib, the ``report`` extra,
+imported inside the functions) and :mod:`.html` renders ``templates/report.html.j2``.
+
+May import :mod:`evaluator.common`, :mod:`evaluator.rubrics`, :mod:`evaluator.data`,
+:mod:`evaluator.analysis` and, for the manifests beside the results, :mod:`evaluator.run`.
+"""

@@ -1,0 +1,328 @@
+"""The HTML report's data: one or more results files of one rubric, side by side.
+
+:func:`build_report` loads each results file (:func:`evaluator.data.results.read_results`),
+recomputes its summary from the records with the rubric found by name
+(:func:`evaluator.analysis.summary.summarize`), so a report needs no summary file, and gathers the
+status breakdown, failed cases, the worst cases by one criterion, agreement with labels
+(:func:`evaluator.analysis.agreement.agreement`) and the ``self_consistency`` / ``inter_judge`` blocks
+of a summary file when there are any. The result is plain data; :mod:`evaluator.report.html`
+renders it (with plots from :mod:`evaluator.report.plots`).
+
+Case text (input fields, the judge's own strings and ``raw_output``, which may quote the
+case) is gathered only with ``show_text``; without it the data holds ids, numbers, statuses
+and ``reason`` fields only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, get_args
+
+from evaluator.analysis.summary import summarize, summary_path_for
+from evaluator.data.results import ResultRecord, Status, read_results
+from evaluator.rubrics.rubric import (
+    IntegerCriterion,
+    ItemsCriterion,
+    Rubric,
+    StringField,
+    load_rubric,
+)
+from evaluator.run.manifest import manifest_path_for, read_manifest
+
+STATUSES: tuple[str, ...] = get_args(Status)
+# Summary blocks other tools add (self-consistency runs, several judges): shown when present.
+SUMMARY_BLOCKS = ("self_consistency", "inter_judge")
+DEFAULT_WORST = 10
+_BLOCK_TEXT_LIMIT = 200
+_BLOCK_LIST_LIMIT = 20
+
+
+class ReportError(ValueError):
+    """The report cannot be made from these inputs (missing file, mixed rubrics, bad key)."""
+
+
+def _read_one(path: Path) -> list[ResultRecord]:
+    if not path.is_file():
+        raise ReportError(f"{path}: results file not found")
+    records = read_results(path)
+    if not records:
+        raise ReportError(f"{path}: no result records in the file")
+    return records
+
+
+def _only(values: set[str], path: Path, what: str) -> str:
+    if len(values) != 1:
+        raise ReportError(f"{path}: records of several {what}s ({', '.join(sorted(values))}); "
+                          "a results file holds one run")
+    return next(iter(values))
+
+
+def _labels(paths: Sequence[Path], judges: Sequence[str]) -> list[str]:
+    """``judge · file name``; with more path components where two labels would be equal."""
+    depth = 1
+    while True:
+        labels = [f"{judge} · {'/'.join(path.parts[-depth:])}" for path, judge in
+                  zip(paths, judges)]
+        if len(set(labels)) == len(labels) or depth >= max(len(p.parts) for p in paths):
+            return labels if len(set(labels)) == len(labels) else [
+                f"{label} (#{i})" for i, label in enumerate(labels, start=1)]
+        depth += 1
+
+
+def _summary_file(path: Path) -> tuple[dict[str, Any], list[str]]:
+    """The extra blocks of ``<name>.summary.json`` (if any), and notes about the file."""
+    summary_path = summary_path_for(path)
+    if not summary_path.is_file():
+        return {}, [(f"no summary file ({summary_path.name}): statistics recomputed from the "
+                    "records")]
+    try:
+        stored = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return {}, [(f"{summary_path.name} could not be read ({type(exc).__name__}); statistics "
+                    "recomputed from the records")]
+    if not isinstance(stored, dict):
+        return {}, [f"{summary_path.name} is not a JSON object; ignored"]
+    blocks = {name: stored[name] for name in SUMMARY_BLOCKS if isinstance(stored.get(name), dict)}
+    return blocks, []
+
+
+def _rubric_note(path: Path, rubric: Rubric) -> list[str]:
+    """A note when the rubric file changed since the run (the manifest records its hash)."""
+    manifest = read_manifest(manifest_path_for(path))
+    if not manifest:
+        return []
+    recorded = (manifest.get("settings") or {}).get("rubric_file_hash")
+    if recorded and rubric.source_sha256 and recorded != rubric.source_sha256:
+        return [(f"the rubric file {rubric.source_path} changed since this run (the manifest "
+                "records another hash): allowed values and thresholds are today's")]
+    return []
+
+
+def _block_view(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A summary block as scalar rows and small key -> scalar tables; anything deeper is
+    listed by name only."""
+    scalars: list[tuple[str, Any]] = []
+    tables: list[tuple[str, list[tuple[str, Any]]]] = []
+    skipped: list[str] = []
+
+    def scalar(value: Any) -> bool:
+        return value is None or isinstance(value, (str, int, float, bool))
+
+    def short(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > _BLOCK_TEXT_LIMIT:
+            return value[:_BLOCK_TEXT_LIMIT - 3] + "..."
+        return value
+
+    for key, value in block.items():
+        if scalar(value):
+            scalars.append((str(key), short(value)))
+        elif isinstance(value, Mapping) and all(scalar(v) for v in value.values()):
+            tables.append((str(key), [(str(k), short(v)) for k, v in value.items()]))
+        elif isinstance(value, list) and all(scalar(v) for v in value):
+            shown = ", ".join(str(short(v)) for v in value[:_BLOCK_LIST_LIMIT])
+            more = f" ... ({len(value)} in all)" if len(value) > _BLOCK_LIST_LIMIT else ""
+            scalars.append((str(key), shown + more))
+        else:
+            skipped.append(str(key))
+    return {"scalars": scalars, "tables": tables, "skipped": skipped}
+
+
+def scored_keys(rubric: Rubric) -> list[str]:
+    """Integer criteria then aggregates: the keys a report can rank and compare."""
+    return ([f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
+            + [agg.name for agg in rubric.aggregates])
+
+
+def resolve_worst_key(rubric: Rubric, key: str | None) -> str | None:
+    """The key to rank worst cases by: ``key`` (an alias is accepted), else the first pass
+    threshold, integer criterion or aggregate. Unknown keys raise :class:`ReportError`."""
+    keys = scored_keys(rubric)
+    if key is None:
+        return next(iter(rubric.pass_thresholds), keys[0] if keys else None)
+    key = rubric.aliases.get(key, key)
+    if key not in keys:
+        raise ReportError(f"unknown --worst-by key {key!r}; rubric {rubric.name!r} has: "
+                          f"{', '.join(keys) or '(no scored keys)'}")
+    return key
+
+
+def _value(record: ResultRecord, key: str) -> int | float | None:
+    """A judged record's score or aggregate ``key`` (integer scores stay integers)."""
+    if record.status != "ok":
+        return None
+    value = (record.scores or {}).get(key, (record.aggregates or {}).get(key))
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def judge_text(record: ResultRecord, rubric: Rubric) -> list[tuple[str, str]]:
+    """The judge's own words in a record (string fields, item explanations, raw output):
+    they may quote the case, so they are shown only with ``show_text``."""
+    out: list[tuple[str, str]] = []
+    for field in rubric.output:
+        value = (record.scores or {}).get(field.key)
+        if isinstance(field, StringField) and isinstance(value, str):
+            out.append((field.key, value))
+        elif isinstance(field, ItemsCriterion) and isinstance(value, list):
+            lines = [f"{item.get(field.score_key)}: {item.get(field.explanation_key)}"
+                     for item in value if isinstance(item, dict)]
+            out.append((field.key, "\n".join(lines)))
+    if record.raw_output is not None:
+        out.append(("raw_output", record.raw_output))
+    return out
+
+
+def _worst_rows(files: list[dict[str, Any]], index: int, key: str, n: int) -> list[dict[str, Any]]:
+    """The ``n`` ok records of one file with the lowest ``key`` (ties by case id), with the
+    same case's value of ``key`` in the other files."""
+    this = files[index]
+    ranked = sorted(((v, r.case_id, r) for r in this["records"]
+                     if (v := _value(r, key)) is not None), key=lambda t: (t[0], t[1]))
+    numeric = scored_keys(this["rubric"])
+    rows = []
+    for _, _, record in ranked[:n]:
+        others = []
+        for j, other in enumerate(files):
+            if j == index:
+                continue
+            match = other["by_id"].get(record.case_id)
+            shown = ("absent" if match is None else _value(match, key)
+                     if match.status == "ok" else match.status)
+            others.append(shown)
+        rows.append({"case_id": record.case_id, "status": record.status,
+                     "input_line": record.input_line,
+                     "values": [_value(record, k) for k in numeric], "others": others,
+                     "record": record})
+    return rows
+
+
+def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path]) -> tuple[Rubric, list[dict]]:
+    if not paths:
+        raise ReportError("no results files given")
+    seen: set[Path] = set()
+    loaded = []
+    for path in map(Path, paths):
+        if path.resolve() in seen:
+            raise ReportError(f"{path}: given twice")
+        seen.add(path.resolve())
+        records = _read_one(path)
+        loaded.append((path, records, _only({r.rubric for r in records}, path, "rubric"),
+                       _only({r.judge for r in records}, path, "judge")))
+    first_path, _, rubric_name, _ = loaded[0]
+    for path, _, name, _ in loaded[1:]:
+        if name != rubric_name:
+            raise ReportError(f"{path} holds results of rubric {name!r} but {first_path} of "
+                              f"{rubric_name!r}: a report compares results of one rubric")
+    from evaluator.rubrics.rubric import RubricError
+
+    try:
+        rubric = load_rubric(rubric_name, tuple(rubrics_dirs))
+    except RubricError as exc:
+        raise ReportError(f"{first_path}: cannot load its rubric: {exc}") from None
+    labels = _labels([p for p, *_ in loaded], [j for *_, j in loaded])
+    files = []
+    for (path, records, _, judge), label in zip(loaded, labels):
+        blocks, notes = _summary_file(path)
+        summary = summarize(rubric, judge, records)
+        files.append({
+            "path": str(path), "label": label, "judge": judge, "rubric": rubric,
+            "records": records, "by_id": {r.case_id: r for r in records},
+            "summary": summary, "notes": notes + _rubric_note(path, rubric),
+            "settings_hashes": sorted({r.settings_hash or "-" for r in records}),
+            "blocks": {name: _block_view(block) for name, block in blocks.items()},
+            "values": {key: [v for r in records if (v := _value(r, key)) is not None]
+                       for key in scored_keys(rubric)},
+            "failed": [{"case_id": r.case_id, "status": r.status, "reason": r.reason,
+                        "input_line": r.input_line, "record": r}
+                       for r in records if r.status != "ok"],
+        })
+    return rubric, files
+
+
+def _agreement(files: list[dict[str, Any]], labels: Path, label_field: str, id_column: str,
+               resamples: int) -> dict[str, Any]:
+    from evaluator.analysis.agreement import AgreementError, agreement, load_labels
+
+    load_labels(Path(labels), label_field, id_column)  # a bad labels file stops the report
+    per_file = []
+    for entry in files:
+        try:
+            result = agreement(Path(entry["path"]), Path(labels), label_field,
+                               id_column=id_column, resamples=resamples)
+            per_file.append({"label": entry["label"], "result": result, "note": None})
+        except AgreementError as exc:  # no overlap for this file: said in the page
+            per_file.append({"label": entry["label"], "result": None, "note": str(exc)})
+    if all(item["result"] is None for item in per_file):
+        raise ReportError(f"no case id of any results file is in {labels} (column "
+                          f"{id_column!r}); check --label-id-column")
+    from evaluator.analysis.agreement import SAME_SCALE_NOTE
+
+    return {"labels": str(labels), "label_field": label_field, "id_column": id_column,
+            "resamples": resamples, "note": SAME_SCALE_NOTE, "files": per_file}
+
+
+def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
+                 labels: Path | None = None, label_field: str | None = None,
+                 label_id_column: str = "case_id", worst_by: str | None = None,
+                 worst_n: int = DEFAULT_WORST, show_text: bool = False,
+                 mapping: Mapping[str, str] | None = None, id_column: str = "case_id",
+                 agreement_resamples: int = 1000) -> dict[str, Any]:
+    """Gather everything the HTML report shows for ``results`` (files of one rubric).
+
+    ``labels`` + ``label_field`` add agreement tables; ``worst_by`` picks the key the worst
+    ``worst_n`` cases are ranked by (lowest first; default: the first pass-threshold key,
+    else the first scored key). ``show_text`` adds case text, read from each record's
+    ``input_file`` with ``mapping`` / ``id_column`` as the run used them, and the judge's
+    own text. Raises :class:`ReportError` for unusable input."""
+    if labels is not None and not label_field:
+        raise ReportError("--labels needs --label-field")
+    rubric, files = _load(results, rubrics_dirs)
+    worst_key = resolve_worst_key(rubric, worst_by) if worst_n > 0 else None
+    from evaluator import __version__
+
+    report: dict[str, Any] = {
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "version": __version__, "rubric": rubric, "files": files, "statuses": STATUSES,
+        "show_text": show_text, "scored_keys": scored_keys(rubric),
+        "criteria": [f for f in rubric.output if isinstance(f, IntegerCriterion)],
+        "aggregates": list(rubric.aggregates), "worst": None, "agreement": None,
+        "ci_method": files[0]["summary"]["ci_method"],
+        "stats_note": files[0]["summary"].get("stats_note"),
+    }
+    if worst_key is not None:
+        report["worst"] = {"key": worst_key, "n": worst_n, "columns": scored_keys(rubric),
+                           "by_file": [{"label": f["label"],
+                                        "rows": _worst_rows(files, i, worst_key, worst_n)}
+                                       for i, f in enumerate(files)]}
+    if labels is not None:
+        report["agreement"] = _agreement(files, Path(labels), str(label_field),
+                                         label_id_column, agreement_resamples)
+    if show_text:
+        from evaluator.report.text import attach_text
+
+        attach_text(report, mapping=mapping, id_column=id_column)
+    else:
+        # The records behind the rows hold the judge's text: not even reachable then.
+        for row in _rows_with_records(report):
+            del row["record"]
+    return report
+
+
+def _rows_with_records(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows = [failed for entry in report["files"] for failed in entry["failed"]]
+    if report["worst"]:
+        rows += [row for group in report["worst"]["by_file"] for row in group["rows"]]
+    return rows
+
+
+def status_table(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per file: the count of each status (every status listed, zeros included)."""
+    rows = []
+    for entry in report["files"]:
+        counts = Counter(r.status for r in entry["records"])
+        rows.append({"label": entry["label"], "counts": [counts.get(s, 0) for s in STATUSES],
+                     "cases": len(entry["records"]), "failed": len(entry["failed"])})
+    return rows

