@@ -51,8 +51,8 @@ from bench_common import (  # noqa: E402
 
 from evaluator.data.results import read_results  # noqa: E402
 from evaluator.judges.models_file import resolve_judge  # noqa: E402
+from evaluator.rubrics.load import load_rubric  # noqa: E402
 from evaluator.rubrics.render import render_messages  # noqa: E402
-from evaluator.rubrics.rubric import load_rubric  # noqa: E402
 from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
 
 # What hand-written judge loops do: the outermost braces, across lines.
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict:
     threads = set_threads(args.threads or None)
     import torch  # noqa: F401  (after the thread setting)
 
-    from evaluator import evaluate
+    from evaluator import Judge, RunOptions, Task, evaluate
     from evaluator.judges.backends import load_backend
 
     print_machine(threads)
@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> dict:
         # Warm-up: (a) compiles the rubric's schema once (kept by the backend for the run,
         # as in a real run); (b) one short generate so torch's first-call cost is paid.
         started = time.perf_counter()
-        evaluate(rubric=rubric, input_path=warm_path, output_path=folder / "warm-out.jsonl",
-                 judge=name, judge_spec=spec, backend=backend)
+        evaluate(Task(rubric, warm_path), Judge(name, spec=spec, backend=backend),
+                 RunOptions(folder / "warm-out.jsonl"))
         warm_s = time.perf_counter() - started
         loop_case(model, tokenizer, chats[0], template_kwargs, output_model, 4, 0, 0)
         print(f"warm-up: (a) one case incl. the schema compile {warm_s:.1f} s", flush=True)
@@ -179,9 +179,8 @@ def main(argv: list[str] | None = None) -> dict:
         def run_batched() -> None:
             nonlocal batched_ok, batched_tokens, batched_n
             started = time.perf_counter()
-            result = evaluate(rubric=rubric, input_path=cases_path,
-                              output_path=folder / f"batched-{len(a_runs)}.jsonl", judge=name,
-                              judge_spec=spec, backend=backend)
+            result = evaluate(Task(rubric, cases_path), Judge(name, spec=spec, backend=backend),
+                              RunOptions(folder / f"batched-{len(a_runs)}.jsonl"))
             a_runs.append(time.perf_counter() - started)
             batched_ok += result.summary["status_counts"].get("ok", 0)
             batched_n += cases

@@ -53,8 +53,8 @@ from bench_common import (  # noqa: E402
 )
 
 from evaluator.judges.models_file import resolve_judge  # noqa: E402
+from evaluator.rubrics.load import load_rubric  # noqa: E402
 from evaluator.rubrics.render import render_messages  # noqa: E402
-from evaluator.rubrics.rubric import load_rubric  # noqa: E402
 from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
 
 DEFAULT_CASES = {"tiny-random": 16, "smollm2-135m-instruct": 2}

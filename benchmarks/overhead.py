@@ -56,10 +56,11 @@ from bench_common import (  # noqa: E402
 )
 
 from evaluator.judges.models_file import resolve_judge  # noqa: E402
-from evaluator.rubrics.rubric import load_rubric  # noqa: E402
+from evaluator.rubrics.load import load_rubric  # noqa: E402
 
-# Runner-level steps, timed by wrapping the names evaluator.run.runner calls: label -> names
-# (names the runner does not use are skipped, so the list covers its versions).
+# Runner-level steps, timed by wrapping the names the run's modules (RUN_MODULES) call:
+# label -> names (names a module does not use are skipped, so the list covers its versions).
+RUN_MODULES = ("evaluator.run.runner", "evaluator.run.judging", "evaluator.run.local_engine")
 RUNNER_STEPS = {
     "reading + validating input": ("read_cases", "iter_cases"),
     "rendering prompts": ("render_messages",),
@@ -134,8 +135,9 @@ class Timers:
 
 def instrument(backend, timers: Timers) -> None:
     """Wrap the backend's steps, the compile and the logits processor's calls."""
+    import importlib
+
     from evaluator.data.results import ResultWriter
-    from evaluator.run import runner
 
     original_processor = backend._processor
 
@@ -154,10 +156,11 @@ def instrument(backend, timers: Timers) -> None:
     timers.wrap(backend, "generate", "backend.generate")
     timers.wrap(backend, "_generate_ids", "backend._generate_ids")
     timers.wrap(backend.model, "generate", "model.generate")
-    for label, names in RUNNER_STEPS.items():
-        for name in names:
-            if hasattr(runner, name):
-                timers.wrap(runner, name, label, exclusive=True)
+    for module in map(importlib.import_module, RUN_MODULES):
+        for label, names in RUNNER_STEPS.items():
+            for name in names:
+                if hasattr(module, name):
+                    timers.wrap(module, name, label, exclusive=True)
     timers.wrap(ResultWriter, "write", "writing records", exclusive=True)
 
 
@@ -252,7 +255,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         args.cases, args.rubric = 4, "drug_monograph_similarity"
 
     threads = set_threads(args.threads or None)
-    from evaluator import evaluate
+    from evaluator import Judge, RunOptions, Task, evaluate
     from evaluator.judges.backends import load_backend
 
     print_machine(threads)
@@ -275,9 +278,8 @@ def main(argv: list[str] | None = None) -> dict | None:
         folder = Path(tmp)
         cases_path = write_jsonl(folder / "cases.jsonl", cycle_rows(rows, args.cases))
         started = time.perf_counter()
-        result = evaluate(rubric=rubric, input_path=cases_path,
-                          output_path=folder / "results.jsonl", judge=name, judge_spec=spec,
-                          backend=backend)
+        result = evaluate(Task(rubric, cases_path), Judge(name, spec=spec, backend=backend),
+                          RunOptions(folder / "results.jsonl"))
         wall = time.perf_counter() - started
     calls, forward = clock.take()
     clock.remove()

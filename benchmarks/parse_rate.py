@@ -19,8 +19,8 @@ sys.path.insert(0, str(ROOT))
 
 from evaluator.judges.backends import Sampling, load_backend  # noqa: E402
 from evaluator.judges.models_file import JudgeSpec  # noqa: E402
+from evaluator.rubrics.load import load_rubric  # noqa: E402
 from evaluator.rubrics.render import render_messages  # noqa: E402
-from evaluator.rubrics.rubric import load_rubric  # noqa: E402
 from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
 
 RUBRICS = ("trial_eligibility", "drug_monograph_similarity", "pathology_report",

@@ -64,22 +64,23 @@ def sleeping_judge(delay: float, judge_name: str, spec: object):
 def timed_run(source: Path, output: Path, batch_size: int, replicas: int | None,
               judge: str, delay: float) -> dict:
     """One run (``replicas`` None: the local engine); wall time and steady rate."""
+    from evaluator import Judge, RunOptions, Task, evaluate
     from evaluator.data.results import read_results
     from evaluator.judges.models_file import resolve_judge
     from evaluator.run.engines import RayOptions
-    from evaluator.run.runner import evaluate
 
     stamps: list[tuple[float, int]] = []
     name, spec = resolve_judge("tiny-random" if judge == "tiny-random" else "fake")
     factory = None if judge == "tiny-random" else partial(sleeping_judge, delay)
     started = time.perf_counter()
-    evaluate(rubric="pathology_report", input_path=source, output_path=output, judge=name,
-             judge_spec=spec, batch_size=batch_size,
-             backend=factory(name, spec) if factory and replicas is None else None,
-             engine="local" if replicas is None else "ray",
-             ray_options=None if replicas is None else RayOptions(
-                 replicas=replicas, backend_factory=factory),
-             progress=lambda n: stamps.append((time.perf_counter(), n)))
+    evaluate(Task("pathology_report", source),
+             Judge(name, spec=spec,
+                   backend=factory(name, spec) if factory and replicas is None else None),
+             RunOptions(output, batch_size=batch_size,
+                        engine="local" if replicas is None else "ray",
+                        ray=None if replicas is None else RayOptions(
+                            replicas=replicas, backend_factory=factory),
+                        progress=lambda n: stamps.append((time.perf_counter(), n))))
     wall = time.perf_counter() - started
     # Steady rate: the cases after the first batch back, over the time since it came back.
     first_time = stamps[0][0]
@@ -109,16 +110,16 @@ def driver_costs(folder: Path, n: int, kib: float) -> None:
     that came back, append it, flush)."""
     from evaluator.data.cases import iter_cases
     from evaluator.data.results import ResultRecord, ResultWriter
-    from evaluator.rubrics.rubric import load_rubric
-    from evaluator.run.ray_engine import _encode_batch
-    from evaluator.run.runner import _todo_batches
+    from evaluator.rubrics.load import load_rubric
+    from evaluator.run.judging import todo_batches
+    from evaluator.run.ray_engine import encode_batch
 
     source = folder / "driver-cases.jsonl"
     write_big_cases(source, n, kib)
     rubric = load_rubric("pathology_report")
     todo = {f"case-{i:04d}" for i in range(n)}
     started = time.perf_counter()
-    size = sum(len(_encode_batch(b)) for b in _todo_batches(iter_cases(source, rubric), todo, 64))
+    size = sum(len(encode_batch(b)) for b in todo_batches(iter_cases(source, rubric), todo, 64))
     read = time.perf_counter() - started
     record = ResultRecord(case_id="case-0000", rubric="pathology_report", judge="j",
                           status="ok", scores={"critical_finding_concordance": 3,

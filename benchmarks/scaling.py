@@ -42,11 +42,11 @@ def write_cases(path: Path, n: int) -> None:
 
 def child(input_path: str, output_path: str) -> None:
     """One run in this process; print its wall time and peak RSS as JSON."""
-    from evaluator.run.runner import evaluate
+    from evaluator import Judge, RunOptions, Task, evaluate
 
     started = time.perf_counter()
-    result = evaluate(rubric="pathology_report", input_path=Path(input_path),
-                      output_path=Path(output_path), judge="fake", batch_size=64)
+    result = evaluate(Task("pathology_report", Path(input_path)), Judge("fake"),
+                      RunOptions(Path(output_path), batch_size=64))
     elapsed = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"seconds": elapsed, "peak_rss_mb": peak_mb,

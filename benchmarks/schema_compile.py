@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_common import print_figures, print_machine, rerun_command, set_threads  # noqa: E402
 
 from evaluator.judges.offline import force_offline  # noqa: E402
-from evaluator.rubrics.rubric import load_rubric  # noqa: E402
+from evaluator.rubrics.load import load_rubric  # noqa: E402
 from evaluator.rubrics.schema import output_json_schema  # noqa: E402
 
 RUBRICS = ("drug_monograph_similarity", "pathology_report", "trial_eligibility",

@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from evaluator.rubrics.load import load_rubric  # noqa: E402
 from evaluator.rubrics.render import render_messages  # noqa: E402
-from evaluator.rubrics.rubric import load_rubric  # noqa: E402
 from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
 
 RUBRICS = ("trial_eligibility", "drug_monograph_similarity", "pathology_report",

@@ -1,12 +1,23 @@
 """Offline clinical LLM-judge evaluator.
 
-``import evaluator`` imports no torch, transformers or vLLM: backends load by name when a run
-needs them. The public API lives in :mod:`evaluator.api` and is re-exported here.
+``import evaluator`` imports no torch, transformers, vLLM or Ray: backends load by name when
+a run needs them. The public API lives in :mod:`evaluator.api` and is re-exported here:
+``evaluate(Task(...), Judge(...), RunOptions(...))``.
+
+The packages, one per layer, each importing only the layers before it in this list:
+:mod:`evaluator.common` (strict-config error text, version), :mod:`evaluator.rubrics` and
+:mod:`evaluator.judges` (independent of each other), :mod:`evaluator.data` (cases in,
+records out, safe files), :mod:`evaluator.analysis`, :mod:`evaluator.run`,
+:mod:`evaluator.report`, then :mod:`evaluator.api` and :mod:`evaluator.cli`.
+``tests/test_layers.py`` keeps it so.
 """
 
 from evaluator.api import (
     USER_ERRORS,
+    Judge,
+    RunOptions,
     RunResult,
+    Task,
     available_rubrics,
     evaluate,
     load_models_file,
@@ -14,10 +25,10 @@ from evaluator.api import (
     output_json_schema,
     resolve_judge,
 )
-
-__version__ = "0.1.0"
+from evaluator.common.version import __version__
 
 __all__ = [
-    "USER_ERRORS", "RunResult", "__version__", "available_rubrics", "evaluate",
-    "load_models_file", "load_rubric", "output_json_schema", "resolve_judge",
+    "USER_ERRORS", "Judge", "RunOptions", "RunResult", "Task", "__version__",
+    "available_rubrics", "evaluate", "load_models_file", "load_rubric", "output_json_schema",
+    "resolve_judge",
 ]

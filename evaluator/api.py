@@ -1,33 +1,35 @@
-"""The public Python API: everything the CLI calls, importable without torch or vLLM."""
+"""The public Python API, importable without torch, vLLM or Ray (re-exported by
+:mod:`evaluator`).
+
+A run is :func:`evaluate` of three objects: a :class:`Task` (what to judge: a cases file and
+a rubric), a :class:`Judge` (which judge from models.yaml, and how it samples) and
+:class:`RunOptions` (where the results go, resume, engine)::
+
+    from evaluator import Judge, RunOptions, Task, evaluate
+
+    result = evaluate(Task("trial_eligibility", "examples/trial_eligibility.jsonl"),
+                      Judge(), RunOptions("out/trial.jsonl"))
+    print(result.summary["criteria"], result.failed)
+
+:func:`evaluate_jury` does the same with several judges. :data:`USER_ERRORS` are the errors
+that mean "fix your input or configuration and re-run".
+"""
 
 from __future__ import annotations
 
-from evaluator.data.cases import InputFileError
-from evaluator.data.results import ResultsFileDamaged
-from evaluator.judges.backends import BackendUnavailable
-from evaluator.judges.embedded_judge import EmbeddedJudgeError
-from evaluator.judges.models_file import (
-    JudgeConfigError,
-    load_models_file,
-    resolve_judge,
-    resolve_jury,
-)
-from evaluator.rubrics.rubric import RubricError, available_rubrics, load_rubric
-from evaluator.rubrics.schema import UnboundedSchemaError, output_json_schema
-from evaluator.run.engines import RayClusterError, RayOptions, RayRunFailed
+from evaluator.judges.models_file import load_models_file, resolve_judge, resolve_jury
+from evaluator.rubrics.load import available_rubrics, load_rubric
+from evaluator.rubrics.schema import output_json_schema
+from evaluator.run.engines import RayOptions, RayRunFailed
+from evaluator.run.errors import USER_ERRORS
+from evaluator.run.judging import InputRejected
 from evaluator.run.jury import JuryResult, evaluate_jury
-from evaluator.run.resume import ResumeConflict
-from evaluator.run.runner import InputRejected, RunResult, RunStart, evaluate
-
-# Errors that mean "fix your input/config and re-run" (the CLI's usage exit code), as
-# opposed to bugs.
-USER_ERRORS: tuple[type[Exception], ...] = (
-    RubricError, JudgeConfigError, InputFileError, BackendUnavailable, UnboundedSchemaError,
-    EmbeddedJudgeError, ResumeConflict, ResultsFileDamaged, RayClusterError,
-)
+from evaluator.run.runner import RunResult, evaluate
+from evaluator.run.task import Judge, RunOptions, RunStart, Task
 
 __all__ = [
-    "USER_ERRORS", "InputRejected", "JuryResult", "RayOptions", "RayRunFailed", "RunResult",
-    "RunStart", "available_rubrics", "evaluate", "evaluate_jury", "load_models_file",
-    "load_rubric", "output_json_schema", "resolve_judge", "resolve_jury",
+    "USER_ERRORS", "InputRejected", "Judge", "JuryResult", "RayOptions", "RayRunFailed",
+    "RunOptions", "RunResult", "RunStart", "Task", "available_rubrics", "evaluate",
+    "evaluate_jury", "load_models_file", "load_rubric", "output_json_schema", "resolve_judge",
+    "resolve_jury",
 ]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from evaluator.rubrics.rubric import load_rubric
+from evaluator.rubrics.load import load_rubric
+from evaluator.run.task import Judge, RunOptions, Task
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -51,3 +53,18 @@ def tiny_backend():
     backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random", device="cpu"))
     yield backend
     backend.close()
+
+
+def run_options(**options) -> tuple[Task, Judge, RunOptions]:
+    """A test's loose keywords as :func:`evaluator.evaluate`'s three objects: each keyword
+    goes to the :class:`Task`, :class:`Judge` or :class:`RunOptions` field of its name
+    (``judge`` is the judge's name, ``judge_spec`` its spec, ``ray_options`` the Ray options).
+    """
+    renamed = {"judge": "name", "judge_spec": "spec", "ray_options": "ray"}
+    parts: list[dict] = [{}, {}, {}]
+    for key, value in options.items():
+        key = renamed.get(key, key)
+        index = next(i for i, kind in enumerate((Task, Judge, RunOptions))
+                     if key in {f.name for f in fields(kind)})
+        parts[index][key] = value
+    return Task(**parts[0]), Judge(**parts[1]), RunOptions(**parts[2])

@@ -14,6 +14,7 @@ from pathlib import Path
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.run.runner import evaluate
+from evaluator.run.task import Judge, RunOptions, Task
 
 
 class SlowJudge(FakeBackend):
@@ -35,6 +36,6 @@ class SlowJudge(FakeBackend):
 
 if __name__ == "__main__":
     source, target, delay = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
-    evaluate(rubric="pathology_report", input_path=source, output_path=target,
-             backend=SlowJudge(delay), judge="slow-fake", judge_spec=JudgeSpec(backend="fake"),
-             batch_size=3)
+    evaluate(Task("pathology_report", source),
+             Judge("slow-fake", spec=JudgeSpec(backend="fake"), backend=SlowJudge(delay)),
+             RunOptions(target, batch_size=3))

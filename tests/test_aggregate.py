@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evaluator.rubrics.aggregate import compute_aggregates
-from evaluator.rubrics.rubric import load_rubric
+from evaluator.rubrics.load import load_rubric
 
 
 def _items(*scores):

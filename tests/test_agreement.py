@@ -20,6 +20,7 @@ from evaluator.cli.main import cli
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.run.runner import evaluate
+from evaluator.run.task import Judge, RunOptions, Task
 from tests.conftest import SHARED_DATA, write_jsonl
 
 needs_trial_data = pytest.mark.skipif(not SHARED_DATA.is_file(),
@@ -43,9 +44,10 @@ def fake_results(rows: list[dict], out_dir, extra_outputs: tuple[str, ...] = ())
     """Judge ``rows`` with the trial rubric and a scripted fake judge; the results path."""
     input_path = write_jsonl(out_dir / "cases.jsonl", rows)
     outputs = [verdict(row, i) for i, row in enumerate(rows)] + list(extra_outputs)
-    result = evaluate(rubric="trial_eligibility", input_path=input_path,
-                      output_path=out_dir / "results.jsonl", backend=FakeBackend(outputs),
-                      judge="fake-judge", judge_spec=JudgeSpec(backend="fake"))
+    result = evaluate(Task("trial_eligibility", input_path),
+                      Judge("fake-judge", spec=JudgeSpec(backend="fake"),
+                            backend=FakeBackend(outputs)),
+                      RunOptions(out_dir / "results.jsonl"))
     return result.results_path
 
 
@@ -128,9 +130,10 @@ def test_failed_results_are_counted_not_scored(tmp_path):
     rows = [dict(r) for r in SMALL]
     outputs = [verdict(r, i) for i, r in enumerate(rows[:5])] + ["not json"]
     input_path = write_jsonl(tmp_path / "cases.jsonl", rows)
-    result = evaluate(rubric="trial_eligibility", input_path=input_path,
-                      output_path=tmp_path / "results.jsonl", backend=FakeBackend(outputs),
-                      judge="fake-judge", judge_spec=JudgeSpec(backend="fake"))
+    result = evaluate(Task("trial_eligibility", input_path),
+                      Judge("fake-judge", spec=JudgeSpec(backend="fake"),
+                            backend=FakeBackend(outputs)),
+                      RunOptions(tmp_path / "results.jsonl"))
     labels = write_jsonl(tmp_path / "labels.jsonl", [
         {"case_id": r["case_id"], "expert_qrel": r["expert_qrel"]} for r in rows[1:]])
     report = agreement(result.results_path, labels, "expert_qrel", resamples=100)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evaluator.data.cases import Case, InputFileError, InputProblem, read_cases
-from evaluator.rubrics.rubric import load_rubric
+from evaluator.rubrics.load import load_rubric
 from tests.conftest import EXAMPLES, write_jsonl
 
 SECRET = "PATIENT-MARKER-7f3a"  # stands in for PHI: must never reach an error message

@@ -169,7 +169,7 @@ def test_ctrl_c_keeps_finished_results_and_exits_130(tmp_path, models_file, monk
                 raise KeyboardInterrupt
             return super().generate(chats, *args, **kwargs)
 
-    monkeypatch.setattr("evaluator.run.runner.load_backend", lambda name, spec: Interrupted())
+    monkeypatch.setattr("evaluator.run.local_engine.load_backend", lambda name, spec: Interrupted())
     rows = [{"case_id": f"c{i}", "reference_report": "r", "generated_report": "g"}
             for i in range(4)]
     src = write_jsonl(tmp_path / "in.jsonl", rows)
@@ -181,6 +181,6 @@ def test_ctrl_c_keeps_finished_results_and_exits_130(tmp_path, models_file, monk
     assert len(out.read_text().splitlines()) == 2
     manifest = json.loads((tmp_path / "r.manifest.json").read_text())
     assert manifest["runs"][-1]["status"] == "interrupted"
-    monkeypatch.setattr("evaluator.run.runner.load_backend", lambda name, spec: FakeBackend())
+    monkeypatch.setattr("evaluator.run.local_engine.load_backend", lambda name, spec: FakeBackend())
     assert _invoke(*args).exit_code == 0
     assert len(out.read_text().splitlines()) == 4

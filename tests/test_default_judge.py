@@ -13,6 +13,7 @@ import pytest
 from evaluator.data.results import read_results
 from evaluator.judges.models_file import resolve_judge
 from evaluator.run.runner import evaluate
+from evaluator.run.task import Judge, RunOptions, Task
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.slow
@@ -36,8 +37,8 @@ def _require_default_judge():
 def test_default_judge_scores_two_real_cases(tmp_path):
     _require_default_judge()
     name, _ = resolve_judge(None)
-    result = evaluate(rubric="trial_eligibility", input_path=EXAMPLES / "trial_eligibility.jsonl",
-                      output_path=tmp_path / "results.jsonl", limit=2)
+    result = evaluate(Task("trial_eligibility", EXAMPLES / "trial_eligibility.jsonl", limit=2),
+                      Judge(), RunOptions(tmp_path / "results.jsonl"))
     records = read_results(result.results_path)
     assert len(records) == 2
     for record in records:

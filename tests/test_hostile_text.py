@@ -14,8 +14,9 @@ from evaluator.judges.backends.chat_tokens import (
     render_chat_text,
     special_token_strings,
 )
+from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.render import fence, inline, render_messages
-from evaluator.rubrics.rubric import load_rubric
+from evaluator.run.task import Judge, RunOptions, Task
 from tests.conftest import BUILTIN, example_cases, write_jsonl
 from tests.hostile_corpus import CORPUS, MODERATE_RUNS, Hostile
 
@@ -287,9 +288,10 @@ def test_hostile_cases_end_to_end(tiny_backend, tmp_path, rubric_name):
     corpus = _end_to_end_share(rubric_name)
     rows = [{"case_id": f"{h.category}-{h.name}", **base, field: h.text} for h in corpus]
     jsonl = write_jsonl(tmp_path / "cases.jsonl", rows)
-    evaluate(rubric=rubric_name, input_path=jsonl, output_path=tmp_path / "r.jsonl",
-             backend=tiny_backend, judge="tiny-random",
-             judge_spec=JudgeSpec(backend="tiny-random", batch_size=8))
+    evaluate(Task(rubric_name, jsonl),
+             Judge("tiny-random", spec=JudgeSpec(backend="tiny-random", batch_size=8),
+                   backend=tiny_backend),
+             RunOptions(tmp_path / "r.jsonl"))
     records = {r.case_id: r for r in read_results(tmp_path / "r.jsonl")}
     assert set(records) == {row["case_id"] for row in rows}
     for h in corpus:

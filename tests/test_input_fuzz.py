@@ -13,6 +13,7 @@ from evaluator.data.results import read_results
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.run.runner import evaluate
+from evaluator.run.task import Judge, RunOptions, Task
 from tests.fuzz_corpus import (
     CSV_KINDS,
     JSONL_KINDS,
@@ -48,9 +49,10 @@ def test_every_malformed_row_is_one_input_error_and_good_rows_run(corpora, index
     corpus = corpora[index]
     output = tmp_path / "r.jsonl"
     with caplog.at_level(logging.WARNING):
-        result = evaluate(rubric=RUBRIC, input_path=corpus.path, output_path=output,
-                          backend=FakeBackend(), judge="fake-judge",
-                          judge_spec=JudgeSpec(backend="fake"))
+        result = evaluate(Task(RUBRIC, corpus.path),
+                          Judge("fake-judge", spec=JudgeSpec(backend="fake"),
+                                backend=FakeBackend()),
+                          RunOptions(output))
     records = read_results(output)
     assert len(records) == len(corpus.bad) + len(corpus.good)
     by_line = defaultdict(list)

@@ -14,7 +14,7 @@ from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeConfigError, load_models_file, resolve_jury
 from evaluator.run.jury import evaluate_jury, member_path
 from evaluator.run.resume import ResumeConflict
-from tests.conftest import write_jsonl
+from tests.conftest import run_options, write_jsonl
 
 MODELS = """
 default: a
@@ -57,15 +57,15 @@ def setup(tmp_path, monkeypatch):
         def close(self):
             events.append(f"close {self.judge}")
 
-    monkeypatch.setattr("evaluator.run.runner.load_backend", lambda name, spec: Tracked(name))
+    monkeypatch.setattr("evaluator.run.local_engine.load_backend", lambda name, spec: Tracked(name))
     return models, cases, events
 
 
 def _jury(models, cases, output, names=("panel",), **kwargs):
     name, jury = resolve_jury(list(names), models)
-    return evaluate_jury(jury_name=name, jury=jury, output_path=output,
-                         rubric="pathology_report", input_path=cases, models_path=models,
-                         **kwargs)
+    task, judge, run = run_options(rubric="pathology_report", input_path=cases,
+                                   models_path=models, output_path=output, **kwargs)
+    return evaluate_jury(task, name, jury, judge, run)
 
 
 def test_every_judge_scores_every_case_one_model_at_a_time(setup, tmp_path):

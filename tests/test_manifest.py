@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from evaluator.judges.models_file import JudgeSpec
-from evaluator.rubrics.rubric import load_rubric
+from evaluator.rubrics.load import load_rubric
 from evaluator.run.manifest import (
     build_settings,
     diff_settings,

@@ -11,7 +11,7 @@ from evaluator.analysis.panel import (
     reduction_of,
 )
 from evaluator.data.results import ResultRecord
-from evaluator.rubrics.rubric import load_rubric
+from evaluator.rubrics.load import load_rubric
 
 krippendorff = pytest.importorskip("krippendorff", reason="needs the stats extra")
 

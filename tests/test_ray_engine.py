@@ -27,8 +27,9 @@ from evaluator.judges.models_file import JudgeSpec
 from evaluator.judges.offline import OFFLINE_ENV
 from evaluator.run.engines import RayOptions
 from evaluator.run.runner import evaluate
+from evaluator.run.task import Judge, RunOptions, Task
 from tests import ray_judges
-from tests.conftest import ROOT, write_jsonl
+from tests.conftest import ROOT, run_options, write_jsonl
 
 FAKE = JudgeSpec(backend="fake")
 TINY = JudgeSpec(backend="tiny-random", device="cpu")
@@ -108,13 +109,13 @@ def test_two_replicas_give_the_local_engines_records(ray_cluster, tiny_backend, 
     source = write_jsonl(tmp_path / "cases.jsonl", _cases(16))
     common = {"rubric": "ray_check", "rubrics_dirs": [rubrics], "input_path": source,
               "judge": "tiny-random", "judge_spec": TINY, "batch_size": 4}
-    evaluate(output_path=tmp_path / "local.jsonl", backend=tiny_backend, **common)
+    evaluate(*run_options(output_path=tmp_path / "local.jsonl", backend=tiny_backend, **common))
     folder = tmp_path / "markers"
     folder.mkdir()
-    evaluate(output_path=tmp_path / "ray.jsonl", engine="ray",
-             ray_options=RayOptions(replicas=2, backend_factory=partial(ray_judges.marked,
-                                                                        str(folder), 2)),
-             **common)
+    evaluate(*run_options(output_path=tmp_path / "ray.jsonl", engine="ray",
+                          ray_options=RayOptions(replicas=2, backend_factory=partial(
+                              ray_judges.marked, str(folder), 2)),
+                          **common))
 
     local = _exactly_once(tmp_path / "local.jsonl", [f"c{i:02d}" for i in range(16)])
     remote = _exactly_once(tmp_path / "ray.jsonl", local)
@@ -161,12 +162,11 @@ def test_a_killed_replica_loses_only_its_batch_which_is_judged_again(ray_cluster
         killed.append(pid)
         killed.append(sum(written))
 
-    result = evaluate(rubric="pathology_report", input_path=source,
-                      output_path=tmp_path / "results.jsonl", judge="slow-fake",
-                      judge_spec=FAKE, batch_size=2, engine="ray",
-                      progress=kill_one_replica_once,
-                      ray_options=RayOptions(replicas=2, backend_factory=partial(
-                          ray_judges.slow_fake, str(folder), 0.4)))
+    result = evaluate(Task("pathology_report", source), Judge("slow-fake", spec=FAKE),
+                      RunOptions(tmp_path / "results.jsonl", batch_size=2, engine="ray",
+                                 progress=kill_one_replica_once,
+                                 ray=RayOptions(replicas=2, backend_factory=partial(
+                                     ray_judges.slow_fake, str(folder), 0.4))))
 
     pid, records_before_kill = killed
     assert records_before_kill < cases  # killed mid-run
@@ -194,10 +194,11 @@ def test_an_interrupted_ray_run_resumes_with_only_the_rest(ray_cluster, tmp_path
     second.mkdir()
 
     def run(folder, **kwargs):
-        return evaluate(rubric="pathology_report", input_path=source, output_path=output,
-                        judge="slow-fake", judge_spec=FAKE, batch_size=3, engine="ray",
-                        ray_options=RayOptions(replicas=2, backend_factory=partial(
-                            ray_judges.slow_fake, str(folder), 0.2)), **kwargs)
+        return evaluate(*run_options(
+            rubric="pathology_report", input_path=source, output_path=output,
+            judge="slow-fake", judge_spec=FAKE, batch_size=3, engine="ray",
+            ray_options=RayOptions(replicas=2, backend_factory=partial(
+                ray_judges.slow_fake, str(folder), 0.2)), **kwargs))
 
     seen = []
 

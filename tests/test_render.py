@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.render import fence, inline, render_messages
-from evaluator.rubrics.rubric import load_rubric
 from tests.conftest import example_cases
 
 

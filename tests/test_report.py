@@ -24,6 +24,7 @@ from evaluator.judges.models_file import JudgeSpec
 from evaluator.report.build import ReportError, _labels, build_report
 from evaluator.report.html import CSP, render_html, write_report
 from evaluator.run.runner import evaluate
+from evaluator.run.task import Judge, RunOptions, Task
 from tests import browser
 from tests.conftest import EXAMPLES, write_jsonl
 from tests.hostile_corpus import CORPUS
@@ -47,9 +48,9 @@ def run_fake(rows: list[dict], out: Path, judge: str, outputs: list[str],
     """Judge ``rows`` (written to ``out``/cases.jsonl) with a scripted fake judge."""
     out.mkdir(parents=True, exist_ok=True)
     cases = write_jsonl(out / "cases.jsonl", rows)
-    return evaluate(rubric=rubric, input_path=cases, output_path=out / "results.jsonl",
-                    backend=FakeBackend(outputs), judge=judge,
-                    judge_spec=JudgeSpec(backend="fake")).results_path
+    return evaluate(Task(rubric, cases),
+                    Judge(judge, spec=JudgeSpec(backend="fake"), backend=FakeBackend(outputs)),
+                    RunOptions(out / "results.jsonl")).results_path
 
 
 def label_of(row: dict, index: int) -> int:
@@ -370,10 +371,10 @@ def test_show_text_reads_the_input_with_the_runs_mapping(tmp_path):
     rows = [{"id": f"m{i}", **{f: f"{MARK}-{f}-{i}" for f in TRIAL_FIELDS if f != "workflow_answer"},
              "answer": f"{MARK}-answer-{i}"} for i in range(3)]
     cases = write_jsonl(tmp_path / "cases.jsonl", rows)
-    results = evaluate(rubric="trial_eligibility", input_path=cases,
-                       output_path=tmp_path / "results.jsonl", backend=FakeBackend([]),
-                       judge="judge-m", judge_spec=JudgeSpec(backend="fake"),
-                       mapping={"workflow_answer": "answer"}, id_column="id").results_path
+    results = evaluate(Task("trial_eligibility", cases, mapping={"workflow_answer": "answer"},
+                            id_column="id"),
+                       Judge("judge-m", spec=JudgeSpec(backend="fake"), backend=FakeBackend([])),
+                       RunOptions(tmp_path / "results.jsonl")).results_path
     plain = render_html(build_report([results], worst_n=10, show_text=True), plots=False)
     assert f"{MARK}-answer-0" not in plain and "another --id-column" in plain
     no_map = render_html(build_report([results], worst_n=10, show_text=True, id_column="id"),

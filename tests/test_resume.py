@@ -10,9 +10,10 @@ from evaluator.data.results import ResultsFileDamaged, read_results
 from evaluator.judges.backends.base import Generation
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec, SamplingConfig
+from evaluator.run.judging import InputRejected
 from evaluator.run.resume import ResumeConflict
-from evaluator.run.runner import InputRejected, evaluate
-from tests.conftest import write_jsonl
+from evaluator.run.runner import evaluate
+from tests.conftest import run_options, write_jsonl
 
 FAKE = JudgeSpec(backend="fake")
 
@@ -25,9 +26,10 @@ def _rows(n, marker="text"):
 def _run(tmp_path, rows, backend=None, spec=FAKE, **kwargs):
     path = write_jsonl(tmp_path / "in.jsonl", rows)
     backend = backend if backend is not None else FakeBackend()
-    result = evaluate(rubric=kwargs.pop("rubric", "pathology_report"), input_path=path,
-                      output_path=tmp_path / "results.jsonl", backend=backend,
-                      judge=kwargs.pop("judge", "fake-judge"), judge_spec=spec, **kwargs)
+    kwargs.setdefault("rubric", "pathology_report")
+    kwargs.setdefault("judge", "fake-judge")
+    result = evaluate(*run_options(input_path=path, output_path=tmp_path / "results.jsonl",
+                                   backend=backend, judge_spec=spec, **kwargs))
     return result, backend
 
 

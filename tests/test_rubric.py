@@ -7,16 +7,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluator.rubrics.rubric import (
+from evaluator.rubrics.load import (
     BUILTIN_RUBRICS_DIR,
-    IntegerCriterion,
-    ItemsCriterion,
-    RubricError,
-    StringField,
     available_rubrics,
     load_rubric,
     load_rubric_file,
 )
+from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, RubricError, StringField
 from tests.conftest import BUILTIN
 
 SHARED_RUBRICS = Path(__file__).resolve().parent.parent.parent / "shared" / "rubrics"

@@ -11,7 +11,7 @@ from evaluator.judges.backends.base import Generation
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.run.runner import evaluate
-from tests.conftest import EXAMPLES, write_jsonl
+from tests.conftest import EXAMPLES, run_options, write_jsonl
 
 FAKE = JudgeSpec(backend="fake")
 GOOD = json.dumps({"critical_finding_concordance": 4, "factual_accuracy": 3,
@@ -20,9 +20,10 @@ GOOD = json.dumps({"critical_finding_concordance": 4, "factual_accuracy": 3,
 
 
 def _run(tmp_path, backend, rubric="pathology_report", input_path=None, **kwargs):
-    return evaluate(rubric=rubric, input_path=input_path or EXAMPLES / f"{rubric}.jsonl",
-                    output_path=tmp_path / "out" / "results.jsonl", backend=backend,
-                    judge="fake-judge", judge_spec=FAKE, **kwargs)
+    return evaluate(*run_options(rubric=rubric,
+                                 input_path=input_path or EXAMPLES / f"{rubric}.jsonl",
+                                 output_path=tmp_path / "out" / "results.jsonl", backend=backend,
+                                 judge="fake-judge", judge_spec=FAKE, **kwargs))
 
 
 def test_broken_outputs_become_statuses_never_scores(tmp_path):

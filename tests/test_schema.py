@@ -8,7 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from evaluator.judges.backends.fake import minimal_instance
-from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, StringField, load_rubric
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, StringField
 from evaluator.rubrics.schema import (
     UnboundedSchemaError,
     build_output_model,

@@ -12,7 +12,8 @@ from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeConfigError, JudgeSpec, SamplingConfig
 from evaluator.run.resume import ResumeConflict
 from evaluator.run.runner import evaluate
-from tests.conftest import write_jsonl
+from evaluator.run.task import Judge, RunOptions, Task
+from tests.conftest import run_options, write_jsonl
 
 SAMPLED = JudgeSpec(backend="fake", sampling=SamplingConfig(temperature=0.8, seed=40))
 
@@ -29,9 +30,10 @@ def _rows(n):
 
 
 def _run(tmp_path, backend, rows, spec=SAMPLED, **kwargs):
-    return evaluate(rubric="pathology_report", input_path=write_jsonl(tmp_path / "in.jsonl", rows),
-                    output_path=tmp_path / "results.jsonl", backend=backend, judge="fake",
-                    judge_spec=spec, batch_size=2, **kwargs)
+    return evaluate(*run_options(
+        rubric="pathology_report", input_path=write_jsonl(tmp_path / "in.jsonl", rows),
+        output_path=tmp_path / "results.jsonl", backend=backend, judge="fake",
+        judge_spec=spec, batch_size=2, **kwargs))
 
 
 def test_every_sample_is_kept_and_reduced(tmp_path):
@@ -114,9 +116,9 @@ def test_real_model_samples_differ_and_all_parse(tmp_path, tiny_backend):
              "generated_report": f"generated report {i}"} for i in range(2)]
     spec = JudgeSpec(backend="tiny-random", device="cpu",
                      sampling=SamplingConfig(temperature=1.0, seed=7))
-    result = evaluate(rubric="pathology_report", input_path=write_jsonl(tmp_path / "in.jsonl", rows),
-                      output_path=tmp_path / "results.jsonl", backend=tiny_backend,
-                      judge="tiny-random", judge_spec=spec, samples=3, batch_size=2)
+    result = evaluate(Task("pathology_report", write_jsonl(tmp_path / "in.jsonl", rows)),
+                      Judge("tiny-random", spec=spec, backend=tiny_backend, samples=3),
+                      RunOptions(tmp_path / "results.jsonl", batch_size=2))
     records = read_results(result.results_path)
     assert all(r.status == "ok" and len(r.samples) == 3 for r in records), \
         [r.reason for r in records]

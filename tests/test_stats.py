@@ -13,8 +13,10 @@ pytest.importorskip("scipy", reason="needs the stats extra")
 from evaluator.analysis.stats import mean_ci, pass_rate
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec
-from evaluator.rubrics.rubric import RubricError, load_rubric, load_rubric_file
+from evaluator.rubrics.load import load_rubric, load_rubric_file
+from evaluator.rubrics.rubric import RubricError
 from evaluator.run.runner import evaluate
+from evaluator.run.task import Judge, RunOptions, Task
 from tests.conftest import write_jsonl
 
 
@@ -53,10 +55,9 @@ def test_summary_has_ci_and_pass_rates_and_never_imputes(tmp_path):
             for i in range(6)]
     backend = FakeBackend([_verdict(4), _verdict(3), _verdict(1), _verdict(2), _verdict(4),
                            "not json"])
-    result = evaluate(rubric="pathology_report", input_path=write_jsonl(tmp_path / "in.jsonl",
-                                                                        rows),
-                      output_path=tmp_path / "results.jsonl", backend=backend,
-                      judge="fake-judge", judge_spec=JudgeSpec(backend="fake"))
+    result = evaluate(Task("pathology_report", write_jsonl(tmp_path / "in.jsonl", rows)),
+                      Judge("fake-judge", spec=JudgeSpec(backend="fake"), backend=backend),
+                      RunOptions(tmp_path / "results.jsonl"))
     summary = json.loads(result.summary_path.read_text())
     concordance = summary["criteria"]["critical_finding_concordance"]
     assert concordance["n"] == 5 and concordance["mean"] == pytest.approx(2.8)

@@ -11,14 +11,16 @@ from evaluator.data.cases import Case
 from evaluator.data.results import read_results
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec
-from evaluator.run.runner import _todo_batches, evaluate
+from evaluator.run.judging import todo_batches
+from evaluator.run.runner import evaluate
+from evaluator.run.task import Judge, RunOptions, Task
 from tests.conftest import ROOT, write_jsonl
 
 
 def test_a_case_is_batched_once_even_if_the_input_repeats_it_between_passes():
     cases = [Case("a", 1, {}), Case("b", 2, {}), Case("a", 3, {}), Case("c", 4, {})]
     todo = {"a", "b", "c"}
-    batches = list(_todo_batches(iter(cases), todo, 2))
+    batches = list(todo_batches(iter(cases), todo, 2))
     assert [[c.case_id for c in batch] for batch in batches] == [["a", "b"], ["c"]]
     assert todo == set()
 
@@ -38,14 +40,15 @@ def test_the_input_is_read_lazily_in_two_passes(tmp_path, monkeypatch):
         events.append(f"row {row.line}")
         return real(row, *args, **kwargs)
 
-    class Judge(FakeBackend):
+    class Counting(FakeBackend):
         def generate(self, chats, *args, **kwargs):
             events.append(f"judge {len(chats)}")
             return super().generate(chats, *args, **kwargs)
 
     monkeypatch.setattr(cases_module, "_validate_row", spy)
-    evaluate(rubric="pathology_report", input_path=source, output_path=tmp_path / "o.jsonl",
-             backend=Judge(), judge="fake", judge_spec=JudgeSpec(backend="fake"), batch_size=2)
+    evaluate(Task("pathology_report", source),
+             Judge("fake", spec=JudgeSpec(backend="fake"), backend=Counting()),
+             RunOptions(tmp_path / "o.jsonl", batch_size=2))
     first_pass = [f"row {n}" for n in range(1, 7)]
     assert events[:6] == first_pass
     assert events[6:] == ["row 1", "row 2", "judge 2", "row 3", "row 4", "judge 2",

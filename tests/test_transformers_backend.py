@@ -11,8 +11,8 @@ import json
 import pytest
 
 from evaluator.judges.backends import Sampling
+from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.render import render_messages
-from evaluator.rubrics.rubric import load_rubric
 from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema
 from tests.conftest import BUILTIN, example_cases
 

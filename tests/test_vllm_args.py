@@ -18,10 +18,9 @@ from evaluator.judges.backends.vllm_args import (
     request_seed,
     sampling_kwargs,
     structured_regex,
-    validate_engine_settings,
 )
-from evaluator.judges.models_file import JudgeSpec
-from evaluator.rubrics.rubric import load_rubric
+from evaluator.judges.models_file import JudgeSpec, validate_engine_settings
+from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.schema import output_json_schema
 from tests.conftest import BUILTIN
 

@@ -16,10 +16,11 @@ import pytest
 from evaluator.judges.backends import Sampling, load_backend
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.judges.tiny_random import CHAT_TEMPLATE, IM_END, IM_START
+from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.render import render_messages
-from evaluator.rubrics.rubric import load_rubric
 from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema
 from evaluator.run.runner import evaluate
+from evaluator.run.task import Judge, RunOptions, Task
 from tests.conftest import BUILTIN, EXAMPLES, example_cases, write_jsonl
 
 pytestmark = [
@@ -172,9 +173,9 @@ def test_chat_template_kwargs_reach_the_template(vllm_backend, vllm_spec, monkey
         return real_generate(prompts, params, **kwargs)
 
     monkeypatch.setattr(vllm_backend.llm, "generate", spy)
-    result = evaluate(rubric=rubric, input_path=EXAMPLES / "pathology_report.jsonl",
-                      output_path=tmp_path / "out.jsonl", judge=JUDGE, judge_spec=vllm_spec,
-                      backend=vllm_backend)
+    result = evaluate(Task(rubric, EXAMPLES / "pathology_report.jsonl"),
+                      Judge(JUDGE, spec=vllm_spec, backend=vllm_backend),
+                      RunOptions(tmp_path / "out.jsonl"))
     assert result.failed == 0
     assert sent[0] == thinking_off
 
@@ -209,8 +210,8 @@ def test_evaluate_runs_every_rubric_through_vllm(vllm_backend, vllm_spec, tmp_pa
     if name == "pathology_report":  # plus one case too long for the judge
         rows = rows + [dict(rows[0], case_id="too-long", reference_report="word " * 40000)]
     input_path = write_jsonl(tmp_path / "cases.jsonl", rows)
-    result = evaluate(rubric=name, input_path=input_path, output_path=tmp_path / "out.jsonl",
-                      judge=JUDGE, judge_spec=vllm_spec, backend=vllm_backend)
+    result = evaluate(Task(name, input_path), Judge(JUDGE, spec=vllm_spec, backend=vllm_backend),
+                      RunOptions(tmp_path / "out.jsonl"))
     records = [json.loads(line) for line in result.results_path.read_text().splitlines()]
     assert len(records) == len(rows)
     for record in records:

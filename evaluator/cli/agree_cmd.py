@@ -8,7 +8,10 @@ from pathlib import Path
 
 import click
 
-from evaluator.cli.main import EXIT_USAGE
+from evaluator.analysis.agreement import AgreementError, agreement, format_agreement
+from evaluator.analysis.stats import StatsUnavailable
+from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.data.results import ResultsFileDamaged
 
 
 @click.command()
@@ -31,10 +34,6 @@ def agree(results: Path, labels_path: Path, label_field: str, criteria: tuple[st
     """Agreement of RESULTS' judge scores with human labels, per criterion: Spearman, Kendall,
     quadratic kappa, ICC, Krippendorff's alpha, exact/within-one agreement, confusion matrix,
     with bootstrap 95% CIs. Only 'ok' results are compared; case text is never shown."""
-    from evaluator.analysis.agreement import AgreementError, agreement, format_agreement
-    from evaluator.analysis.stats import StatsUnavailable
-    from evaluator.data.results import ResultsFileDamaged
-
     try:
         report = agreement(results, labels_path, label_field, criteria=criteria,
                            id_column=id_column, resamples=resamples, seed=seed)

@@ -6,14 +6,16 @@ import logging
 
 import click
 
+from evaluator.cli import (
+    agree_cmd,
+    models_cmd,
+    prepare_cmd,
+    report_cmd,
+    rubrics_cmd,
+    run_cmd,
+    validate_cmd,
+)
 from evaluator.judges.offline import force_offline
-
-# Exit codes (documented in the README).
-EXIT_OK = 0
-EXIT_SOME_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INPUT_REJECTED = 3   # --strict and a case could not be judged
-EXIT_INTERRUPTED = 130    # Ctrl-C; re-run the same command to resume
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,24 +32,6 @@ def cli(verbose: int) -> None:
         logging.getLogger(noisy).setLevel(logging.DEBUG if verbose >= 2 else logging.ERROR)
 
 
-def _register() -> None:
-    from evaluator.cli import (
-        agree_cmd,
-        models_cmd,
-        prepare_cmd,
-        report_cmd,
-        rubrics_cmd,
-        run_cmd,
-        validate_cmd,
-    )
-
-    cli.add_command(run_cmd.run)
-    cli.add_command(rubrics_cmd.rubrics)
-    cli.add_command(models_cmd.models)
-    cli.add_command(validate_cmd.validate)
-    cli.add_command(prepare_cmd.prepare_judge)
-    cli.add_command(agree_cmd.agree)
-    cli.add_command(report_cmd.report)
-
-
-_register()
+for command in (run_cmd.run, rubrics_cmd.rubrics, models_cmd.models, validate_cmd.validate,
+                prepare_cmd.prepare_judge, agree_cmd.agree, report_cmd.report):
+    cli.add_command(command)

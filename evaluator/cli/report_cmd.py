@@ -7,8 +7,13 @@ from pathlib import Path
 
 import click
 
-from evaluator.cli.main import EXIT_USAGE
+from evaluator.analysis.agreement import AgreementError
+from evaluator.analysis.stats import StatsUnavailable
+from evaluator.api import USER_ERRORS
+from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import parse_mapping, rubrics_dir_option
+from evaluator.report.build import ReportError
+from evaluator.report.html import write_report
 
 
 @click.command()
@@ -46,12 +51,6 @@ def report(results: tuple[Path, ...], html_path: Path, labels_path: Path | None,
     systems or runs side by side): distributions, means and pass rates with 95% CIs,
     statuses, agreement with labels, worst cases. Works offline; no case text unless
     --show-text."""
-    from evaluator.analysis.agreement import AgreementError
-    from evaluator.analysis.stats import StatsUnavailable
-    from evaluator.api import USER_ERRORS
-    from evaluator.report.build import ReportError
-    from evaluator.report.html import write_report
-
     if labels_path is not None and not label_field:
         raise click.UsageError("--labels needs --label-field")
     try:

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import click
 
-from evaluator.cli.main import EXIT_USAGE
+from evaluator.api import USER_ERRORS, available_rubrics, load_rubric, output_json_schema
+from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import rubrics_dir_option
+from evaluator.rubrics.schema import max_new_tokens
 
 
 @click.command()
@@ -18,9 +20,6 @@ from evaluator.cli.options import rubrics_dir_option
 @rubrics_dir_option
 def rubrics(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...]) -> None:
     """List available rubrics, or show NAME: inputs, output keys, aggregates."""
-    from evaluator.api import USER_ERRORS, available_rubrics, load_rubric, output_json_schema
-    from evaluator.rubrics.schema import max_new_tokens
-
     try:
         if name is None:
             for rubric_name, path in available_rubrics(rubrics_dirs).items():

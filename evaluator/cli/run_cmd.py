@@ -10,7 +10,19 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from evaluator.cli.main import (
+from evaluator.api import (
+    USER_ERRORS,
+    InputRejected,
+    Judge,
+    RayRunFailed,
+    RunOptions,
+    RunStart,
+    Task,
+    evaluate,
+    evaluate_jury,
+    resolve_jury,
+)
+from evaluator.cli.exit_codes import (
     EXIT_INPUT_REJECTED,
     EXIT_INTERRUPTED,
     EXIT_SOME_FAILED,
@@ -99,16 +111,6 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
         no_progress: bool, engine: str, address: str | None, replicas: int | None,
         gpus_per_replica: float | None) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
-    from evaluator.api import (
-        USER_ERRORS,
-        InputRejected,
-        RayRunFailed,
-        RunStart,
-        evaluate,
-        evaluate_jury,
-        resolve_jury,
-    )
-
     mapping = parse_mapping(mappings)
     ray_options = _ray_options(engine, address, replicas, gpus_per_replica)
     bar: tqdm | None = None
@@ -140,22 +142,21 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
         click.echo(f"jury member {index + 1}/{len(jury[1].judges)}: {name} -> {current}",  # type: ignore[index]
                    err=True)
 
-    options = dict(rubric=rubric, input_path=input_path, models_path=models_file,
-                   rubrics_dirs=rubrics_dirs, mapping=mapping, id_column=id_column, limit=limit,
-                   batch_size=batch_size, on_start=on_start, strict=strict, samples=samples,
-                   temperature=temperature, engine=engine, ray_options=ray_options,
-                   progress=lambda n: bar.update(n) if bar is not None else None)
+    task = Task(rubric=rubric, input_path=input_path, rubrics_dirs=rubrics_dirs,
+                mapping=mapping, id_column=id_column, limit=limit)
+    judge = Judge(name=judges[0] if judges else None, models_path=models_file,
+                  samples=samples, temperature=temperature, reduce=reduce)
+    how = RunOptions(output_path=output_path, batch_size=batch_size, force_new=force_new,
+                     strict=strict, engine=engine, ray=ray_options, on_start=on_start,
+                     progress=lambda n: bar.update(n) if bar is not None else None)
     try:
         if engine == "ray":
             _quiet_ray()
         jury = resolve_jury(judges, models_file)
         if jury is None:
-            result = evaluate(output_path=output_path, judge=judges[0] if judges else None,
-                              force_new=force_new, reduce=reduce or "median", **options)
+            result = evaluate(task, judge, how)
         else:
-            result = evaluate_jury(jury_name=jury[0], jury=jury[1], output_path=output_path,
-                                   reduce=reduce, force_new=force_new, on_member=on_member,
-                                   **options)
+            result = evaluate_jury(task, jury[0], jury[1], judge, how, on_member=on_member)
     except InputRejected as exc:
         stop(EXIT_INPUT_REJECTED, f"error: {exc}")
     except USER_ERRORS as exc:

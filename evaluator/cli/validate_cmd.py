@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from evaluator.cli.main import EXIT_USAGE
+from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import models_file_option, rubrics_dir_option
+from evaluator.run.validation import validate_all
 
 
 @click.command()
@@ -16,8 +17,6 @@ from evaluator.cli.options import models_file_option, rubrics_dir_option
 @models_file_option
 def validate(rubrics_dirs: tuple[Path, ...], models_file: Path | None) -> None:
     """Check all rubric files and models.yaml; exit non-zero on the first class of problem."""
-    from evaluator.run.validation import validate_all
-
     problems = validate_all(rubrics_dirs, models_file, report=click.echo)
     if problems:
         for problem in problems:

@@ -27,6 +27,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from evaluator.judges.offline import force_offline
 from evaluator.judges.paths import cache_dir
 
 logger = logging.getLogger("evaluator.judges.embedded_judge")
@@ -234,9 +235,7 @@ def _convert(gguf_path: Path, out_dir: Path) -> str:
 
     Returns the transformers version used, for the provenance marker.
     """
-    from evaluator.judges.offline import force_offline
-
-    force_offline()
+    force_offline()  # before transformers is imported
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig

@@ -7,6 +7,7 @@ instead of silently judging with the default.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -14,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evaluator.rubrics.rubric import format_validation_error
+from evaluator.common.strict import format_validation_error
 
 DEFAULT_MODELS_FILE = Path(__file__).resolve().parents[2] / "models.yaml"
 EMBEDDED_MODELS = ("smollm2-135m-instruct",)
@@ -68,14 +69,58 @@ class JudgeSpec(_Strict):
     def _vllm_settings(self) -> JudgeSpec:
         # The engine keys are checked for every judge, so a typo fails before a backend
         # switch to vllm would reveal it; the check imports no vllm.
-        from evaluator.judges.backends.vllm_args import validate_engine_settings
-
         validate_engine_settings(self.engine)
         if self.backend == "vllm" and self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"a vllm judge takes device auto, cuda or cpu, not "
                              f"{self.device!r}: vLLM uses tensor_parallel_size GPUs; choose "
                              "which with CUDA_VISIBLE_DEVICES")
         return self
+
+
+class VLLMEngineConfig(BaseModel):
+    """The ``engine:`` settings of a vllm judge in models.yaml (unknown keys are errors).
+
+    Each maps to the ``vllm.LLM`` argument of the same name; unset ones keep vLLM's default,
+    except ``enable_prefix_caching``, on by default because every case shares the rubric's
+    long prefix.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    pipeline_parallel_size: int = Field(default=1, ge=1)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)
+    kv_cache_memory_bytes: int | None = Field(default=None, ge=1)
+    enable_prefix_caching: bool = True
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    enable_chunked_prefill: bool | None = None
+    enforce_eager: bool | None = None
+    cpu_offload_gb: float | None = Field(default=None, ge=0.0)
+    distributed_executor_backend: Literal["mp", "ray", "uni"] | None = None
+
+
+def validate_engine_settings(engine: dict[str, Any]) -> VLLMEngineConfig:
+    """Parse a judge's ``engine`` mapping; raise :class:`ValueError` naming the bad key (with
+    a close match for a typo) and listing the known ones."""
+    known = list(VLLMEngineConfig.model_fields)
+    unknown = [key for key in engine if key not in known]
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        if key == "max_model_len":
+            hint = " (set max_model_len on the judge itself, not under engine)"
+        raise ValueError(f"engine: unknown vLLM setting {key!r}{hint}; known settings: "
+                         f"{', '.join(known)}")
+    try:
+        return VLLMEngineConfig.model_validate(engine)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                             for e in exc.errors(include_input=False, include_url=False))
+        raise ValueError(f"engine: {problems}") from None
 
 
 class JurySpec(_Strict):

@@ -31,6 +31,7 @@ import threading
 import uuid
 from pathlib import Path
 
+from evaluator.judges.offline import force_offline
 from evaluator.judges.paths import cache_dir
 
 TINY_RANDOM_VERSION = 1
@@ -249,9 +250,7 @@ def _train_tokenizer():
 
 def _write_model(folder: Path) -> None:
     """Write tokenizer, config, generation config and seeded random weights into ``folder``."""
-    from evaluator.judges.offline import force_offline
-
-    force_offline()
+    force_offline()  # before transformers is imported
     import torch
     from transformers import (
         GenerationConfig,

@@ -22,15 +22,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, get_args
 
-from evaluator.analysis.summary import summarize, summary_path_for
-from evaluator.data.results import ResultRecord, Status, read_results
-from evaluator.rubrics.rubric import (
-    IntegerCriterion,
-    ItemsCriterion,
-    Rubric,
-    StringField,
-    load_rubric,
+from evaluator.analysis.agreement import (
+    SAME_SCALE_NOTE,
+    AgreementError,
+    agreement,
+    load_labels,
 )
+from evaluator.analysis.summary import summarize, summary_path_for
+from evaluator.common.version import __version__
+from evaluator.data.results import ResultRecord, Status, read_results
+from evaluator.report.text import attach_text
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
 from evaluator.run.manifest import manifest_path_for, read_manifest
 
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -158,23 +161,6 @@ def _value(record: ResultRecord, key: str) -> int | float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def judge_text(record: ResultRecord, rubric: Rubric) -> list[tuple[str, str]]:
-    """The judge's own words in a record (string fields, item explanations, raw output):
-    they may quote the case, so they are shown only with ``show_text``."""
-    out: list[tuple[str, str]] = []
-    for field in rubric.output:
-        value = (record.scores or {}).get(field.key)
-        if isinstance(field, StringField) and isinstance(value, str):
-            out.append((field.key, value))
-        elif isinstance(field, ItemsCriterion) and isinstance(value, list):
-            lines = [f"{item.get(field.score_key)}: {item.get(field.explanation_key)}"
-                     for item in value if isinstance(item, dict)]
-            out.append((field.key, "\n".join(lines)))
-    if record.raw_output is not None:
-        out.append(("raw_output", record.raw_output))
-    return out
-
-
 def _worst_rows(files: list[dict[str, Any]], index: int, key: str, n: int) -> list[dict[str, Any]]:
     """The ``n`` ok records of one file with the lowest ``key`` (ties by case id), with the
     same case's value of ``key`` in the other files."""
@@ -216,8 +202,6 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path]) -> tuple[Rubric, 
         if name != rubric_name:
             raise ReportError(f"{path} holds results of rubric {name!r} but {first_path} of "
                               f"{rubric_name!r}: a report compares results of one rubric")
-    from evaluator.rubrics.rubric import RubricError
-
     try:
         rubric = load_rubric(rubric_name, tuple(rubrics_dirs))
     except RubricError as exc:
@@ -244,8 +228,6 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path]) -> tuple[Rubric, 
 
 def _agreement(files: list[dict[str, Any]], labels: Path, label_field: str, id_column: str,
                resamples: int) -> dict[str, Any]:
-    from evaluator.analysis.agreement import AgreementError, agreement, load_labels
-
     load_labels(Path(labels), label_field, id_column)  # a bad labels file stops the report
     per_file = []
     for entry in files:
@@ -258,8 +240,6 @@ def _agreement(files: list[dict[str, Any]], labels: Path, label_field: str, id_c
     if all(item["result"] is None for item in per_file):
         raise ReportError(f"no case id of any results file is in {labels} (column "
                           f"{id_column!r}); check --label-id-column")
-    from evaluator.analysis.agreement import SAME_SCALE_NOTE
-
     return {"labels": str(labels), "label_field": label_field, "id_column": id_column,
             "resamples": resamples, "note": SAME_SCALE_NOTE, "files": per_file}
 
@@ -281,8 +261,6 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
         raise ReportError("--labels needs --label-field")
     rubric, files = _load(results, rubrics_dirs)
     worst_key = resolve_worst_key(rubric, worst_by) if worst_n > 0 else None
-    from evaluator import __version__
-
     report: dict[str, Any] = {
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "version": __version__, "rubric": rubric, "files": files, "statuses": STATUSES,
@@ -301,8 +279,6 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
         report["agreement"] = _agreement(files, Path(labels), str(label_field),
                                          label_id_column, agreement_resamples)
     if show_text:
-        from evaluator.report.text import attach_text
-
         attach_text(report, mapping=mapping, id_column=id_column)
     else:
         # The records behind the rows hold the judge's text: not even reachable then.

@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
 from evaluator.data.files import write_bytes_atomic
+from evaluator.report import plots as rp
 from evaluator.report.build import build_report, status_table
 
 TEMPLATE = "report.html.j2"
@@ -43,8 +46,6 @@ def _pct(rate: float | None) -> str:
 
 def environment() -> Any:
     """The Jinja2 environment: the package's templates, autoescape always on."""
-    from jinja2 import Environment, PackageLoader, StrictUndefined
-
     # autoescape=True, not select_autoescape: the template's name ends in .j2, which
     # select_autoescape would not escape.
     env = Environment(loader=PackageLoader("evaluator.report", "templates"), autoescape=True,
@@ -55,8 +56,6 @@ def environment() -> Any:
 
 def _plots(report: dict[str, Any], statuses: list[dict[str, Any]]) -> dict[str, Any]:
     """Every plot as a data URI, or an empty dict with a note when matplotlib is missing."""
-    from evaluator.report import plots as rp
-
     if not rp.plots_available():
         return {"note": f"plots need the report extra (matplotlib): {rp.REPORT_EXTRA_HINT}"}
     files = report["files"]

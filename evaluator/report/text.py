@@ -1,4 +1,4 @@
-"""Case text for the HTML report's ``--show-text`` mode.
+"""Case text and the judge's own text for the HTML report's ``--show-text`` mode.
 
 A result record names where its case came from (``input_file``, ``input_line``); the text is
 read back from that file with :func:`evaluator.data.cases.read_cases`, the reader the run used.
@@ -14,8 +14,24 @@ from typing import Any
 
 from evaluator.data.cases import Case, InputFileError, InputProblem, read_cases
 from evaluator.data.results import ResultRecord
-from evaluator.report.build import judge_text
-from evaluator.rubrics.rubric import Rubric
+from evaluator.rubrics.rubric import ItemsCriterion, Rubric, StringField
+
+
+def judge_text(record: ResultRecord, rubric: Rubric) -> list[tuple[str, str]]:
+    """The judge's own words in a record (string fields, item explanations, raw output):
+    they may quote the case, so they are shown only with ``show_text``."""
+    out: list[tuple[str, str]] = []
+    for field in rubric.output:
+        value = (record.scores or {}).get(field.key)
+        if isinstance(field, StringField) and isinstance(value, str):
+            out.append((field.key, value))
+        elif isinstance(field, ItemsCriterion) and isinstance(value, list):
+            lines = [f"{item.get(field.score_key)}: {item.get(field.explanation_key)}"
+                     for item in value if isinstance(item, dict)]
+            out.append((field.key, "\n".join(lines)))
+    if record.raw_output is not None:
+        out.append(("raw_output", record.raw_output))
+    return out
 
 
 class _InputFiles:

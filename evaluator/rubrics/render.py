@@ -12,14 +12,12 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import jinja2
 from jinja2 import meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-if TYPE_CHECKING:
-    from evaluator.rubrics.rubric import Rubric
+from evaluator.rubrics.rubric import Rubric, RubricError
 
 FENCE_FILTERS = ("fence", "inline")
 _BACKTICK_RUNS = re.compile(r"`+")
@@ -80,8 +78,6 @@ def _unfenced_inputs(tree: nodes.Template, inputs: set[str]) -> set[str]:
 def check_templates(rubric: Rubric, path: Path | str = "<rubric>") -> None:
     """Check a rubric's templates: valid Jinja2, only declared inputs, every input used and
     always fenced. Raises :class:`evaluator.rubrics.rubric.RubricError` naming the file."""
-    from evaluator.rubrics.rubric import RubricError
-
     inputs = set(rubric.inputs)
     used: set[str] = set()
     for part, source in (("system", rubric.system), ("template", rubric.template)):

@@ -1,24 +1,22 @@
-"""The rubric file format: parsing, validation and lookup by name.
+"""The rubric file format: the pydantic models a rubric file parses into.
 
 A rubric is one YAML file (see ``prompts/``) that declares its input fields, its output
 keys in order (integer criteria, lists of ``{Score, Explanation}`` items, bounded strings),
 the aggregates to compute, optional paper-name aliases, and a Jinja2 template for the user
 message (plus an optional system message). The four built-in rubrics use exactly the format
 a user writes for their own; the output pydantic model is generated from the file
-(:mod:`evaluator.rubrics.schema`). Parsing is strict: an unknown key is an error.
+(:mod:`evaluator.rubrics.schema`). Parsing is strict: an unknown key is an error. Reading
+a file and finding a rubric by name is :mod:`evaluator.rubrics.load`.
 """
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 FORMAT_VERSION = 1
-BUILTIN_RUBRICS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
@@ -185,74 +183,3 @@ class Rubric(_Strict):
             if target == name:
                 return alias
         return None
-
-
-def format_validation_error(path: Path, what: str, error: ValidationError) -> str:
-    """``path: invalid <what>`` and one line per problem (location: message), without the
-    offending values."""
-    lines = [f"{path}: invalid {what} ({error.error_count()} problem(s)):"]
-    for item in error.errors(include_input=False, include_url=False):
-        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        lines.append(f"  - {where}: {item['msg']}")
-    return "\n".join(lines)
-
-
-def load_rubric_file(path: Path) -> Rubric:
-    """Parse and validate one rubric file; raise :class:`RubricError` naming the file."""
-    path = Path(path)
-    try:
-        raw_bytes = path.read_bytes()
-    except OSError as exc:
-        raise RubricError(f"{path}: cannot read rubric file ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(raw_bytes.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise RubricError(f"{path}: not valid UTF-8 YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise RubricError(f"{path}: a rubric file must be a YAML mapping")
-    try:
-        rubric = Rubric.model_validate(data)
-    except ValidationError as exc:
-        raise RubricError(format_validation_error(path, "rubric", exc)) from None
-    if rubric.name != path.stem:
-        raise RubricError(f"{path}: 'name: {rubric.name}' must match the file name "
-                          f"({path.stem}.yaml)")
-    # Template problems (syntax, undeclared variables, unfenced case text) are checked here
-    # so that a bad rubric fails before any case is read.
-    from evaluator.rubrics.render import check_templates
-
-    check_templates(rubric, path)
-    return rubric.model_copy(update={
-        "source_path": path.resolve(),
-        "source_sha256": hashlib.sha256(raw_bytes).hexdigest(),
-    })
-
-
-def rubric_dirs(extra_dirs: list[Path] | tuple[Path, ...] = ()) -> list[Path]:
-    """Directories searched for rubrics: user-given ones first, then the built-ins."""
-    return [Path(d) for d in extra_dirs] + [BUILTIN_RUBRICS_DIR]
-
-
-def available_rubrics(extra_dirs: list[Path] | tuple[Path, ...] = ()) -> dict[str, Path]:
-    """Map rubric name -> file. A user directory may override a built-in of the same name."""
-    found: dict[str, Path] = {}
-    for directory in rubric_dirs(extra_dirs):
-        if not directory.is_dir():
-            raise RubricError(f"{directory}: rubrics directory does not exist")
-        for path in sorted(directory.glob("*.yaml")):
-            found.setdefault(path.stem, path)
-    return found
-
-
-def load_rubric(name_or_path: str | Path, extra_dirs: list[Path] | tuple[Path, ...] = ()) -> Rubric:
-    """Load a rubric by name (searching ``extra_dirs`` then the built-ins) or by file path."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in {".yaml", ".yml"} and candidate.exists():
-        return load_rubric_file(candidate)
-    known = available_rubrics(extra_dirs)
-    path = known.get(str(name_or_path))
-    if path is None:
-        raise RubricError(f"unknown rubric {str(name_or_path)!r}; available: "
-                          f"{', '.join(sorted(known)) or '(none)'} (add a directory with "
-                          "--rubrics-dir, or pass a .yaml path)")
-    return load_rubric_file(path)

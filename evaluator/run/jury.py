@@ -13,8 +13,8 @@ a member's in-flight batch; re-running the same command resumes the member it st
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,12 @@ from evaluator.analysis.summary import summarize, summary_path_for, write_summar
 from evaluator.data.files import write_json_atomic
 from evaluator.data.results import ResultRecord, read_results, rewrite_results
 from evaluator.judges.models_file import JudgeConfigError, JurySpec
-from evaluator.rubrics.rubric import Rubric, load_rubric
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import Rubric
 from evaluator.run.manifest import canonical_hash, manifest_path_for, now, read_manifest
 from evaluator.run.resume import ResumeConflict, move_aside
 from evaluator.run.runner import RunResult, evaluate
+from evaluator.run.task import Judge, RunOptions, Task
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -71,31 +73,34 @@ def _check_existing(output_path: Path, settings: dict[str, Any]) -> None:
                              "a new file (the old one is kept), or choose another --output")
 
 
-def evaluate_jury(*, jury_name: str, jury: JurySpec, output_path: Path,
-                  rubric: str | Rubric, rubrics_dirs: Sequence[Path] = (),
-                  reduce: str | None = None, force_new: bool = False,
-                  on_member: Callable[[int, str], None] | None = None,
-                  **run_options: Any) -> JuryResult:
-    """Judge every case with each member of ``jury`` in turn (``run_options`` go to
-    :func:`evaluate` for each), then write the combined results and summary."""
-    output_path = Path(output_path)
-    rubric_obj = rubric if isinstance(rubric, Rubric) else load_rubric(rubric, rubrics_dirs)
-    reduce = reduce or jury.reduce
+def evaluate_jury(task: Task, jury_name: str, jury: JurySpec, judge: Judge, run: RunOptions,
+                  *, on_member: Callable[[int, str], None] | None = None) -> JuryResult:
+    """Judge every case of ``task`` with each member of ``jury`` in turn, through
+    :func:`evaluate` (``judge`` gives every member its models file, samples and temperature;
+    its ``reduce``, else the jury's own, combines the verdicts; ``run`` is the combined
+    file's), then write the combined results and summary. ``on_member(index, name)`` is
+    called before each member starts."""
+    output_path = Path(run.output_path)
+    rubric_obj = (task.rubric if isinstance(task.rubric, Rubric)
+                  else load_rubric(task.rubric, task.rubrics_dirs))
+    reduce = judge.reduce or jury.reduce
     settings = {"jury": jury_name, "judges": list(jury.judges),
                 "reduction": reduction_of(reduce)}
     paths = [member_path(output_path, judge) for judge in jury.judges]
     manifest_path = manifest_path_for(output_path)
     summary_path = summary_path_for(output_path)
-    if force_new:
+    if run.force_new:
         move_aside([output_path, manifest_path, summary_path, members_dir(output_path)])
     _check_existing(output_path, settings)
 
     members = []
-    for index, (judge, path) in enumerate(zip(jury.judges, paths)):
+    member_task = replace(task, rubric=rubric_obj)
+    for index, (name, path) in enumerate(zip(jury.judges, paths)):
         if on_member is not None:
-            on_member(index, judge)
-        members.append(evaluate(rubric=rubric_obj, judge=judge, output_path=path,
-                                reduce=reduce, **run_options))
+            on_member(index, name)
+        # force_new moved the old members aside above: each member starts afresh.
+        members.append(evaluate(member_task, replace(judge, name=name, reduce=reduce),
+                                replace(run, output_path=path, force_new=False)))
 
     member_records = [read_results(path) for path in paths]
     member_hashes = [str(read_manifest(manifest_path_for(p)).get("settings_hash"))  # type: ignore[union-attr]

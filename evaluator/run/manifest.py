@@ -25,7 +25,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from evaluator.judges.embedded_judge import prepare_embedded_judge
 from evaluator.judges.models_file import JudgeSpec
+from evaluator.judges.tiny_random import build_tiny_random
 from evaluator.rubrics.render import render_messages
 from evaluator.rubrics.rubric import Rubric
 
@@ -102,12 +104,8 @@ def model_dir_for(spec: JudgeSpec) -> Path | None:
     if spec.path is not None:
         return Path(spec.path)
     if spec.embedded is not None:
-        from evaluator.judges.embedded_judge import prepare_embedded_judge
-
         return prepare_embedded_judge()
     if spec.backend == "tiny-random":
-        from evaluator.judges.tiny_random import build_tiny_random
-
         return build_tiny_random()
     return None
 

@@ -1,19 +1,20 @@
 """``--engine ray``: the judging step of a run, spread over judge replicas on a Ray cluster.
 
-Replaces only :func:`evaluator.run.runner._judge_all`; the validation/resume pass before it and
-the summary after it are the local engine's. Ray Data does the data-parallel part:
+The peer of :mod:`evaluator.run.local_engine`: the validation/resume pass before it and the
+summary after it are :func:`evaluator.run.runner.evaluate`'s, and both engines drive the same
+public judging step (:mod:`evaluator.run.judging`). Ray Data does the data-parallel part:
 
 - **Input, streamed.** One read task, pinned to the driver's node (the input file is read
   where the run was started, as in the local engine), streams the input file with the same
   row functions (:func:`evaluator.data.cases.iter_cases`) and forms the batches with the same
-  :func:`evaluator.run.runner._todo_batches` over this run's ``todo`` ids. Each batch is one row
+  :func:`evaluator.run.judging.todo_batches` over this run's ``todo`` ids. Each batch is one row
   of the dataset (the batch's cases as JSON), so every replica call judges exactly the batch
   the local engine would have: same cases, same order, same padding. Ray Data's streaming
   executor pulls from the read generator only as fast as replicas take batches (bounded
   memory; nothing is loaded whole).
 - **Replicas.** ``map_batches`` with an actor pool (``ActorPoolStrategy(size=replicas)``,
   ``num_gpus``/``num_cpus`` per replica). Each actor loads the judge once in ``__init__`` and
-  turns each batch into result records with :func:`evaluator.run.runner._judge_batch`, returned
+  turns each batch into result records with :func:`evaluator.run.judging.judge_batch`, returned
   as JSON strings.
 - **Writing, exactly once.** The driver iterates the output as it arrives and appends each
   record with :class:`evaluator.data.results.ResultWriter` (flushed per record), so a crash of
@@ -51,15 +52,16 @@ from evaluator.judges.backends.base import Backend
 from evaluator.judges.offline import OFFLINE_ENV, force_offline
 from evaluator.rubrics.schema import build_output_model
 from evaluator.run.engines import RayClusterError, RayOptions, RayRunFailed
-from evaluator.run.resume import ResumePlan
-from evaluator.run.runner import (
-    InputRejected,
+from evaluator.run.errors import USER_ERRORS
+from evaluator.run.judging import (
     ProgressCallback,
-    _judge_batch,
-    _Setup,
-    _todo_batches,
+    RunSetup,
+    judge_batch,
+    reject_too_long,
+    todo_batches,
     write_problems,
 )
+from evaluator.run.resume import ResumePlan
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +69,13 @@ ItemsFactory = Callable[[], Iterator[Case | InputProblem]]
 BackendFactory = Callable[[str, Any], Backend]
 
 
-def _encode_batch(batch: list[Case]) -> str:
+def encode_batch(batch: list[Case]) -> str:
+    """A batch of cases as the JSON text of one dataset row."""
     return json.dumps([{"id": c.case_id, "line": c.line, "fields": c.fields} for c in batch])
 
 
-def _decode_batch(text: str) -> list[Case]:
+def decode_batch(text: str) -> list[Case]:
+    """The cases of one dataset row (:func:`encode_batch`'s text)."""
     return [Case(c["id"], c["line"], c["fields"]) for c in json.loads(text)]
 
 
@@ -106,8 +110,8 @@ class CaseBatches(Datasource):
 
         def read() -> Iterator[pa.Table]:
             # A copy: the task may run again after a failure and must start from the same set.
-            for batch in _todo_batches(items(), set(todo), size):
-                yield pa.table({"cases": [_encode_batch(batch)]})
+            for batch in todo_batches(items(), set(todo), size):
+                yield pa.table({"cases": [encode_batch(batch)]})
 
         batches = math.ceil(len(todo) / size)
         metadata = BlockMetadata(num_rows=batches, size_bytes=None, input_files=None,
@@ -118,7 +122,7 @@ class CaseBatches(Datasource):
 class JudgeReplica:
     """One judge replica (a Ray actor): loads the judge once, then judges whole batches."""
 
-    def __init__(self, setup: _Setup, backend_factory: BackendFactory | None):
+    def __init__(self, setup: RunSetup, backend_factory: BackendFactory | None):
         force_offline()
         # The output model is a class built at run time: rebuilt here from the rubric.
         self.setup = replace(setup, output_model=build_output_model(setup.rubric))
@@ -128,8 +132,8 @@ class JudgeReplica:
         """Each input row is one batch of cases; each output row one record as JSON."""
         records = [record.model_dump_json()
                    for text in batch["cases"]
-                   for record in _judge_batch(_decode_batch(str(text)), self.setup,
-                                              self.backend)]
+                   for record in judge_batch(decode_batch(str(text)), self.setup,
+                                             self.backend)]
         return {"record": np.array(records, dtype=object)}
 
 
@@ -174,8 +178,6 @@ def _user_cause(exc: BaseException) -> BaseException | None:
     """The evaluator error (bad judge config, missing install, unreadable input) that a
     replica or the read task raised, unwrapped from Ray's exception, if that is what
     happened."""
-    from evaluator.api import USER_ERRORS
-
     seen: set[int] = set()
     todo: list[BaseException | None] = [exc]
     while todo:
@@ -189,10 +191,10 @@ def _user_cause(exc: BaseException) -> BaseException | None:
     return None
 
 
-def judge_all(setup: _Setup, plan: ResumePlan, items: ItemsFactory, output_path: Path,
+def judge_all(setup: RunSetup, plan: ResumePlan, items: ItemsFactory, output_path: Path,
               size: int, progress: ProgressCallback | None, strict: bool,
               options: RayOptions) -> None:
-    """The Ray counterpart of :func:`evaluator.run.runner._judge_all`: write the input problems'
+    """The Ray counterpart of :func:`evaluator.run.local_engine.judge_all`: write the input problems'
     records, then judge ``plan.todo`` in batches of ``size`` on ``options.replicas``
     replicas, appending each record as it arrives. ``items`` makes a fresh stream of the
     input (it is read again, on the driver's node); each replica builds its backend with
@@ -225,7 +227,7 @@ def judge_all(setup: _Setup, plan: ResumePlan, items: ItemsFactory, output_path:
                                "judge them")
 
 
-def _stream(setup: _Setup, todo: frozenset[str], items: ItemsFactory, size: int,
+def _stream(setup: RunSetup, todo: frozenset[str], items: ItemsFactory, size: int,
             options: RayOptions, writer: ResultWriter, remaining: set[str],
             progress: ProgressCallback | None, strict: bool) -> None:
     context = DataContext.get_current()
@@ -242,11 +244,8 @@ def _stream(setup: _Setup, todo: frozenset[str], items: ItemsFactory, size: int,
             written = [record for record in arrived if record is not None]
             if progress is not None and written:
                 progress(len(written))
-            too_long = [record for record in written if record.status == "too_long"]
-            if strict and too_long:
-                raise InputRejected(f"--strict: case {too_long[0].case_id!r} (input line "
-                                    f"{too_long[0].input_line}) is too long for the judge: "
-                                    f"{too_long[0].reason}")
+            if strict:
+                reject_too_long(written)
 
 
 def _write_once(text: str, writer: ResultWriter, remaining: set[str]) -> ResultRecord | None:
@@ -262,7 +261,7 @@ def _write_once(text: str, writer: ResultWriter, remaining: set[str]) -> ResultR
     return record
 
 
-def _pipeline(setup: _Setup, todo: frozenset[str], items: ItemsFactory, size: int,
+def _pipeline(setup: RunSetup, todo: frozenset[str], items: ItemsFactory, size: int,
               options: RayOptions) -> ray.data.Dataset:
     """Read the batches on the driver's node, judge them on the replica pool."""
     batches = ray.data.read_datasource(

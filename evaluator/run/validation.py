@@ -6,8 +6,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from evaluator.judges.models_file import JudgeConfigError, load_models_file
+from evaluator.rubrics.load import available_rubrics, load_rubric_file
 from evaluator.rubrics.render import render_messages
-from evaluator.rubrics.rubric import RubricError, available_rubrics, load_rubric_file
+from evaluator.rubrics.rubric import RubricError
 from evaluator.rubrics.schema import UnboundedSchemaError, max_new_tokens, output_json_schema
 
 

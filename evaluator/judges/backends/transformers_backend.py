@@ -29,7 +29,9 @@ from evaluator.judges.backends.base import (
     fitting_prompts,
 )
 from evaluator.judges.backends.chat_tokens import encode_chat
+from evaluator.judges.embedded_judge import prepare_embedded_judge
 from evaluator.judges.offline import force_offline
+from evaluator.judges.tiny_random import build_tiny_random
 
 force_offline()
 
@@ -138,8 +140,6 @@ class TransformersBackend:
     def _resolve_path(spec: JudgeSpec) -> Path:
         if spec.path is not None:
             return Path(spec.path)
-        from evaluator.judges.embedded_judge import prepare_embedded_judge
-
         return prepare_embedded_judge()
 
     def _processor(self, json_schema: str) -> Any:
@@ -214,6 +214,4 @@ class TransformersBackend:
 
 def tiny_random_backend(judge_name: str, spec: JudgeSpec) -> TransformersBackend:
     """The transformers backend on the random-weight test model, built on first use."""
-    from evaluator.judges.tiny_random import build_tiny_random
-
     return TransformersBackend(judge_name, spec, model_path=build_tiny_random())

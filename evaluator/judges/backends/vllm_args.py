@@ -1,7 +1,8 @@
 """models.yaml entry, output schema and sampling -> vLLM arguments: pure, no vLLM import.
 
-Kept apart from :mod:`evaluator.judges.backends.vllm_backend` so that models.yaml can validate the
-``engine`` settings and the tests can check every translation without vLLM installed.
+Kept apart from :mod:`evaluator.judges.backends.vllm_backend` so that the tests can check every
+translation without vLLM installed. The ``engine:`` settings themselves are part of
+models.yaml (:class:`evaluator.judges.models_file.VLLMEngineConfig`).
 
 Structured outputs: vLLM's ``outlines`` backend with a **regex** we build ourselves from the
 schema with ``whitespace_pattern=""`` — the very grammar the CPU path uses
@@ -18,17 +19,15 @@ schemas (and ``auto`` picks it), guidance passes, outlines with ``json=`` adds s
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from evaluator.judges.models_file import JudgeSpec, validate_engine_settings
 
 if TYPE_CHECKING:
     from evaluator.judges.backends.base import Sampling
-    from evaluator.judges.models_file import JudgeSpec
 
 STRUCTURED_OUTPUTS_BACKEND = "outlines"
 
@@ -45,52 +44,6 @@ STRUCTURED_OUTPUTS_BACKEND = "outlines"
 ENGINE_ENV_DEFAULTS = {"VLLM_REGEX_COMPILATION_TIMEOUT_S": "3600",
                        "VLLM_LOGGING_LEVEL": "WARNING",
                        "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
-
-
-class VLLMEngineConfig(BaseModel):
-    """The ``engine:`` settings of a vllm judge in models.yaml (unknown keys are errors).
-
-    Each maps to the ``vllm.LLM`` argument of the same name; unset ones keep vLLM's default,
-    except ``enable_prefix_caching``, on by default because every case shares the rubric's
-    long prefix.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    pipeline_parallel_size: int = Field(default=1, ge=1)
-    gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)
-    kv_cache_memory_bytes: int | None = Field(default=None, ge=1)
-    enable_prefix_caching: bool = True
-    quantization: str | None = None
-    kv_cache_dtype: str | None = None
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    max_num_batched_tokens: int | None = Field(default=None, ge=1)
-    enable_chunked_prefill: bool | None = None
-    enforce_eager: bool | None = None
-    cpu_offload_gb: float | None = Field(default=None, ge=0.0)
-    distributed_executor_backend: Literal["mp", "ray", "uni"] | None = None
-
-
-def validate_engine_settings(engine: dict[str, Any]) -> VLLMEngineConfig:
-    """Parse a judge's ``engine`` mapping; raise :class:`ValueError` naming the bad key (with
-    a close match for a typo) and listing the known ones."""
-    known = list(VLLMEngineConfig.model_fields)
-    unknown = [key for key in engine if key not in known]
-    if unknown:
-        key = unknown[0]
-        close = difflib.get_close_matches(key, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        if key == "max_model_len":
-            hint = " (set max_model_len on the judge itself, not under engine)"
-        raise ValueError(f"engine: unknown vLLM setting {key!r}{hint}; known settings: "
-                         f"{', '.join(known)}")
-    try:
-        return VLLMEngineConfig.model_validate(engine)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                             for e in exc.errors(include_input=False, include_url=False))
-        raise ValueError(f"engine: {problems}") from None
 
 
 def engine_kwargs(spec: JudgeSpec, model_path: Path, *,
@@ -148,6 +101,8 @@ def sampling_kwargs(sampling: Sampling, prompt_ids: Sequence[int]) -> dict[str, 
 def structured_regex(json_schema: str) -> str:
     """The regex that constrains a verdict: the schema's JSON with no optional whitespace,
     built by outlines-core exactly as the CPU path builds it."""
+    # Imported here, not at the top: models.yaml and the tests use this module without the
+    # vllm/transformers extras (outlines-core comes with them).
     from outlines_core.json_schema import build_regex_from_schema
 
     return build_regex_from_schema(json_schema, whitespace_pattern="")

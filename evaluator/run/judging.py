@@ -1,0 +1,178 @@
+"""The judging step both engines share: a batch of cases in, one result record per case out.
+
+:class:`RunSetup` holds what is the same for every case of a run (rubric, judge, output
+model, sampling, settings hash); :func:`todo_batches` cuts the cases still to judge into
+batches, in input order; :func:`judge_batch` renders, generates (once per self-consistency
+sample) and validates a batch; :func:`write_problems` records the input problems first. The
+local engine (:mod:`evaluator.run.local_engine`) and the Ray engine
+(:mod:`evaluator.run.ray_engine`) are two ways of driving these same functions, so a case
+gets the same record from either.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from evaluator.analysis.panel import combine_verdicts
+from evaluator.data.cases import Case, InputProblem
+from evaluator.data.results import ResultRecord, ResultWriter
+from evaluator.judges.backends import Backend, Generation, Sampling
+from evaluator.judges.models_file import JudgeSpec
+from evaluator.rubrics.aggregate import compute_aggregates
+from evaluator.rubrics.render import render_messages
+from evaluator.rubrics.rubric import Rubric
+from evaluator.run.manifest import prompt_hash
+from evaluator.run.resume import ResumePlan
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[int], None]
+
+
+class InputRejected(ValueError):
+    """``strict``: a case could not be judged, so the run stopped (exit code 3)."""
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """Everything about a run that is the same for every case."""
+
+    rubric: Rubric
+    judge_name: str
+    spec: JudgeSpec
+    schema_text: str
+    output_model: type
+    sampling: Sampling
+    template_kwargs: dict[str, Any]
+    settings_hash: str
+    input_file: str
+    samples: int = 1
+    reduce: str = "median"
+
+    def chat(self, case: Case) -> list[dict[str, str]]:
+        """The case rendered into the judge's chat messages."""
+        return render_messages(self.rubric, case.fields, system_role=self.spec.system_role)
+
+
+def _validation_reason(error: ValidationError) -> str:
+    # include_input=False: pydantic would otherwise echo the judge's text, which can quote
+    # the case (PHI), into the reason.
+    parts = [f"{'.'.join(map(str, e['loc'])) or '$'}: {e['msg']}"
+             for e in error.errors(include_input=False, include_url=False)[:5]]
+    return "verdict failed validation: " + "; ".join(parts)
+
+
+def judge_generation(rubric: Rubric, output_model: type, generation: Generation,
+                     base: Mapping[str, Any]) -> ResultRecord:
+    """Turn one generation into a record: validated scores, or a failure status and reason."""
+    fields = dict(base, finish_reason=generation.finish_reason,
+                  prompt_tokens=generation.prompt_tokens,
+                  completion_tokens=generation.completion_tokens,
+                  cached_tokens=generation.cached_tokens)
+    if generation.finish_reason == "context_overflow":
+        return ResultRecord(status="too_long", reason=generation.detail, **fields)
+    if generation.finish_reason == "error":
+        return ResultRecord(status="backend_error", reason=generation.detail, **fields)
+    if generation.finish_reason == "length":
+        return ResultRecord(status="truncated", raw_output=generation.text,
+                            reason="the judge stopped on the token limit "
+                                   f"({fields.get('max_new_tokens')}) before closing the verdict",
+                            **fields)
+    try:
+        verdict = output_model.model_validate_json(generation.text or "")
+    except ValidationError as exc:
+        return ResultRecord(status="invalid_output", raw_output=generation.text,
+                            reason=_validation_reason(exc), **fields)
+    scores = verdict.model_dump(mode="json")
+    return ResultRecord(status="ok", scores=scores,
+                        aggregates=compute_aggregates(rubric, scores) or None, **fields)
+
+
+def problem_record(problem: InputProblem, rubric: Rubric, judge: str,
+                   settings_hash: str) -> ResultRecord:
+    """The ``input_error`` record of a row that could not be read as a case."""
+    return ResultRecord(case_id=problem.case_id, rubric=rubric.name, judge=judge,
+                        status="input_error", reason=problem.describe(),
+                        input_file=problem.file, input_line=problem.line,
+                        settings_hash=settings_hash)
+
+
+def todo_batches(items: Iterator[Case | InputProblem], todo: set[str],
+                 size: int) -> Iterator[list[Case]]:
+    """The cases still to judge, streamed from the input, in batches. Each id is taken off
+    ``todo`` as it is batched, so no case is judged twice in a run."""
+    batch: list[Case] = []
+    for item in items:
+        if isinstance(item, Case) and item.case_id in todo:
+            todo.discard(item.case_id)
+            batch.append(item)
+            if len(batch) == size:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
+
+
+def write_problems(writer: ResultWriter, setup: RunSetup, plan: ResumePlan,
+                   progress: ProgressCallback | None) -> None:
+    """Record the input problems still to record (both engines do this first)."""
+    for problem in plan.problems:
+        writer.write(problem_record(problem, setup.rubric, setup.judge_name,
+                                    setup.settings_hash))
+    if progress is not None and plan.problems:
+        progress(len(plan.problems))
+
+
+def reject_too_long(records: Sequence[ResultRecord]) -> None:
+    """``strict``: raise :class:`InputRejected` for the first record whose case is too long
+    for the judge (both engines check each batch's records as they are written)."""
+    too_long = [r for r in records if r.status == "too_long"]
+    if too_long:
+        raise InputRejected(f"--strict: case {too_long[0].case_id!r} (input line "
+                            f"{too_long[0].input_line}) is too long for the judge: "
+                            f"{too_long[0].reason}")
+
+
+def judge_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> list[ResultRecord]:
+    """One record per case of ``batch``: rendered, generated ``setup.samples`` times
+    (sample k seeded with the judge's seed + k), validated and, for several samples,
+    reduced. A backend that raises gives every case of the batch a ``backend_error`` record
+    (re-run to judge them again) instead of stopping the run."""
+    chats = [setup.chat(case) for case in batch]
+    bases = [dict(case_id=case.case_id, rubric=setup.rubric.name, judge=setup.judge_name,
+                  input_file=setup.input_file, input_line=case.line,
+                  max_new_tokens=setup.sampling.max_new_tokens, batch_size=len(batch),
+                  settings_hash=setup.settings_hash, prompt_hash=prompt_hash(chat))
+             for case, chat in zip(batch, chats)]
+    started = time.perf_counter()
+    runs: list[list[Generation]] = []
+    try:
+        for k in range(setup.samples):
+            # Sample k is seeded with the judge's seed + k (sample 0 is the usual run).
+            sampling = replace(setup.sampling, seed=setup.sampling.seed + k)
+            runs.append(backend.generate(chats, setup.schema_text, sampling,
+                                         setup.template_kwargs))
+    except Exception as exc:  # one failing batch must not kill the run
+        log.error("backend error on a batch of %d case(s): %s", len(batch), type(exc).__name__)
+        reason = (f"backend raised {type(exc).__name__}; see the log for details. Re-run the "
+                  "same command to judge these cases again.")
+        return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
+    elapsed = time.perf_counter() - started
+    wrong = next((len(gens) for gens in runs if len(gens) != len(batch)), None)
+    if wrong is not None:
+        reason = f"backend returned {wrong} generations for {len(batch)} prompts"
+        return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
+    records = []
+    for index, base in enumerate(bases):
+        per_sample = [judge_generation(setup.rubric, setup.output_model, gens[index],
+                                       dict(base, batch_seconds=elapsed)) for gens in runs]
+        records.append(per_sample[0] if setup.samples == 1
+                       else combine_verdicts(setup.rubric, per_sample, setup.reduce, "samples",
+                                             list(range(setup.samples))))
+    return records
