@@ -33,7 +33,7 @@ MAX_ITEMS = 100
 MAX_RUBRIC_KEYS = 100
 # The longest valid verdict, in tokens (one per byte): a verdict longer than this is not a
 # verdict, and the judge's context must hold the prompt plus this budget. The built-ins
-# need at most ~7,000.
+# need at most 7,655 (ecg_interpretation).
 MAX_VERDICT_TOKENS = 32_768
 
 # --- Rendering a rubric template ----------------------------------------------------------
