@@ -52,6 +52,11 @@ _CONCAT_GUARD = "evaluator concat guard"
 _SLICE_GUARD = "evaluator slice guard"
 _PLAIN_TYPES = (str, bytes, int, float, complex, list, tuple, dict, set, frozenset, range)
 _SIZED = (str, bytes, list, tuple, dict, set, frozenset, range)
+# What may be printed or joined with '~': the text of other objects (namespace, cycler,
+# macro...) is their repr, which would show what they hold.
+_PRINTABLE = (str, int, float, bool, type(None), list, tuple, dict, set, frozenset, range,
+              jinja2.Undefined)
+_MAX_NESTING = 20
 
 
 class TemplateRefused(Exception):
@@ -181,16 +186,19 @@ def _check_int(value: object, what: str) -> None:
         raise TemplateRefused(f"{what} makes an integer of more than {MAX_INT_BITS} bits")
 
 
-def _tainted(value: object) -> CaseText | FencedText | None:
-    """Case text that ``value`` is or (one level down) holds."""
+def _tainted(value: object, depth: int = 0) -> CaseText | FencedText | None:
+    """Case text that ``value`` is or holds (in lists, tuples, sets and mappings)."""
     if isinstance(value, (CaseText, FencedText)):
         return value
     if isinstance(value, dict):
-        value = list(value.values())
+        value = [*value.keys(), *value.values()]
     if isinstance(value, (list, tuple, set, frozenset)):
+        if depth > _MAX_NESTING:
+            raise TemplateRefused(f"values nested more than {_MAX_NESTING} deep")
         for item in value:
-            if isinstance(item, (CaseText, FencedText)):
-                return item
+            found = _tainted(item, depth + 1)
+            if found is not None:
+                return found
     return None
 
 
@@ -300,8 +308,7 @@ def _iterate(iterable: object) -> Iterator[Any]:
 def _concat(parts: list[Any]) -> str:
     """``a ~ b``: each part is text (case text refuses), the total is bounded first."""
     for part in parts:
-        if isinstance(part, CaseText):
-            raise part._refuse("joined with '~'")
+        _check_printable(part, "joined with '~'")
     texts = [str(part) for part in parts]
     _budget().charge(sum(len(t) for t in texts), "'~'")
     joined = "".join(texts)
@@ -322,12 +329,21 @@ def _sliceable(value: object) -> object:
     return value
 
 
+def _check_printable(value: object, how: str) -> None:
+    """Text, numbers and containers of them; fenced text only as it is."""
+    if isinstance(value, CaseText):
+        raise value._refuse(how)
+    if isinstance(value, FencedText):
+        return
+    if not isinstance(value, _PRINTABLE):
+        raise TemplateRefused(f"a {type(value).__name__} object is {how}; print text and "
+                              "numbers only")
+    _refuse_taint(value, f"{how.removesuffix(' directly')} inside a list or mapping")
+
+
 @pass_context  # also keeps Jinja from evaluating outputs at compile time
 def _finalize(_context: Any, value: Any) -> Any:
-    if isinstance(value, CaseText):
-        raise value._refuse("printed directly")
-    if not isinstance(value, FencedText):
-        _refuse_taint(value, "printed inside a list or mapping")
+    _check_printable(value, "printed directly")
     return value
 
 

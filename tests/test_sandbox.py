@@ -57,6 +57,18 @@ def test_fenced_text_stays_marked_through_joins_blocks_and_macros():
     assert _render(source.replace(" | trim", ""), note=SECRET) == f"[x: {fence(SECRET)}]"
 
 
+@pytest.mark.parametrize("source, message", [
+    ("{% set x = note | fence %}{{ [[x]] }}", "fenced case text is printed inside a list"),
+    ("{% set x = note | fence %}{{ [x] ~ '' }}", "fenced case text is joined with '~' inside"),
+    ("{% set ns = namespace(a=note | fence) %}{{ ns }}", "a Namespace object is printed"),
+    ("{% macro m() %}{{ note | fence }}{% endmacro %}{{ m ~ '' }}", "a Macro object is joined"),
+])
+def test_containers_and_objects_cannot_print_case_text_in_their_repr(source, message):
+    with pytest.raises(TemplateRefused, match=message):
+        _render(source, note=SECRET)
+    assert _render("{{ [1, 'a'] }} {{ dict(k=2) }} {{ none }}") == "[1, 'a'] {'k': 2} None"
+
+
 def test_the_filters_return_fenced_text():
     env = RubricSandbox()
     assert isinstance(env.filters["fence"](CaseText("n", "t")), FencedText)
