@@ -53,8 +53,12 @@ chromium:
 
 # pytest exits 5 when it collected no tests: that is a failure here, never a pass.
 # Then the vllm-marked tests in their own venv (they skip in this one: no vLLM here).
+# Both run with fresh, empty caches (vLLM, Hugging Face, torch, matplotlib, outlines), so
+# a machine that ran them before meets the first-run paths a new one does:
+# scripts/with-fresh-caches says which and why.
+FRESH := scripts/with-fresh-caches
 test: judge chromium
-	$(BIN)/python -m pytest; rc=$$?; \
+	$(FRESH) $(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 	$(MAKE) test-vllm
 
@@ -76,7 +80,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	$(VLLM_VENV)/bin/python -m pytest -m vllm
+	$(FRESH) $(VLLM_VENV)/bin/python -m pytest -m vllm
 
 lint: install
 	$(BIN)/pip install -q ruff

