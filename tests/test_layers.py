@@ -3,8 +3,8 @@
 Each package of ``evaluator/`` is a layer that may import only the layers its docstring
 names (``ALLOWED``); modules import no other module's ``_private`` names; the import graph
 (every import of an evaluator module, at the top, under ``TYPE_CHECKING`` or in a function)
-has no cycle; and an import inside a function is there only to keep a heavy library lazy:
-of an evaluator module, only one that imports such a library at its top, with a comment
+has no cycle; and an import inside a function is there only to keep a heavy library lazy
+(of an evaluator module, only one that imports such a library at its top), with a comment
 saying so. ``python tests/test_layers.py`` prints the layers and their imports.
 """
 
@@ -73,7 +73,10 @@ class Imports:
         module_level(tree.body)
         self.docstring = ast.get_docstring(tree)
         self.found: list[tuple[str, list[str], int, bool]] = []
+        self.starts: dict[int, int] = {}  # an import's last line -> its first line
         for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.starts[node.end_lineno or node.lineno] = node.lineno
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     self.found.append((alias.name, [], node.lineno, id(node) in top))
@@ -94,8 +97,14 @@ class Imports:
         return out
 
     def commented(self, line: int) -> bool:
-        """Whether the import at ``line`` has a comment on it or just above it."""
-        return any("#" in self.lines[i] for i in (line - 2, line - 1) if i >= 0)
+        """Whether the import at ``line``, or the run of imports it ends, has a comment on
+        it or just above it."""
+        while True:
+            if "#" in self.lines[line - 1]:
+                return True
+            if line - 1 not in self.starts:  # no import ends on the line above
+                return line >= 2 and self.lines[line - 2].strip().startswith("#")
+            line = self.starts[line - 1]
 
 
 def scan() -> dict[str, Imports]:
@@ -172,6 +181,9 @@ def test_function_level_imports_only_keep_heavy_libraries_lazy():
             elif target.partition(".")[0] not in HEAVY:
                 wrong.append(f"{name}:{line} imports {target} inside a function, but it is "
                              "not a heavy optional library: import it at the top")
+            elif not imports.commented(line):
+                wrong.append(f"{name}:{line} imports {target} inside a function without a "
+                             "comment saying why (e.g. which extra it keeps lazy)")
     assert not wrong, "\n".join(wrong)
 
 

@@ -129,6 +129,7 @@ def _quiet(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def _spearman(x: Any, y: Any) -> tuple[float | None, float | None]:
+    # Imported here: the stats extra, which `import evaluator` never loads.
     from scipy.stats import spearmanr
 
     result = _quiet(spearmanr, x, y)
@@ -137,6 +138,7 @@ def _spearman(x: Any, y: Any) -> tuple[float | None, float | None]:
 
 
 def _kendall(x: Any, y: Any) -> tuple[float | None, float | None]:
+    # Imported here: the stats extra, which `import evaluator` never loads.
     from scipy.stats import kendalltau
 
     result = _quiet(kendalltau, x, y)
@@ -145,6 +147,7 @@ def _kendall(x: Any, y: Any) -> tuple[float | None, float | None]:
 
 
 def _kappa(x: Any, y: Any) -> float | None:
+    # Imported here: the stats extra, which `import evaluator` never loads.
     from sklearn.metrics import cohen_kappa_score
 
     return _finite(_quiet(cohen_kappa_score, x.astype(int), y.astype(int),
@@ -152,6 +155,7 @@ def _kappa(x: Any, y: Any) -> float | None:
 
 
 def _alpha(x: Any, y: Any) -> float | None:
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import krippendorff
     import numpy as np
 
@@ -160,12 +164,14 @@ def _alpha(x: Any, y: Any) -> float | None:
 
 
 def _exact(x: Any, y: Any) -> float:
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     return float(np.mean(x == y))
 
 
 def _within_one(x: Any, y: Any) -> float:
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     return float(np.mean(np.abs(x - y) <= 1))
@@ -174,6 +180,7 @@ def _within_one(x: Any, y: Any) -> float:
 def _icc(x: Any, y: Any) -> dict[str, Any]:
     """ICC two-way random, absolute agreement, single rater (Shrout & Fleiss ICC2 /
     McGraw & Wong ICC(A,1)) with pingouin's F-based 95% CI."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
     import pandas as pd
     import pingouin
@@ -198,6 +205,7 @@ def _bootstrap(x: Any, y: Any, statistic: Callable[[Any, Any], float | None],
     """Percentile 95% CI of ``statistic`` over case pairs resampled with replacement
     (seeded). Resamples where the statistic is undefined are dropped; None when fewer than
     half remain."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -219,6 +227,7 @@ def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
                         seed: int = AGREEMENT_SEED) -> dict[str, Any]:
     """Every agreement statistic for one criterion's paired scores (same order)."""
     require_stats()
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
     from sklearn.metrics import confusion_matrix
 

@@ -157,6 +157,7 @@ def _alpha(matrix: Sequence[Sequence[float | None]], level: str) -> float | None
     values = {v for row in pairable for v in row if v is not None}
     if len(pairable) < 2 or len(values) < 2:
         return None
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
     from krippendorff import alpha
 

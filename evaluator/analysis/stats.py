@@ -53,6 +53,7 @@ def mean_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES,
     if min(values) == max(values):
         return [float(values[0]), float(values[0])]
     require_stats()
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
     from scipy.stats import bootstrap
 
@@ -75,6 +76,7 @@ def pass_rate(values: Sequence[float], threshold: float, *,
                              "passed": passed, "rate": None, "ci95": None}
     if n:
         require_stats()
+        # Imported here: the stats extra, which `import evaluator` never loads.
         from scipy.stats import binomtest
 
         ci = binomtest(passed, n).proportion_ci(confidence_level=confidence, method="wilson")

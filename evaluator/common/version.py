@@ -1,4 +1,4 @@
-"""The evaluator's version (shown by ``evaluator --version``'s package metadata, written into
-reports)."""
+"""The evaluator's version, written into reports (``evaluator --version`` shows the installed
+package's metadata, which ``pyproject.toml`` sets to the same number)."""
 
 __version__ = "0.1.0"

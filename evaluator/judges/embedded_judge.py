@@ -236,6 +236,7 @@ def _convert(gguf_path: Path, out_dir: Path) -> str:
     Returns the transformers version used, for the provenance marker.
     """
     force_offline()  # before transformers is imported
+    # Imported here: the transformers extra, which `import evaluator` never loads.
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig

@@ -231,6 +231,7 @@ def _write_marker(folder: Path) -> None:
 
 def _train_tokenizer():
     """Train the byte-level BPE tokenizer (a ``tokenizers.Tokenizer``) on the fixed corpus."""
+    # Imported here: the transformers extra, which `import evaluator` never loads.
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
@@ -251,6 +252,7 @@ def _train_tokenizer():
 def _write_model(folder: Path) -> None:
     """Write tokenizer, config, generation config and seeded random weights into ``folder``."""
     force_offline()  # before transformers is imported
+    # Imported here: the transformers extra, which `import evaluator` never loads.
     import torch
     from transformers import (
         GenerationConfig,
@@ -322,6 +324,7 @@ class _quiet_progress_bars:
     """Context manager: silence transformers' tqdm bars ("Writing model shards"), then restore."""
 
     def __enter__(self):
+        # Imported here: the transformers extra, which `import evaluator` never loads.
         from transformers.utils import logging as hf_logging
 
         self._was_enabled = hf_logging.is_progress_bar_enabled()
@@ -329,6 +332,7 @@ class _quiet_progress_bars:
         return self
 
     def __exit__(self, *exc):
+        # Imported here: the transformers extra, which `import evaluator` never loads.
         from transformers.utils import logging as hf_logging
 
         if self._was_enabled:

@@ -36,6 +36,7 @@ def plots_available() -> bool:
 
 
 def _colour(index: int) -> str:
+    # Imported here: matplotlib (the report extra), which `import evaluator` never loads.
     from matplotlib import colormaps
 
     return colormaps["tab10"](index % 10)
@@ -43,6 +44,7 @@ def _colour(index: int) -> str:
 
 def _render(draw: Callable[[Any], None], height: float) -> str:
     """Draw on a fresh Figure and return it as an SVG data URI (deterministic bytes)."""
+    # Imported here: matplotlib (the report extra), which `import evaluator` never loads.
     import matplotlib
     from matplotlib.figure import Figure
 
@@ -110,6 +112,7 @@ def aggregate_plot(name: str, series: Sequence[dict[str, Any]]) -> str:
     ``series`` items: ``values``, ``mean``, ``ci95``."""
 
     def draw(figure: Any) -> None:
+        # Imported here: matplotlib (the report extra), which `import evaluator` never loads.
         import numpy as np
 
         left, right = figure.subplots(1, 2, width_ratios=[2.2, 1])
