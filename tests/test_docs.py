@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
          ROOT / "benchmarks" / "README.md", ROOT / "examples" / "README.md"]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
-FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 
 
 def slug(heading: str) -> str:
@@ -27,7 +27,7 @@ def slug(heading: str) -> str:
 
 def anchors(page: Path) -> set[str]:
     text = FENCE.sub("", page.read_text(encoding="utf-8"))
-    return {slug(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", text, re.M)}
+    return {slug(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", text, re.MULTILINE)}
 
 
 def links(page: Path) -> list[str]:
@@ -66,7 +66,7 @@ def readme_commands() -> list[list[str]]:
     joined, comments dropped."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     commands = []
-    for block in re.findall(r"^```bash\n(.*?)^```", text, re.M | re.S):
+    for block in re.findall(r"^```bash\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
         for command in block.replace("\\\n", " ").splitlines():
             words = shlex.split(command, comments=True)
             if words and words[0] == "evaluator":
