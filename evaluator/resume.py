@@ -82,6 +82,11 @@ def move_aside(paths: Sequence[Path]) -> list[Path]:
     return moved
 
 
+# The endings of the files a run names after its output's stem (the jury's member folder
+# included): an output named so could be one of another output's, or its own.
+COMPANION_SUFFIXES = (".lock", ".manifest.json", ".summary.json", ".jury")
+
+
 def output_files(output_path: Path) -> list[Path]:
     """A results file and its companions: manifest, summary, lock."""
     return [output_path, manifest_path_for(output_path), summary_path_for(output_path),
@@ -101,7 +106,12 @@ def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
     """Refuse, before anything is written, an output that must not be written: one of its
     files (see :func:`output_files`) is a symbolic link, not a regular file, another
     user's, or one of ``inputs``; or its manifest or summary, named by the stem, belongs
-    to another results file (``col.jsonl`` and ``col.json`` would share them)."""
+    to another results file (``col.jsonl`` and ``col.json`` would share them); or its own
+    name is one a companion could have (``x.lock`` would be its own lock)."""
+    if output_path.name.endswith(COMPANION_SUFFIXES):
+        raise OutputRefused(f"{output_path.name} is named like a file a run writes beside its "
+                            f"results ({', '.join(COMPANION_SUFFIXES)}); choose an --output "
+                            "ending in .jsonl")
     for path in output_files(output_path):
         refuse_unsafe_target(path)
         for source in inputs:

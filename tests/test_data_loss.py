@@ -308,6 +308,21 @@ def test_a_second_output_with_the_same_stem_is_refused(tmp_path, cases, extra):
     assert digests(tmp_path) == before
 
 
+@pytest.mark.parametrize("name", ["results.lock", "results.manifest.json",
+                                  "results.summary.json", "results.jury"])
+def test_an_output_named_like_a_companion_is_refused(done, cases, name):
+    # results.lock would be its own lock file (removed after the run), the others another
+    # output's manifest, summary or jury folder.
+    folder = done.parent
+    target = folder / name
+    if not target.exists():
+        target.write_bytes(done.read_bytes())
+    before = digests(folder)
+    for extra in ((), ("--force-new",)):
+        refused(run(cases, target, *extra), name, "named like a file a run writes")
+        assert digests(folder) == before
+
+
 def test_a_summary_of_another_file_is_refused_without_its_manifest(tmp_path, cases):
     assert run(cases, tmp_path / "col.jsonl").exit_code == 0
     (tmp_path / "col.manifest.json").unlink()
