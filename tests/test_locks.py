@@ -44,7 +44,8 @@ def _cli_run(source, target, *extra, timeout=120):
     return subprocess.run([sys.executable, "-m", "evaluator", "run", "-r", "pathology_report",
                            "-m", "fake", "-i", str(source), "-o", str(target), "--no-progress",
                            *extra],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
 def _wait_for_records(first, target, log, n=1):
@@ -148,7 +149,7 @@ def test_a_held_lock_refuses_a_run_before_it_changes_anything(tmp_path):
 
 
 def test_the_lock_is_held_from_the_plan_until_the_summary(tmp_path, monkeypatch):
-    import evaluator.runner as runner
+    from evaluator import runner
 
     lock = tmp_path / "results.lock"
     seen = []
@@ -184,10 +185,9 @@ def test_a_jury_holds_its_combined_output(tmp_path):
 
     source = write_jsonl(tmp_path / "cases.jsonl", _rows(3))
     jury = JurySpec(judges=["fake", "tiny-random"])  # refused before any member loads
-    with _held(tmp_path / "results.lock"):
-        with pytest.raises(OutputBusy):
-            evaluate_jury(jury_name="j", jury=jury, output_path=tmp_path / "results.jsonl",
-                          rubric="pathology_report", input_path=source)
+    with _held(tmp_path / "results.lock"), pytest.raises(OutputBusy):
+        evaluate_jury(jury_name="j", jury=jury, output_path=tmp_path / "results.jsonl",
+                      rubric="pathology_report", input_path=source)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.jsonl"]
 
 
@@ -195,8 +195,7 @@ def test_the_ray_driver_runs_under_the_lock(tmp_path):
     pytest.importorskip("ray", reason="needs the ray extra: make install")
     from evaluator.ray_options import RayOptions
 
-    with _held(tmp_path / "results.lock"):
-        with pytest.raises(OutputBusy):
-            _evaluate(tmp_path, engine="ray",
-                      ray_options=RayOptions(backend_factory=lambda name, spec: FakeBackend()))
+    with _held(tmp_path / "results.lock"), pytest.raises(OutputBusy):
+        _evaluate(tmp_path, engine="ray",
+                  ray_options=RayOptions(backend_factory=lambda name, spec: FakeBackend()))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.jsonl"]
