@@ -245,7 +245,14 @@ def iter_cases(path: Path, rubric: Rubric, *, mapping: Mapping[str, str] | None 
     """
     path = Path(path)
     if not path.is_file():
-        raise InputFileError(f"{path}: input file not found")
+        if not path.exists():
+            raise InputFileError(f"{path}: input file not found")
+        # A FIFO or device could not be read twice (the run streams the file more than
+        # once), and opening a FIFO blocks until something writes to it.
+        kind = "a folder" if path.is_dir() else (
+            "a FIFO (named pipe)" if path.is_fifo() else "a device or socket")
+        raise InputFileError(f"{path}: is {kind}, not a regular file; save the cases to a "
+                             ".jsonl or .csv file")
     mapping = dict(mapping or {})
     unknown = sorted(set(mapping) - set(rubric.inputs))
     if unknown:

@@ -244,8 +244,8 @@ def _stream(setup: _Setup, todo: frozenset[str], items: ItemsFactory, size: int,
                 progress(len(written))
             too_long = [record for record in written if record.status == "too_long"]
             if strict and too_long:
-                raise InputRejected(f"--strict: case {too_long[0].case_id!r} (input line "
-                                    f"{too_long[0].input_line}) is too long for the judge: "
+                raise InputRejected(f"--strict: the case on input line "
+                                    f"{too_long[0].input_line} is too long for the judge: "
                                     f"{too_long[0].reason}")
 
 
