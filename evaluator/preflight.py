@@ -182,6 +182,9 @@ def check_output_path(output_path: Path, *siblings: Path) -> None:
         if not stat.S_ISREG(mode):
             raise OutputPathError(f"{path}: is {_kind_of(mode)}, not a results file; name a "
                                   "new or existing .jsonl file")
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise OutputPathError(f"{path}: exists but cannot be read and written by this "
+                                  "user; fix its permissions or name another --output")
     # The nearest folder that exists: the run creates the missing ones below it.
     folder = output_path.absolute().parent
     missing: list[str] = []  # folders the run will create
