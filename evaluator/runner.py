@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,7 +21,6 @@ from pydantic import ValidationError
 from evaluator.aggregate import compute_aggregates
 from evaluator.backends import Backend, Generation, Sampling, load_backend
 from evaluator.cases import Case, InputProblem, UniqueIds, iter_cases
-from evaluator.files import write_bytes_atomic
 from evaluator.judges import MAX_SEED, JudgeConfigError, JudgeSpec, resolve_judge
 from evaluator.manifest import (
     build_settings,
@@ -34,6 +32,7 @@ from evaluator.manifest import (
     prompt_hash,
     read_manifest,
     run_entry,
+    save_manifest,
     settings_hash,
 )
 from evaluator.panel import combine_verdicts, reduction_of
@@ -134,7 +133,7 @@ class OutputWriteFailed(RuntimeError):
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 # Trailing blanks written into the manifest at the start of a run: its final update (end
 # time, status) then fits in the space the file already holds, so a run stopped by a full
-# disk can still record that it failed (see _save_manifest). JSON ignores them.
+# disk can still record that it failed (see save_manifest). JSON ignores them.
 _MANIFEST_SPARE = 256
 
 
@@ -158,23 +157,6 @@ def _stop_on_full_disk(output_path: Path) -> Iterator[None]:
         if _disk_full(exc):
             raise _disk_full_error(output_path, exc) from None
         raise
-
-
-def _save_manifest(path: Path, manifest: Mapping[str, Any], *, spare: int = 0) -> None:
-    """Write the manifest atomically (with ``spare`` trailing blanks). On a full disk, where
-    the atomic write has no room for its temporary file, overwrite the file in place when
-    the new text fits in its current size (it does after a start written with spare room),
-    padded with blanks to that size, so no new block is needed."""
-    data = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    try:
-        write_bytes_atomic(path, data + b" " * spare)
-    except OSError as exc:
-        if not _disk_full(exc) or not path.is_file() or len(data) > path.stat().st_size:
-            raise
-        with path.open("r+b") as handle:
-            handle.write(data.ljust(path.stat().st_size, b" "))
-            handle.flush()
-            os.fsync(handle.fileno())
 
 
 @dataclass(frozen=True)
@@ -330,7 +312,7 @@ def evaluate(
     manifest["runs"].append(entry)
     with _stop_on_full_disk(output_path):
         output_path.parent.mkdir(parents=True, exist_ok=True)
-        _save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)
+        save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)
     try:
         size = batch_size or judge_spec.batch_size
         if ray_engine is None:
@@ -348,10 +330,10 @@ def evaluate(
         entry["ended"] = now()
         if entry["status"] == "finished":
             with _stop_on_full_disk(output_path):
-                _save_manifest(manifest_path, manifest)
+                save_manifest(manifest_path, manifest)
         else:  # an error is on its way up: do not replace it with this one
             try:
-                _save_manifest(manifest_path, manifest)
+                save_manifest(manifest_path, manifest)
             except OSError as exc:
                 log.error("could not record the end of the run in %s (%s)", manifest_path,
                           exc.strerror or type(exc).__name__)

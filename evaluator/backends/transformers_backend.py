@@ -36,12 +36,12 @@ force_offline()
 import outlines
 import torch
 from outlines_core import Guide
-from safetensors import SafetensorError
 from outlines_core.kernels.torch import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
     fill_next_token_bitmask,
 )
+from safetensors import SafetensorError
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
