@@ -120,6 +120,26 @@ def test_sigterm_in_process_is_an_interrupt_and_the_handler_is_restored(tmp_path
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+def test_ray_init_does_not_take_sigterm_from_the_cli(monkeypatch):
+    """ray.init installs its own SIGTERM handler (exit at once, status "failed"); with
+    --engine ray the CLI's must stay, so SIGTERM still stops the run like Ctrl-C."""
+    pytest.importorskip("ray.data", reason="needs the ray extra: pip install 'evaluator[ray]'")
+    from evaluator import ray_engine
+    from evaluator.cli.signals import sigterm_as_interrupt
+    from evaluator.ray_options import RayOptions
+
+    def init(**kwargs):  # what ray.init does to the handler (ray/_private/worker.py)
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+
+    monkeypatch.setattr(ray_engine.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray_engine.ray, "init", init)
+    monkeypatch.setattr(ray_engine.ray, "shutdown", lambda: None)
+    with sigterm_as_interrupt():
+        ours = signal.getsignal(signal.SIGTERM)
+        with ray_engine._connected(RayOptions()):
+            assert signal.getsignal(signal.SIGTERM) is ours
+
+
 # --- a full disk --------------------------------------------------------------------------
 
 def test_disk_full_mid_run_fails_cleanly_and_resume_completes(tmp_path, monkeypatch):
