@@ -234,6 +234,9 @@ def test_templates_that_cannot_render_are_one_line(tmp_path, template):
     assert result.exit_code == EXIT_USAGE, result.output
     _assert_one_line(result.stderr, "templ")
     assert not (tmp_path / "r.jsonl").exists()
+    checked = _invoke(["validate", "--rubrics-dir", str(folder)])  # renders each rubric once
+    assert checked.exit_code == EXIT_USAGE
+    _assert_one_line(checked.stderr, "templ")
 
 
 def test_include_is_one_line_in_a_real_process_too(tmp_path):
