@@ -28,12 +28,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The largest seed every backend takes (numpy's and vLLM's limit: 32 bits unsigned).
+MAX_SEED = 2**32 - 1
+
+
 class SamplingConfig(_Strict):
     """Decoding settings. Temperature 0 means greedy decoding (deterministic verdicts)."""
 
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
 
 
 class JudgeSpec(_Strict):

@@ -16,8 +16,10 @@ No case text is ever written here.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import platform
 import sys
 from collections.abc import Mapping
@@ -26,6 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from evaluator.files import write_bytes_atomic
 from evaluator.judges import JudgeSpec
 from evaluator.render import render_messages
 from evaluator.rubric import Rubric
@@ -227,3 +230,21 @@ def new_manifest(results_path: Path, settings: Mapping[str, Any],
         "model": dict(model),
         "runs": [],
     }
+
+
+def save_manifest(path: Path, manifest: Mapping[str, Any], *, spare: int = 0) -> None:
+    """Write the manifest atomically, followed by ``spare`` blanks (JSON ignores them). On a
+    full disk, where the atomic write has no room for its temporary file, overwrite the file
+    in place when the new text fits in its current size (it does when the run's start was
+    written with spare room), padded with blanks to that size, so no new block is needed."""
+    data = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        write_bytes_atomic(path, data + b" " * spare)
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        if not full or not path.is_file() or len(data) > path.stat().st_size:
+            raise
+        with path.open("r+b") as handle:
+            handle.write(data.ljust(path.stat().st_size, b" "))
+            handle.flush()
+            os.fsync(handle.fileno())

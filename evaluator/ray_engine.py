@@ -29,6 +29,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import signal
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -151,7 +153,14 @@ def _connected(options: RayOptions) -> Iterator[None]:
         # A private single-node cluster: no dashboard, and the node is 127.0.0.1, so Ray
         # does not look for the host's address by routing towards a public resolver.
         kwargs.update(include_dashboard=False, _node_ip_address="127.0.0.1")
+    # ray.init replaces the SIGTERM handler with its own (exit at once). A handler the
+    # caller installed wins: the CLI's turns SIGTERM into an interrupt, which stops the run
+    # as Ctrl-C does (records kept, manifest "interrupted") and shuts Ray down below.
+    main = threading.current_thread() is threading.main_thread()
+    sigterm = signal.getsignal(signal.SIGTERM) if main else None
     ray.init(**kwargs)
+    if callable(sigterm):
+        signal.signal(signal.SIGTERM, sigterm)
     try:
         yield
     finally:
@@ -244,8 +253,8 @@ def _stream(setup: _Setup, todo: frozenset[str], items: ItemsFactory, size: int,
                 progress(len(written))
             too_long = [record for record in written if record.status == "too_long"]
             if strict and too_long:
-                raise InputRejected(f"--strict: case {too_long[0].case_id!r} (input line "
-                                    f"{too_long[0].input_line}) is too long for the judge: "
+                raise InputRejected(f"--strict: the case on input line "
+                                    f"{too_long[0].input_line} is too long for the judge: "
                                     f"{too_long[0].reason}")
 
 

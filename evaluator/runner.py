@@ -5,10 +5,12 @@ This module does no I/O to the terminal; the CLI passes a progress callback.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -19,8 +21,8 @@ from pydantic import ValidationError
 from evaluator.aggregate import compute_aggregates
 from evaluator.backends import Backend, Generation, Sampling, load_backend
 from evaluator.cases import Case, InputProblem, UniqueIds, iter_cases
-from evaluator.files import exclusive_lock, write_json_atomic
-from evaluator.judges import JudgeConfigError, JudgeSpec, resolve_judge
+from evaluator.files import exclusive_lock
+from evaluator.judges import MAX_SEED, JudgeConfigError, JudgeSpec, resolve_judge
 from evaluator.manifest import (
     build_settings,
     lock_path_for,
@@ -32,9 +34,11 @@ from evaluator.manifest import (
     prompt_hash,
     read_manifest,
     run_entry,
+    save_manifest,
     settings_hash,
 )
 from evaluator.panel import combine_verdicts, reduction_of
+from evaluator.preflight import check_model_folder, check_output_path, template_errors
 from evaluator.ray_options import ENGINES, RayOptions, load_ray_engine
 from evaluator.render import render_messages
 from evaluator.results import ResultRecord, ResultWriter, iter_records
@@ -102,12 +106,17 @@ def judge_generation(rubric: Rubric, output_model: type, generation: Generation,
                         aggregates=compute_aggregates(rubric, scores) or None, **fields)
 
 
-def _panel_settings(samples: int, reduce: str, temperature: float) -> dict[str, Any] | None:
+def _panel_settings(samples: int, reduce: str, temperature: float,
+                    seed: int = 0) -> dict[str, Any] | None:
     """The self-consistency settings (part of the settings hash), None for one sample."""
     if not 0.0 <= temperature <= 2.0:
         raise JudgeConfigError(f"temperature {temperature:g} is outside 0..2")
     if samples < 1:
         raise JudgeConfigError(f"samples must be at least 1, not {samples}")
+    if not 0 <= seed <= MAX_SEED - (samples - 1):
+        # Sample k is seeded with seed + k: the last one must still be a valid seed.
+        raise JudgeConfigError(f"sampling.seed {seed} is out of range: with {samples} "
+                               f"sample(s) it must be between 0 and {MAX_SEED - (samples - 1)}")
     reduction = reduction_of(reduce)
     if samples == 1:
         return None
@@ -120,6 +129,42 @@ def _panel_settings(samples: int, reduce: str, temperature: float) -> dict[str, 
 
 class InputRejected(ValueError):
     """``strict``: a case could not be judged, so the run stopped (exit code 3)."""
+
+
+class OutputWriteFailed(RuntimeError):
+    """The disk (or the quota) filled up while the run was writing: it stopped, the records
+    written so far are kept, and the manifest says ``failed``. Free some space and re-run
+    the same command to resume."""
+
+
+# errno values that mean "no room left to write".
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+# Trailing blanks written into the manifest at the start of a run: its final update (end
+# time, status) then fits in the space the file already holds, so a run stopped by a full
+# disk can still record that it failed (see save_manifest). JSON ignores them.
+_MANIFEST_SPARE = 256
+
+
+def _disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in _NO_SPACE
+
+
+def _disk_full_error(output_path: Path, exc: BaseException) -> OutputWriteFailed:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "disk full"
+    return OutputWriteFailed(f"cannot write {output_path} and the files beside it ({reason}); "
+                             "the results written so far are kept: free some space and re-run "
+                             "the same command to resume")
+
+
+@contextmanager
+def _stop_on_full_disk(output_path: Path) -> Iterator[None]:
+    """A full disk while writing becomes :class:`OutputWriteFailed` (other errors pass)."""
+    try:
+        yield
+    except OSError as exc:
+        if _disk_full(exc):
+            raise _disk_full_error(output_path, exc) from None
+        raise
 
 
 @dataclass(frozen=True)
@@ -159,7 +204,8 @@ class _Setup:
     reduce: str = "median"
 
     def chat(self, case: Case) -> list[dict[str, str]]:
-        return render_messages(self.rubric, case.fields, system_role=self.spec.system_role)
+        with template_errors(self.rubric):
+            return render_messages(self.rubric, case.fields, system_role=self.spec.system_role)
 
 
 def evaluate(
@@ -220,6 +266,10 @@ def evaluate(
         judge_name = judge or "custom"
     if engine not in ENGINES:
         raise JudgeConfigError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    # Refuse a model folder or an output path that cannot work before reading any case.
+    if judge_spec.path is not None:
+        check_model_folder(judge_name, judge_spec.path)
+    check_output_path(output_path, manifest_path_for(output_path), summary_path_for(output_path))
     ray_engine = load_ray_engine() if engine == "ray" else None  # a missing install: now
     if ray_engine is not None and backend is not None:
         raise JudgeConfigError("--engine ray loads the judge in each replica: pass "
@@ -234,16 +284,17 @@ def evaluate(
     schema_text = json.dumps(schema, separators=(",", ":"))
     spec_sampling = judge_spec.sampling
     panel = _panel_settings(samples, reduce, spec_sampling.temperature
-                            if temperature is None else temperature)
+                            if temperature is None else temperature, spec_sampling.seed)
     sampling = Sampling(max_new_tokens=max_new_tokens(schema),
                         temperature=spec_sampling.temperature if temperature is None
                         else temperature, top_p=spec_sampling.top_p, seed=spec_sampling.seed)
     template_kwargs = {**judge_spec.chat_template_kwargs, **rubric_obj.chat_template_kwargs}
     model = model_fingerprint(model_dir_for(judge_spec))
-    settings = build_settings(judge_name=judge_name, spec=judge_spec, model=model,
-                              rubric=rubric_obj, schema_text=schema_text,
-                              sampling=asdict(sampling), chat_template_kwargs=template_kwargs,
-                              panel=panel)
+    with template_errors(rubric_obj):  # renders the template once, with placeholders
+        settings = build_settings(judge_name=judge_name, spec=judge_spec, model=model,
+                                  rubric=rubric_obj, schema_text=schema_text,
+                                  sampling=asdict(sampling),
+                                  chat_template_kwargs=template_kwargs, panel=panel)
     setup = _Setup(rubric_obj, judge_name, judge_spec, schema_text,
                    build_output_model(rubric_obj), sampling, template_kwargs,
                    settings_hash(settings), str(input_path), samples, reduce)
@@ -277,14 +328,15 @@ def _run_locked(setup: _Setup, settings: dict[str, Any], model: dict[str, Any],
                        setup.settings_hash, items(), UniqueIds(input_path, id_column),
                        lambda case: prompt_hash(setup.chat(case)))
     if strict and plan.first_problem is not None:
-        raise InputRejected(f"--strict: {plan.first_problem.describe()} ({plan.input_errors} "
-                            "bad row(s) in all); nothing was judged")
+        raise InputRejected(f"--strict: {plan.first_problem.describe(with_id=False)} "
+                            f"({plan.input_errors} bad row(s) in all); nothing was judged")
     for problem in plan.problems:
-        log.warning("input problem: %s", problem.describe())
+        log.warning("input problem: %s", problem.describe(with_id=False))
     moved: list[Path] = []
     if force_new:
         moved = move_aside([output_path, manifest_path, summary_path_for(output_path)])
-    apply_plan(output_path, plan)
+    with _stop_on_full_disk(output_path):
+        apply_plan(output_path, plan)
     if on_start is not None:
         on_start(RunStart(plan.valid, plan.input_errors, plan.already_done, plan.retried,
                           len(plan.problems) + len(plan.todo), moved))
@@ -294,7 +346,8 @@ def _run_locked(setup: _Setup, settings: dict[str, Any], model: dict[str, Any],
         manifest = new_manifest(output_path, settings, model)
     entry = run_entry(input_path)
     manifest["runs"].append(entry)
-    write_json_atomic(manifest_path, manifest)
+    with _stop_on_full_disk(output_path):
+        save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)
     try:
         size = batch_size or setup.spec.batch_size
         if ray_engine is None:
@@ -305,15 +358,26 @@ def _run_locked(setup: _Setup, settings: dict[str, Any], model: dict[str, Any],
         entry["status"] = "finished"
     except BaseException as exc:
         entry["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        if _disk_full(exc):
+            raise _disk_full_error(output_path, exc) from None
         raise
     finally:
         entry["ended"] = now()
-        write_json_atomic(manifest_path, manifest)
+        if entry["status"] == "finished":
+            with _stop_on_full_disk(output_path):
+                save_manifest(manifest_path, manifest)
+        else:  # an error is on its way up: do not replace it with this one
+            try:
+                save_manifest(manifest_path, manifest)
+            except OSError as exc:
+                log.error("could not record the end of the run in %s (%s)", manifest_path,
+                          exc.strerror or type(exc).__name__)
 
     summary = summarize(setup.rubric, setup.judge_name, iter_records(output_path))
     summary["results_file"] = output_path.name
     summary_path = summary_path_for(output_path)
-    write_summary(summary_path, summary)
+    with _stop_on_full_disk(output_path):
+        write_summary(summary_path, summary)
     return RunResult(output_path, summary_path, summary)
 
 
@@ -362,8 +426,8 @@ def _judge_all(setup: _Setup, plan: ResumePlan, items: Iterator[Case | InputProb
                     progress(len(batch))
                 too_long = [r for r in batch_records if r.status == "too_long"]
                 if strict and too_long:
-                    raise InputRejected(f"--strict: case {too_long[0].case_id!r} (input line "
-                                        f"{too_long[0].input_line}) is too long for the judge: "
+                    raise InputRejected(f"--strict: the case on input line "
+                                        f"{too_long[0].input_line} is too long for the judge: "
                                         f"{too_long[0].reason}")
         finally:
             if owned_backend:

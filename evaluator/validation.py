@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from evaluator.judges import JudgeConfigError, load_models_file
+from evaluator.preflight import template_errors
 from evaluator.render import render_messages
 from evaluator.rubric import RubricError, available_rubrics, load_rubric_file
 from evaluator.schema import UnboundedSchemaError, max_new_tokens, output_json_schema
@@ -25,7 +26,8 @@ def validate_all(rubrics_dirs: Sequence[Path] = (), models_file: Path | None = N
             rubric = load_rubric_file(path)
             budget = max_new_tokens(output_json_schema(rubric))
             sample = {field: f"<{field}>" for field in rubric.inputs}
-            rendered = render_messages(rubric, sample)
+            with template_errors(rubric):
+                rendered = render_messages(rubric, sample)
         except (RubricError, UnboundedSchemaError) as exc:
             problems.append(str(exc))
             continue

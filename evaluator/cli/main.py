@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import traceback
+from typing import Any
 
 import click
 
@@ -10,13 +13,66 @@ from evaluator.offline import force_offline
 
 # Exit codes (documented in the README).
 EXIT_OK = 0
-EXIT_SOME_FAILED = 1
-EXIT_USAGE = 2
+EXIT_SOME_FAILED = 1      # also: the disk filled up mid-run (re-run to resume)
+EXIT_USAGE = 2            # a user error: one line on stderr, nothing judged
 EXIT_INPUT_REJECTED = 3   # --strict and a case could not be judged
+EXIT_INTERNAL = 70        # a bug (sysexits' EX_SOFTWARE): -vv shows the traceback
 EXIT_INTERRUPTED = 130    # Ctrl-C; re-run the same command to resume
+EXIT_TERMINATED = 143     # SIGTERM (128 + 15), handled like Ctrl-C
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def interrupted_exit_code(exc: KeyboardInterrupt) -> int:
+    """130 for Ctrl-C, 143 for SIGTERM (see :mod:`evaluator.cli.signals`)."""
+    from evaluator.cli.signals import Terminated
+
+    return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+
+
+def exit_code_for(exc: BaseException, verbose: int) -> int:
+    """Report an exception that a command did not handle, in one line on stderr, and
+    return the exit code: a user error (:data:`evaluator.api.USER_ERRORS`) exits 2; a full
+    disk 1 (what was written is kept); anything else is a bug and exits 70 naming only the
+    exception's type, since its message or traceback may quote case text; -vv prints the
+    traceback as well."""
+    from evaluator.api import USER_ERRORS, OutputWriteFailed
+
+    if isinstance(exc, KeyboardInterrupt):
+        click.echo("interrupted", err=True)
+        return interrupted_exit_code(exc)
+    if isinstance(exc, USER_ERRORS):
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_USAGE
+    if isinstance(exc, OutputWriteFailed):
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_SOME_FAILED
+    if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+        click.echo(f"error: cannot write {exc.filename or 'a file'} ({exc.strerror}); free "
+                   "some space and re-run the same command", err=True)
+        return EXIT_SOME_FAILED
+    if verbose >= 2:
+        click.echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True)
+    click.echo(f"error: internal error ({type(exc).__name__}); this is a bug in the "
+               "evaluator. Re-run with -vv for the traceback (it may quote case text: keep "
+               "it inside the hospital)", err=True)
+    return EXIT_INTERNAL
+
+
+class _Commands(click.Group):
+    """The command group; an error a command leaves unhandled becomes one line and an exit
+    code (:func:`exit_code_for`), never a bare traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except (Exception, KeyboardInterrupt) as exc:
+            ctx.exit(exit_code_for(exc, ctx.params.get("verbose") or 0))
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 @click.version_option(package_name="evaluator")
 def cli(verbose: int) -> None:

@@ -12,11 +12,13 @@ from tqdm import tqdm
 
 from evaluator.cli.main import (
     EXIT_INPUT_REJECTED,
-    EXIT_INTERRUPTED,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
+    interrupted_exit_code,
 )
 from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir_option
+from evaluator.cli.progress import library_progress_hidden
+from evaluator.cli.signals import Terminated, sigterm_as_interrupt
 from evaluator.jury import member_path
 from evaluator.ray_options import ENGINES, RayOptions, load_ray_engine
 
@@ -102,9 +104,15 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
         wait: bool, no_progress: bool, engine: str, address: str | None, replicas: int | None,
         gpus_per_replica: float | None) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
+    # SIGTERM (docker stop, schedulers) stops the run as Ctrl-C does (see the except
+    # clauses below); --no-progress hides the libraries' bars too. Both end with the command.
+    context = click.get_current_context()
+    context.with_resource(sigterm_as_interrupt())
+    context.with_resource(library_progress_hidden(no_progress))
     from evaluator.api import (
         USER_ERRORS,
         InputRejected,
+        OutputWriteFailed,
         RayRunFailed,
         RunStart,
         evaluate,
@@ -163,11 +171,12 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
         stop(EXIT_INPUT_REJECTED, f"error: {exc}")
     except USER_ERRORS as exc:
         stop(EXIT_USAGE, f"error: {exc}")
-    except RayRunFailed as exc:
+    except (RayRunFailed, OutputWriteFailed) as exc:
         stop(EXIT_SOME_FAILED, f"error: {exc}")
-    except KeyboardInterrupt:
-        stop(EXIT_INTERRUPTED, f"interrupted; finished results are in {output_path}. Re-run the "
-                               "same command to resume.")
+    except KeyboardInterrupt as exc:
+        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        stop(interrupted_exit_code(exc), f"{what}; finished results are in {output_path}. "
+                                         "Re-run the same command to resume.")
     if bar is not None:
         bar.close()
     summary = result.summary
