@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evaluator.rubric import format_validation_error
+from evaluator.strict_yaml import YamlRefused, load_yaml_file
 
 DEFAULT_MODELS_FILE = Path(__file__).resolve().parent.parent / "models.yaml"
 EMBEDDED_MODELS = ("smollm2-135m-instruct",)
@@ -118,11 +118,9 @@ def load_models_file(path: Path | None = None) -> ModelsFile:
     """Parse models.yaml (the project's by default); relative paths resolve against it."""
     path = Path(path) if path is not None else DEFAULT_MODELS_FILE
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise JudgeConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise JudgeConfigError(f"{path}: not valid UTF-8 YAML: {exc}") from None
+        data, _ = load_yaml_file(path, "models file")
+    except YamlRefused as exc:
+        raise JudgeConfigError(str(exc)) from None
     try:
         models = ModelsFile.model_validate(data)
     except ValidationError as exc:

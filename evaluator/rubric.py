@@ -14,12 +14,48 @@ import hashlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from evaluator.limits import (
+    MAX_ITEMS,
+    MAX_RUBRIC_KEYS,
+    MAX_SCALE_VALUES,
+    MAX_SCORE_MAGNITUDE,
+    MAX_VERDICT_TOKENS,
+)
+from evaluator.strict_yaml import YamlRefused, load_yaml_file
 
 FORMAT_VERSION = 1
 BUILTIN_RUBRICS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# Output keys become fields of a generated pydantic model: a leading underscore would make
+# a private attribute (the key vanishes from the schema), and BaseModel's own names
+# (model_config, json, copy...) cannot be fields.
+_RESERVED_KEYS = frozenset(name for name in dir(BaseModel) if not name.startswith("_"))
+
+
+def _output_key(key: str) -> str:
+    if not key.isidentifier() or not key.isascii():
+        raise ValueError(f"output key {key!r} must be letters, digits and '_', starting "
+                         "with a letter")
+    if key.startswith("_"):
+        raise ValueError(f"output key {key!r} must not start with '_' (it would vanish "
+                         "from the output schema)")
+    if key in _RESERVED_KEYS or key.startswith("model_"):
+        raise ValueError(f"output key {key!r} is reserved (a pydantic model attribute); "
+                         "rename it")
+    return key
+
+
+OutputKey = Annotated[str, AfterValidator(_output_key)]
+Score = Annotated[int, Field(ge=-MAX_SCORE_MAGNITUDE, le=MAX_SCORE_MAGNITUDE)]
 
 
 class RubricError(ValueError):
@@ -38,8 +74,8 @@ class InputField(_Strict):
 
 
 class _Scored(_Strict):
-    values: list[int] | None = None
-    range: tuple[int, int] | None = None
+    values: list[Score] | None = Field(default=None, max_length=MAX_SCALE_VALUES)
+    range: tuple[Score, Score] | None = None
 
     @model_validator(mode="after")
     def _one_scale(self) -> _Scored:
@@ -47,6 +83,9 @@ class _Scored(_Strict):
             raise ValueError("give exactly one of 'values' (a list) or 'range' ([min, max])")
         if self.range is not None and self.range[0] > self.range[1]:
             raise ValueError(f"range {list(self.range)}: min is greater than max")
+        if self.range is not None and self.range[1] - self.range[0] + 1 > MAX_SCALE_VALUES:
+            raise ValueError(f"range {list(self.range)} has {self.range[1] - self.range[0] + 1} "
+                             f"values; a scale may have at most {MAX_SCALE_VALUES}")
         if self.values is not None and (not self.values or len(set(self.values)) != len(self.values)):
             raise ValueError("values must be a non-empty list without repeats")
         return self
@@ -63,7 +102,7 @@ class _Scored(_Strict):
 class IntegerCriterion(_Scored):
     """A single integer score drawn from an enumerated set or an inclusive range."""
 
-    key: str = Field(pattern=KEY_PATTERN)
+    key: OutputKey
     type: Literal["integer"]
     description: str = ""
 
@@ -71,19 +110,21 @@ class IntegerCriterion(_Scored):
 class ItemsCriterion(_Scored):
     """A list of ``{Score, Explanation}`` items (one per diagnosis, feature, lead...)."""
 
-    key: str = Field(pattern=KEY_PATTERN)
+    key: OutputKey
     type: Literal["items"]
     description: str = ""
     min_items: int = Field(default=1, ge=0)
-    max_items: int = Field(ge=1)
+    max_items: int = Field(ge=1, le=MAX_ITEMS)
     explanation_max_length: int = Field(ge=1, le=4000)
-    score_key: str = Field(default="Score", pattern=KEY_PATTERN)
-    explanation_key: str = Field(default="Explanation", pattern=KEY_PATTERN)
+    score_key: OutputKey = "Score"
+    explanation_key: OutputKey = "Explanation"
 
     @model_validator(mode="after")
     def _items_bounds(self) -> ItemsCriterion:
         if self.min_items > self.max_items:
             raise ValueError("min_items is greater than max_items")
+        if self.score_key == self.explanation_key:
+            raise ValueError("score_key and explanation_key must differ")
         return self
 
 
@@ -95,12 +136,18 @@ class StringField(_Strict):
     mid-JSON. ``unicode`` allows any character but needs four times the budget.
     """
 
-    key: str = Field(pattern=KEY_PATTERN)
+    key: OutputKey
     type: Literal["string"]
     description: str = ""
     min_length: int = Field(default=1, ge=0)
     max_length: int = Field(ge=1, le=8000)
     charset: Literal["ascii", "unicode"] = "ascii"
+
+    @model_validator(mode="after")
+    def _length_bounds(self) -> StringField:
+        if self.min_length > self.max_length:
+            raise ValueError("min_length is greater than max_length")
+        return self
 
 
 OutputField = Annotated[
@@ -136,12 +183,12 @@ class Rubric(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]*$")
     title: str
     description: str = ""
-    inputs: dict[str, InputField]
-    output: list[OutputField] = Field(min_length=1)
-    aggregates: list[Aggregate] = []
-    aliases: dict[str, str] = {}
+    inputs: dict[str, InputField] = Field(max_length=MAX_RUBRIC_KEYS)
+    output: list[OutputField] = Field(min_length=1, max_length=MAX_RUBRIC_KEYS)
+    aggregates: list[Aggregate] = Field(default=[], max_length=MAX_RUBRIC_KEYS)
+    aliases: dict[str, str] = Field(default={}, max_length=MAX_RUBRIC_KEYS)
     # Summary pass rates: share of judged cases whose score is >= the threshold.
-    pass_thresholds: dict[str, float] = {}
+    pass_thresholds: dict[str, float] = Field(default={}, max_length=MAX_RUBRIC_KEYS)
     chat_template_kwargs: dict[str, Any] = {}
     system: str | None = None
     template: str
@@ -188,26 +235,24 @@ class Rubric(_Strict):
 
 
 def format_validation_error(path: Path, what: str, error: ValidationError) -> str:
-    """``path: invalid <what>`` and one line per problem (location: message), without the
-    offending values."""
-    lines = [f"{path}: invalid {what} ({error.error_count()} problem(s)):"]
+    """``path: invalid <what>: location: message; ...`` on one line, without the offending
+    values (at most five problems are listed)."""
+    problems = []
     for item in error.errors(include_input=False, include_url=False):
         where = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        lines.append(f"  - {where}: {item['msg']}")
-    return "\n".join(lines)
+        problems.append(f"{where}: {item['msg']}")
+    shown = "; ".join(problems[:5])
+    more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+    return " ".join(f"{path}: invalid {what}: {shown}{more}".split())
 
 
 def load_rubric_file(path: Path) -> Rubric:
     """Parse and validate one rubric file; raise :class:`RubricError` naming the file."""
     path = Path(path)
     try:
-        raw_bytes = path.read_bytes()
-    except OSError as exc:
-        raise RubricError(f"{path}: cannot read rubric file ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(raw_bytes.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise RubricError(f"{path}: not valid UTF-8 YAML: {exc}") from None
+        data, raw_bytes = load_yaml_file(path, "rubric file")
+    except YamlRefused as exc:
+        raise RubricError(str(exc)) from None
     if not isinstance(data, dict):
         raise RubricError(f"{path}: a rubric file must be a YAML mapping")
     try:
@@ -217,11 +262,17 @@ def load_rubric_file(path: Path) -> Rubric:
     if rubric.name != path.stem:
         raise RubricError(f"{path}: 'name: {rubric.name}' must match the file name "
                           f"({path.stem}.yaml)")
-    # Template problems (syntax, undeclared variables, unfenced case text) are checked here
-    # so that a bad rubric fails before any case is read.
+    # Template problems (syntax, undeclared variables, unfenced case text) and an absurd
+    # token budget are checked here so that a bad rubric fails before any case is read.
     from evaluator.render import check_templates
+    from evaluator.schema import max_new_tokens, output_json_schema
 
     check_templates(rubric, path)
+    budget = max_new_tokens(output_json_schema(rubric))
+    if budget > MAX_VERDICT_TOKENS:
+        raise RubricError(f"{path}: the longest valid verdict is {budget} tokens (at most "
+                          f"{MAX_VERDICT_TOKENS}): lower max_items, max_length or "
+                          "explanation_max_length")
     return rubric.model_copy(update={
         "source_path": path.resolve(),
         "source_sha256": hashlib.sha256(raw_bytes).hexdigest(),
