@@ -65,5 +65,5 @@ def _verify(parsed, name: str) -> None:
         for problem in problems:
             click.echo(f"FAILED {folder}/{problem}", err=True)
         sys.exit(1)
-    click.echo(f"verified: {folder} matches evaluator-weights.json "
-               f"({total / 1e6:.0f} MB)")
+    click.echo(f"verified: {name}: all files in {folder} ({total / 1e6:.0f} MB) match "
+               "its evaluator-weights.json")
