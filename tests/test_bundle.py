@@ -9,7 +9,6 @@ the changed file is a new one, so the shared bundle is never altered.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -67,7 +66,8 @@ SOCKET_AUDIT = textwrap.dedent("""\
 def _unshare_works() -> bool:
     if shutil.which("unshare") is None:
         return False
-    return subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode == 0
+    return subprocess.run(["unshare", "-rn", "true"], capture_output=True,
+                          check=False).returncode == 0
 
 
 def _keygen(folder: Path, name: str) -> Path:
@@ -99,7 +99,7 @@ def bundle(tmp_path_factory, keys):
     started = time.monotonic()
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "build-bundle"), "--out",
                            str(out), "--tools", str(TOOLS), "--sign-key", str(keys["site"])],
-                          capture_output=True, text=True, timeout=1800)
+                          capture_output=True, text=True, timeout=1800, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"\nbundle: {size / 1e6:.0f} MB, built in {time.monotonic() - started:.0f} s")
@@ -121,7 +121,7 @@ def _install(bundle: Path, prefix: Path, allowed: Path, *options: str, env=None,
            str(allowed), "--python", BASE_PYTHON, *options]
     if unshare:
         cmd = ["unshare", "-rn", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False,
                           env=env or _env(prefix.parent / "home"))
 
 
@@ -151,11 +151,11 @@ def test_the_bundle_installs_and_judges_a_case_in_a_namespace_with_no_network(
     assert attempts.read_text() == ""  # no process tried to reach another host
     probe = subprocess.run(["unshare", "-rn", BASE_PYTHON, "-c",
                             "import socket; socket.create_connection(('1.1.1.1', 443), 3)"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, check=False)
     assert probe.returncode != 0  # the namespace really has no network
     # The installed judge verifies against the bundle's weight list, and a run says which.
     verify = subprocess.run([str(prefix / "evaluator"), "models", "--verify", JUDGE],
-                            capture_output=True, text=True, env=env)
+                            capture_output=True, text=True, env=env, check=False)
     assert verify.returncode == 0, verify.stderr
     manifest = json.loads((prefix / "self-test" / "results.manifest.json").read_text())
     assert manifest["model"]["weight_list"]["sha256"]

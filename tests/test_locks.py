@@ -7,9 +7,9 @@ version, fails here until the locks are refreshed. No network: the files are onl
 from __future__ import annotations
 
 import re
-import tomllib
 
 import pytest
+import tomllib
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -29,7 +29,7 @@ def _lock_python() -> str:
 
 def _extras(variable: str) -> list[str]:
     """An extras list from scripts/lock (CPU_EXTRAS=(a b c))."""
-    match = re.search(rf"^{variable}=\(([^)]*)\)", (ROOT / "scripts" / "lock").read_text(), re.M)
+    match = re.search(rf"^{variable}=\(([^)]*)\)", (ROOT / "scripts" / "lock").read_text(), re.MULTILINE)
     assert match, f"scripts/lock defines no {variable}"
     return match.group(1).split()
 

@@ -10,8 +10,13 @@ from click.testing import CliRunner
 
 from evaluator.cli.main import cli
 from evaluator.manifest import model_fingerprint
-from evaluator.weights import (WEIGHTS_FILE, make_weight_list, verify_weights,
-                               weight_list_summary, write_weight_list)
+from evaluator.weights import (
+    WEIGHTS_FILE,
+    make_weight_list,
+    verify_weights,
+    weight_list_summary,
+    write_weight_list,
+)
 
 
 def _judge(tmp_path):
