@@ -5,6 +5,7 @@ from __future__ import annotations
 from evaluator.backends import BackendUnavailable
 from evaluator.cases import InputFileError
 from evaluator.embedded_judge import EmbeddedJudgeError
+from evaluator.files import OutputBusy, OutputRefused
 from evaluator.judges import JudgeConfigError, load_models_file, resolve_judge, resolve_jury
 from evaluator.jury import JuryResult, evaluate_jury
 from evaluator.ray_options import RayClusterError, RayOptions, RayRunFailed
@@ -18,11 +19,12 @@ from evaluator.schema import UnboundedSchemaError, output_json_schema
 # opposed to bugs.
 USER_ERRORS: tuple[type[Exception], ...] = (
     RubricError, JudgeConfigError, InputFileError, BackendUnavailable, UnboundedSchemaError,
-    EmbeddedJudgeError, ResumeConflict, ResultsFileDamaged, RayClusterError,
+    EmbeddedJudgeError, ResumeConflict, ResultsFileDamaged, RayClusterError, OutputRefused,
 )
 
 __all__ = [
-    "USER_ERRORS", "InputRejected", "JuryResult", "RayOptions", "RayRunFailed", "RunResult",
+    "USER_ERRORS", "InputRejected", "JuryResult", "OutputBusy", "OutputRefused", "RayOptions",
+    "RayRunFailed", "RunResult",
     "RunStart", "available_rubrics", "evaluate", "evaluate_jury", "load_models_file",
     "load_rubric", "output_json_schema", "resolve_judge", "resolve_jury",
 ]

@@ -18,12 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluator.files import write_json_atomic
+from evaluator.files import exclusive_lock, write_json_atomic
 from evaluator.judges import JudgeConfigError, JurySpec
-from evaluator.manifest import canonical_hash, manifest_path_for, now, read_manifest
+from evaluator.manifest import (
+    canonical_hash,
+    lock_path_for,
+    manifest_path_for,
+    now,
+    read_manifest,
+)
 from evaluator.panel import combine_verdicts, reduction_of
 from evaluator.results import ResultRecord, read_results, rewrite_results
-from evaluator.resume import ResumeConflict, move_aside
+from evaluator.resume import ResumeConflict, check_output_paths, move_aside
 from evaluator.rubric import Rubric, load_rubric
 from evaluator.runner import RunResult, evaluate
 from evaluator.summary import summarize, summary_path_for, write_summary
@@ -75,43 +81,52 @@ def evaluate_jury(*, jury_name: str, jury: JurySpec, output_path: Path,
                   rubric: str | Rubric, rubrics_dirs: Sequence[Path] = (),
                   reduce: str | None = None, force_new: bool = False,
                   on_member: Callable[[int, str], None] | None = None,
-                  **run_options: Any) -> JuryResult:
+                  wait: bool = False, **run_options: Any) -> JuryResult:
     """Judge every case with each member of ``jury`` in turn (``run_options`` go to
-    :func:`evaluate` for each), then write the combined results and summary."""
+    :func:`evaluate` for each), then write the combined results and summary. The combined
+    output's lock is held throughout (``wait``: see :func:`evaluate`)."""
     output_path = Path(output_path)
     rubric_obj = rubric if isinstance(rubric, Rubric) else load_rubric(rubric, rubrics_dirs)
     reduce = reduce or jury.reduce
     settings = {"jury": jury_name, "judges": list(jury.judges),
                 "reduction": reduction_of(reduce)}
     paths = [member_path(output_path, judge) for judge in jury.judges]
-    manifest_path = manifest_path_for(output_path)
-    summary_path = summary_path_for(output_path)
-    if force_new:
-        move_aside([output_path, manifest_path, summary_path, members_dir(output_path)])
-    _check_existing(output_path, settings)
+    inputs = [Path(run_options["input_path"])] if run_options.get("input_path") else []
+    check_output_paths(output_path, inputs)
+    # Held for the whole jury (each member's run holds its own file's lock as well).
+    with exclusive_lock(lock_path_for(output_path), output_path, wait=wait):
+        check_output_paths(output_path, inputs)
+        manifest_path = manifest_path_for(output_path)
+        summary_path = summary_path_for(output_path)
+        if force_new:
+            move_aside([output_path, manifest_path, summary_path, members_dir(output_path)])
+        _check_existing(output_path, settings)
 
-    members = []
-    for index, (judge, path) in enumerate(zip(jury.judges, paths)):
-        if on_member is not None:
-            on_member(index, judge)
-        members.append(evaluate(rubric=rubric_obj, judge=judge, output_path=path,
-                                reduce=reduce, **run_options))
+        members = []
+        for index, (judge, path) in enumerate(zip(jury.judges, paths)):
+            if on_member is not None:
+                on_member(index, judge)
+            members.append(evaluate(rubric=rubric_obj, judge=judge, output_path=path,
+                                    reduce=reduce, wait=wait, **run_options))
 
-    member_records = [read_results(path) for path in paths]
-    member_hashes = [str(read_manifest(manifest_path_for(p)).get("settings_hash"))  # type: ignore[union-attr]
-                     for p in paths]
-    combined_hash = canonical_hash({"jury": settings, "members": member_hashes})[:16]
-    records = combine_members(rubric_obj, jury_name, list(jury.judges), member_records,
-                              reduce, combined_hash)
-    rewrite_results(output_path, [r.model_dump_json().encode("utf-8") for r in records])
-    write_json_atomic(manifest_path, {
-        "manifest_version": 1, "kind": "jury", "results_file": output_path.name,
-        "jury": settings, "settings_hash": combined_hash, "written": now(),
-        "members": [{"judge": judge, "results_file": str(path.relative_to(output_path.parent)),
-                     "settings_hash": digest}
-                    for judge, path, digest in zip(jury.judges, paths, member_hashes)]})
-    summary = summarize(rubric_obj, jury_name, records)
-    write_summary(summary_path, summary)
+        member_records = [read_results(path) for path in paths]
+        member_hashes = [
+            str(read_manifest(manifest_path_for(p)).get("settings_hash"))  # type: ignore[union-attr]
+            for p in paths]
+        combined_hash = canonical_hash({"jury": settings, "members": member_hashes})[:16]
+        records = combine_members(rubric_obj, jury_name, list(jury.judges), member_records,
+                                  reduce, combined_hash)
+        rewrite_results(output_path, [r.model_dump_json().encode("utf-8") for r in records])
+        write_json_atomic(manifest_path, {
+            "manifest_version": 1, "kind": "jury", "results_file": output_path.name,
+            "jury": settings, "settings_hash": combined_hash, "written": now(),
+            "members": [{"judge": judge,
+                         "results_file": str(path.relative_to(output_path.parent)),
+                         "settings_hash": digest}
+                        for judge, path, digest in zip(jury.judges, paths, member_hashes)]})
+        summary = summarize(rubric_obj, jury_name, records)
+        summary["results_file"] = output_path.name
+        write_summary(summary_path, summary)
     return JuryResult(output_path, summary_path, summary, members)
 
 

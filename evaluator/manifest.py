@@ -1,6 +1,7 @@
 """Run manifests: what produced a results file, so two result files can be compared.
 
-A manifest (``<results stem>.manifest.json``, mode 0600) holds two parts:
+A manifest (``<results stem>.manifest.json``, mode 0600) names its results file
+(``results_file``) and holds two parts:
 
 - ``settings``: everything that decides a verdict — judge, model and tokenizer file hashes,
   rubric file hash, rendered-template hash, output-schema hash, sampling, chat-template
@@ -202,6 +203,13 @@ def manifest_path_for(results_path: Path) -> Path:
     """``results.jsonl`` -> ``results.manifest.json`` beside it."""
     results_path = Path(results_path)
     return results_path.with_name(results_path.stem + ".manifest.json")
+
+
+def lock_path_for(results_path: Path) -> Path:
+    """``results.jsonl`` -> ``results.lock`` beside it: held by the run writing the results
+    file and its companions (named by the same stem)."""
+    results_path = Path(results_path)
+    return results_path.with_name(results_path.stem + ".lock")
 
 
 def read_manifest(path: Path) -> dict[str, Any] | None:

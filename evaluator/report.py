@@ -80,6 +80,9 @@ def _summary_file(path: Path) -> tuple[dict[str, Any], list[str]]:
                     "recomputed from the records")]
     if not isinstance(stored, dict):
         return {}, [f"{summary_path.name} is not a JSON object; ignored"]
+    owner = stored.get("results_file")
+    if owner is not None and owner != path.name:
+        return {}, [f"{summary_path.name} is the summary of {owner}, not of this file; ignored"]
     blocks = {name: stored[name] for name in SUMMARY_BLOCKS if isinstance(stored.get(name), dict)}
     return blocks, []
 

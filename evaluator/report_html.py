@@ -9,14 +9,17 @@ has no JavaScript, and embeds its plots as SVG data URIs: opened offline it need
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluator.files import write_bytes_atomic
+from evaluator.files import OutputRefused, refuse_unsafe_target, same_file, write_bytes_atomic
 from evaluator.report import build_report, status_table
 
 TEMPLATE = "report.html.j2"
+# In every page's head: how an existing file is known to be a report (replaced without
+# --overwrite).
+GENERATOR_TAG = '<meta name="generator" content="evaluator report">'
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
        "form-action 'none'")
 
@@ -80,14 +83,54 @@ def render_html(report: dict[str, Any], *, plots: bool = True) -> str:
     statuses = status_table(report)
     drawn = _plots(report, statuses) if plots else {"note": "plots left out"}
     template = environment().get_template(TEMPLATE)
-    return template.render(report=report, status_rows=statuses, plots=drawn, csp=CSP)
+    return template.render(report=report, status_rows=statuses, plots=drawn, csp=CSP,
+                           generator=GENERATOR_TAG)
 
 
-def write_report(results: Sequence[Path], output: Path, **options: Any) -> Path:
+def is_report_file(path: Path) -> bool:
+    """Whether ``path`` is a page :func:`write_report` wrote (its generator tag, or the title
+    pages had before the tag), judged from its first 4 KiB."""
+    try:
+        with Path(path).open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return head.startswith(b"<!DOCTYPE html>") and (
+        GENERATOR_TAG.encode() in head or b"<title>Evaluation report: " in head)
+
+
+def _refuse_inputs(output: Path, sources: Iterable[Path]) -> None:
+    for source in sources:
+        if same_file(output, source):
+            raise OutputRefused(f"{output} is one of the report's own inputs ({source}); "
+                                "choose another --html file")
+
+
+def _check_target(output: Path, sources: Sequence[Path], overwrite: bool) -> None:
+    """Refuse to write the page over one of its own inputs, through a symbolic link, or over
+    an existing file that is not a report (unless ``overwrite``)."""
+    _refuse_inputs(output, sources)
+    refuse_unsafe_target(output)
+    if output.exists() and not overwrite and not is_report_file(output):
+        raise OutputRefused(f"{output} exists and is not a report written by evaluator; "
+                            "refusing to replace it (pass --overwrite to replace it anyway)")
+
+
+def write_report(results: Sequence[Path], output: Path, *, overwrite: bool = False,
+                 **options: Any) -> Path:
     """Build the report for ``results`` (see :func:`evaluator.report.build_report` for the
-    options) and write it to ``output`` (mode 0600: with ``show_text`` it holds case text)."""
-    page = render_html(build_report(results, **options))
+    options) and write it to ``output`` (mode 0600: with ``show_text`` it holds case text).
+    An existing ``output`` is replaced only when it is a report (:func:`is_report_file`) or
+    with ``overwrite``; never when it is one of ``results``, the labels file or a case file
+    the records name, or a symbolic link (:class:`evaluator.files.OutputRefused`)."""
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    sources = [Path(p) for p in results] + ([Path(options["labels"])]
+                                            if options.get("labels") else [])
+    _check_target(output, sources, overwrite)
+    report = build_report(results, **options)
+    # The case files the runs read (named in the records) are inputs too.
+    _refuse_inputs(output, sorted({Path(r.input_file) for entry in report["files"]
+                                   for r in entry["records"] if r.input_file}))
+    page = render_html(report)
     write_bytes_atomic(output, page.encode("utf-8"))
     return output

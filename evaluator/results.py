@@ -13,7 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evaluator.files import PRIVATE, atomic_writer, fsync_dir
+from evaluator.files import (
+    atomic_writer,
+    fsync_dir,
+    make_private_dirs,
+    open_private_append,
+    truncate_private,
+)
 
 log = logging.getLogger(__name__)
 
@@ -182,15 +188,14 @@ def iter_records(path: Path) -> Iterator[ResultRecord]:
         log.warning("%s: ignoring a torn last line (%d bytes)", path, reader.torn_bytes)
 
 
-def truncate_torn_tail(path: Path, scan: ResultsScan | ResultsReader) -> None:
-    """Cut a torn last line off (its case is judged again)."""
-    if scan.torn_bytes:
+def truncate_torn_tail(path: Path, valid_bytes: int, torn_bytes: int) -> None:
+    """Cut a torn last line (``torn_bytes`` after the valid prefix of ``valid_bytes``) off;
+    its case is judged again. Only for a results file this tool wrote (the caller checks its
+    manifest)."""
+    if torn_bytes:
         log.warning("%s: removed a torn last line (%d bytes) left by an interrupted run",
-                    path, scan.torn_bytes)
-        with Path(path).open("r+b") as handle:
-            handle.truncate(scan.valid_bytes)
-            handle.flush()
-            os.fsync(handle.fileno())
+                    path, torn_bytes)
+        truncate_private(path, valid_bytes)
 
 
 def rewrite_results(path: Path, raw_lines: Iterable[bytes]) -> None:
@@ -207,10 +212,9 @@ class ResultWriter:
 
     def __init__(self, path: Path, *, fsync_seconds: float = 1.0):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.path.parent)
         created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE)
-        self._handle = os.fdopen(fd, "wb")
+        self._handle = open_private_append(self.path)
         if created:
             fsync_dir(self.path.parent)
         self.fsync_seconds = fsync_seconds

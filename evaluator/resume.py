@@ -10,6 +10,7 @@ refused with a message naming what differs: results of two setups are never mixe
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,13 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.cases import Case, InputProblem, UniqueIds
-from evaluator.manifest import diff_settings, read_manifest
+from evaluator.files import OutputRefused, refuse_unsafe_target, same_file
+from evaluator.manifest import diff_settings, lock_path_for, manifest_path_for, read_manifest
 from evaluator.results import (
     ResultsFileDamaged,
     ResultsReader,
     rewrite_results,
     truncate_torn_tail,
 )
+from evaluator.summary import summary_path_for
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,8 @@ class ResumePlan:
     retried: int = 0
     drop: set[str] = field(default_factory=set)  # stored records to remove before judging
     first_problem: InputProblem | None = None    # for --strict
+    valid_bytes: int = 0  # the results file's valid prefix, and a torn last line after it
+    torn_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,15 +65,66 @@ class _Stored:
 
 
 def move_aside(paths: Sequence[Path]) -> list[Path]:
-    """Rename existing files to ``<stem>.superseded-<UTC time><suffix>``; nothing is deleted."""
+    """Rename existing files to ``<stem>.superseded-<UTC time><suffix>`` (``-2``, ``-3`` ...
+    added when that name is taken: two moves in one second); nothing is deleted or
+    replaced."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     moved = []
     for path in paths:
-        if path.exists():
+        if path.exists() or path.is_symlink():
             target = path.with_name(f"{path.stem}.superseded-{stamp}{path.suffix}")
-            os.replace(path, target)
+            count = 1
+            while target.exists() or target.is_symlink():
+                count += 1
+                target = path.with_name(f"{path.stem}.superseded-{stamp}-{count}{path.suffix}")
+            os.rename(path, target)
             moved.append(target)
     return moved
+
+
+# The endings of the files a run names after its output's stem (the jury's member folder
+# included): an output named so could be one of another output's, or its own.
+COMPANION_SUFFIXES = (".lock", ".manifest.json", ".summary.json", ".jury")
+
+
+def output_files(output_path: Path) -> list[Path]:
+    """A results file and its companions: manifest, summary, lock."""
+    return [output_path, manifest_path_for(output_path), summary_path_for(output_path),
+            lock_path_for(output_path)]
+
+
+def _owner(path: Path) -> str | None:
+    """The results file a manifest or summary names (``results_file``), if any."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("results_file")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
+    """Refuse, before anything is written, an output that must not be written: one of its
+    files (see :func:`output_files`) is a symbolic link, not a regular file, another
+    user's, or one of ``inputs``; or its manifest or summary, named by the stem, belongs
+    to another results file (``col.jsonl`` and ``col.json`` would share them); or its own
+    name is one a companion could have (``x.lock`` would be its own lock)."""
+    if output_path.name.endswith(COMPANION_SUFFIXES):
+        raise OutputRefused(f"{output_path.name} is named like a file a run writes beside its "
+                            f"results ({', '.join(COMPANION_SUFFIXES)}); choose an --output "
+                            "ending in .jsonl")
+    for path in output_files(output_path):
+        refuse_unsafe_target(path)
+        for source in inputs:
+            if same_file(path, source):
+                raise OutputRefused(f"{path} is the input file {source}: a run never writes "
+                                    "over its input; choose another --output")
+    for companion in output_files(output_path)[1:3]:
+        owner = _owner(companion)
+        if owner is not None and owner != output_path.name:
+            raise OutputRefused(
+                f"{companion} belongs to the results file {owner}, which has the same stem as "
+                f"{output_path.name}: their manifests and summaries would overwrite each "
+                "other. Choose an --output with another stem.")
 
 
 def _check_settings(path: Path, stored: set[str | None], settings: Mapping[str, Any],
@@ -90,10 +146,26 @@ def _check_settings(path: Path, stored: set[str | None], settings: Mapping[str, 
                          "file (the old one is kept, renamed) or choose another --output.")
 
 
+def _check_torn_tail(path: Path, reader: ResultsReader, manifest_path: Path) -> None:
+    """A torn last line is repaired only in a results file this tool wrote: its manifest
+    names it. Anything else ending without a newline (an input file, notes) is refused
+    untouched."""
+    if not reader.torn_bytes:
+        return
+    manifest = read_manifest(manifest_path)
+    if manifest is None or manifest.get("results_file") != path.name:
+        raise ResultsFileDamaged(
+            f"{path} ends with an incomplete line ({reader.torn_bytes} bytes) and no manifest "
+            f"({manifest_path.name}) names it as a results file of this tool, so it is not "
+            "repaired: choose another --output (or pass --force-new: the file is kept, "
+            "renamed).")
+
+
 def _index_results(output_path: Path, settings: Mapping[str, Any], settings_hash: str,
-                   manifest_path: Path) -> dict[str, _Stored]:
+                   manifest_path: Path) -> tuple[dict[str, _Stored], ResultsReader]:
     """The finished records of an existing results file, by case id (status and prompt
-    hash only), after cutting a torn last line and checking the settings."""
+    hash only), once the settings are checked and a torn last line found repairable (the
+    reader says where it is; :func:`apply_plan` cuts it)."""
     reader = ResultsReader(output_path)
     stored: dict[str, _Stored] = {}
     hashes: set[str | None] = set()
@@ -107,9 +179,9 @@ def _index_results(output_path: Path, settings: Mapping[str, Any], settings_hash
                 "tool. Fix it, or pass --force-new to start a new file.")
         stored[record.case_id] = _Stored(line.number, record.status, record.prompt_hash)
         hashes.add(record.settings_hash)
-    truncate_torn_tail(output_path, reader)
     _check_settings(output_path, hashes, settings, settings_hash, manifest_path)
-    return stored
+    _check_torn_tail(output_path, reader, manifest_path)
+    return stored, reader
 
 
 def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping[str, Any],
@@ -118,15 +190,18 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
     """One pass over the input (``items``, streamed) against an existing results file
     (``output_path``; None or missing: a fresh run): what is left to judge.
 
-    Repairs a torn last line. Raises :class:`ResumeConflict` (settings or case text
-    changed), :class:`evaluator.results.ResultsFileDamaged` or, through ``ids``, a
-    duplicate-id :class:`evaluator.cases.InputFileError` — all before anything is judged
-    or changed. Records to be judged again are listed in ``drop``; :func:`apply_plan`
-    removes them.
+    Raises :class:`ResumeConflict` (settings or case text changed),
+    :class:`evaluator.results.ResultsFileDamaged` (also for a torn last line in a file no
+    manifest names as this tool's) or, through ``ids``, a duplicate-id
+    :class:`evaluator.cases.InputFileError` — all before anything is judged or changed.
+    A repairable torn last line and the records to be judged again (``drop``) are
+    recorded in the plan; :func:`apply_plan` removes them.
     """
-    stored = ({} if output_path is None or not output_path.exists()
-              else _index_results(output_path, settings, settings_hash, manifest_path))
     plan = ResumePlan()
+    stored: dict[str, _Stored] = {}
+    if output_path is not None and output_path.exists():
+        stored, reader = _index_results(output_path, settings, settings_hash, manifest_path)
+        plan.valid_bytes, plan.torn_bytes = reader.valid_bytes, reader.torn_bytes
     changed: list[str] = []
     seen: set[str] = set()
     for item in items:
@@ -171,8 +246,9 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
 
 
 def apply_plan(output_path: Path, plan: ResumePlan) -> None:
-    """Remove the records that will be judged again (the file is rewritten atomically,
-    streamed)."""
+    """Cut a torn last line off, and remove the records that will be judged again (the file
+    is rewritten atomically, streamed)."""
+    truncate_torn_tail(output_path, plan.valid_bytes, plan.torn_bytes)
     if plan.drop:
         rewrite_results(output_path, (line.raw for line in ResultsReader(output_path)
                                       if line.record.case_id not in plan.drop))

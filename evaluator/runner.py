@@ -19,10 +19,11 @@ from pydantic import ValidationError
 from evaluator.aggregate import compute_aggregates
 from evaluator.backends import Backend, Generation, Sampling, load_backend
 from evaluator.cases import Case, InputProblem, UniqueIds, iter_cases
-from evaluator.files import write_json_atomic
+from evaluator.files import exclusive_lock, write_json_atomic
 from evaluator.judges import JudgeConfigError, JudgeSpec, resolve_judge
 from evaluator.manifest import (
     build_settings,
+    lock_path_for,
     manifest_path_for,
     model_dir_for,
     model_fingerprint,
@@ -37,7 +38,13 @@ from evaluator.panel import combine_verdicts, reduction_of
 from evaluator.ray_options import ENGINES, RayOptions, load_ray_engine
 from evaluator.render import render_messages
 from evaluator.results import ResultRecord, ResultWriter, iter_records
-from evaluator.resume import ResumePlan, apply_plan, move_aside, plan_resume
+from evaluator.resume import (
+    ResumePlan,
+    apply_plan,
+    check_output_paths,
+    move_aside,
+    plan_resume,
+)
 from evaluator.rubric import Rubric, load_rubric
 from evaluator.schema import build_output_model, max_new_tokens, output_json_schema
 from evaluator.summary import summarize, summary_path_for, write_summary
@@ -178,6 +185,7 @@ def evaluate(
     reduce: str = "median",
     engine: str = "local",
     ray_options: RayOptions | None = None,
+    wait: bool = False,
 ) -> RunResult:
     """Judge every case of ``input_path`` with a rubric and a judge; write results + summary.
 
@@ -196,6 +204,12 @@ def evaluate(
     ``engine``: ``local`` judges in this process; ``ray`` spreads the batches over judge
     replicas on a Ray cluster (``ray_options``; :mod:`evaluator.ray_engine`), writing the
     same records to the same file with the same resume rules.
+
+    The output's files are checked before anything is written (:func:`evaluator.resume.
+    check_output_paths`: never the input, a symbolic link, or a manifest/summary of another
+    results file) and the run holds ``<stem>.lock`` beside the output until its summary is
+    written: a second run on the same output raises :class:`evaluator.files.OutputBusy`
+    at once, or with ``wait`` waits for the first to end (and then resumes).
     """
     output_path = Path(output_path)
     input_path = Path(input_path)
@@ -234,6 +248,27 @@ def evaluate(
                    build_output_model(rubric_obj), sampling, template_kwargs,
                    settings_hash(settings), str(input_path), samples, reduce)
 
+    # Nothing is written until the output's files are known to be safe to write, and then
+    # only under the output's lock, held until the summary is written: a second run on the
+    # same output is refused (or waits), never appends the same cases again.
+    check_output_paths(output_path, [input_path])
+    with exclusive_lock(lock_path_for(output_path), output_path, wait=wait):
+        check_output_paths(output_path, [input_path])  # again, now that no run can change it
+        return _run_locked(setup, settings, model, items, input_path, output_path,
+                           id_column=id_column, backend=backend, on_start=on_start,
+                           progress=progress, force_new=force_new, strict=strict,
+                           ray_engine=ray_engine, batch_size=batch_size,
+                           ray_options=ray_options)
+
+
+def _run_locked(setup: _Setup, settings: dict[str, Any], model: dict[str, Any],
+                items: Callable[[], Iterator[Case | InputProblem]], input_path: Path,
+                output_path: Path, *, id_column: str, backend: Backend | None,
+                on_start: Callable[[RunStart], None] | None,
+                progress: ProgressCallback | None, force_new: bool, strict: bool,
+                ray_engine: Any, batch_size: int | None,
+                ray_options: RayOptions | None) -> RunResult:
+    """The run proper, with the output's lock held: plan, judge, manifest, summary."""
     manifest_path = manifest_path_for(output_path)
     # One pass over the input (streamed): validate every row, check ids and what an existing
     # results file already holds. With --force-new the old file is moved aside only after
@@ -259,10 +294,9 @@ def evaluate(
         manifest = new_manifest(output_path, settings, model)
     entry = run_entry(input_path)
     manifest["runs"].append(entry)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(manifest_path, manifest)
     try:
-        size = batch_size or judge_spec.batch_size
+        size = batch_size or setup.spec.batch_size
         if ray_engine is None:
             _judge_all(setup, plan, items(), output_path, backend, size, progress, strict)
         else:
@@ -276,7 +310,8 @@ def evaluate(
         entry["ended"] = now()
         write_json_atomic(manifest_path, manifest)
 
-    summary = summarize(rubric_obj, judge_name, iter_records(output_path))
+    summary = summarize(setup.rubric, setup.judge_name, iter_records(output_path))
+    summary["results_file"] = output_path.name
     summary_path = summary_path_for(output_path)
     write_summary(summary_path, summary)
     return RunResult(output_path, summary_path, summary)

@@ -1,6 +1,9 @@
 """A run with a slow scripted judge, for the fault-injection tests to SIGKILL at random.
 
-Usage: python tests/fault_driver.py INPUT OUTPUT DELAY_SECONDS
+Usage: python tests/fault_driver.py INPUT OUTPUT DELAY_SECONDS [JUDGE]
+JUDGE: a judge of models.yaml whose settings the run takes (e.g. ``fake``: then the run is
+the same as ``evaluator run -r pathology_report -m fake``, only slower); default: a fake
+judge of its own.
 Some verdicts are large invalid outputs (kept in full as ``raw_output``), so kills also land
 while big records are being written.
 """
@@ -12,7 +15,7 @@ import time
 from pathlib import Path
 
 from evaluator.backends.fake import FakeBackend
-from evaluator.judges import JudgeSpec
+from evaluator.judges import JudgeSpec, resolve_judge
 from evaluator.runner import evaluate
 
 
@@ -35,6 +38,7 @@ class SlowJudge(FakeBackend):
 
 if __name__ == "__main__":
     source, target, delay = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+    judge, spec = (resolve_judge(sys.argv[4], None) if len(sys.argv) > 4
+                   else ("slow-fake", JudgeSpec(backend="fake")))
     evaluate(rubric="pathology_report", input_path=source, output_path=target,
-             backend=SlowJudge(delay), judge="slow-fake", judge_spec=JudgeSpec(backend="fake"),
-             batch_size=3)
+             backend=SlowJudge(delay), judge=judge, judge_spec=spec, batch_size=3)

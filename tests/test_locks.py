@@ -1,95 +1,201 @@
-"""The locks (locks/*.txt, refreshed by `make lock`) pin everything pyproject.toml asks for.
-
-A dependency added to pyproject.toml, or a range changed so that it excludes the pinned
-version, fails here until the locks are refreshed. No network: the files are only parsed.
-"""
+"""Two runs on one output: the second is refused at once (exit code 2, one line) or, with
+``--wait``, waits for the first and then resumes. Never two writers: no case twice."""
 
 from __future__ import annotations
 
-import re
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from contextlib import contextmanager
 
 import pytest
-import tomllib
-from packaging.markers import default_environment
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import Version
 
-from tests.conftest import ROOT
+from evaluator.backends.fake import FakeBackend
+from evaluator.files import OutputBusy
+from evaluator.judges import JudgeSpec, JurySpec
+from evaluator.results import scan_results
+from tests.conftest import ROOT, write_jsonl
 
-LOCKS = ROOT / "locks"
-PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)")
-
-
-def _lock_python() -> str:
-    match = re.search(r"LOCK_PYTHON:-([0-9.]+)", (ROOT / "scripts" / "lock").read_text())
-    assert match, "scripts/lock names no LOCK_PYTHON default"
-    return match.group(1)
+CASES = 30
+FAKE = JudgeSpec(backend="fake")
 
 
-def _extras(variable: str) -> list[str]:
-    """An extras list from scripts/lock (CPU_EXTRAS=(a b c))."""
-    match = re.search(rf"^{variable}=\(([^)]*)\)", (ROOT / "scripts" / "lock").read_text(), re.MULTILINE)
-    assert match, f"scripts/lock defines no {variable}"
-    return match.group(1).split()
+def _rows(n=CASES):
+    return [{"case_id": f"case-{i:03d}", "reference_report": f"reference {i}",
+             "generated_report": f"generated {i}"} for i in range(n)]
 
 
-def _pins(lock_name: str) -> dict[str, Version]:
-    """name -> pinned version; every pin must carry at least one hash."""
-    pins: dict[str, Version] = {}
-    blocks = re.split(r"\n(?=[A-Za-z0-9])", (LOCKS / lock_name).read_text())
-    for block in blocks:
-        match = PIN.match(block)
-        if match:
-            assert "--hash=sha256:" in block, f"{lock_name}: {match.group(1)} has no hash"
-            pins[canonicalize_name(match.group(1))] = Version(match.group(2))
-    return pins
+def _env():
+    return dict(os.environ, PYTHONPATH=str(ROOT))
 
 
-def _required(extras: list[str]) -> list[Requirement]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = project["optional-dependencies"]
-    missing = [e for e in extras if e not in declared]
-    assert not missing, f"scripts/lock names extras pyproject.toml lacks: {missing}"
-    reqs = [Requirement(r) for r in project["dependencies"]]
-    for extra in extras:
-        reqs += [Requirement(r) for r in declared[extra]]
-    return reqs
+def _slow_run(source, target, log, delay):
+    """tests/fault_driver.py with the settings of ``evaluator run -m fake``, slowed down."""
+    with log.open("ab") as stderr:
+        return subprocess.Popen([sys.executable, str(ROOT / "tests" / "fault_driver.py"),
+                                 str(source), str(target), str(delay), "fake"],
+                                cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=stderr)
 
 
-@pytest.mark.parametrize("lock_name, extras_var", [("cpu.txt", "CPU_EXTRAS"),
-                                                   ("gpu.txt", "GPU_EXTRAS")])
-def test_the_lock_pins_every_requirement_of_pyproject_within_its_range(lock_name, extras_var):
-    pins = _pins(lock_name)
-    env = default_environment() | {"python_version": _lock_python(),
-                                   "python_full_version": _lock_python() + ".0",
-                                   "sys_platform": "linux", "platform_system": "Linux"}
-    stale = []
-    for req in _required(_extras(extras_var)):
-        if req.marker is not None and not req.marker.evaluate(env | {"extra": ""}):
-            continue
-        pinned = pins.get(canonicalize_name(req.name))
-        if pinned is None or not req.specifier.contains(pinned, prereleases=True):
-            stale.append(f"{req} (locked: {pinned or 'not at all'})")
-    assert not stale, (f"locks/{lock_name} is stale; run `make lock` and commit it: "
-                       + "; ".join(stale))
+def _cli_run(source, target, *extra, timeout=120):
+    return subprocess.run([sys.executable, "-m", "evaluator", "run", "-r", "pathology_report",
+                           "-m", "fake", "-i", str(source), "-o", str(target), "--no-progress",
+                           *extra],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
-def test_the_cpu_lock_pins_torchs_cpu_build_and_the_gpu_lock_vllm():
-    assert _pins("cpu.txt")["torch"] == Version("2.13.0+cpu")
-    gpu = _pins("gpu.txt")
-    assert "vllm" in gpu and gpu["torch"].local is None  # PyPI's CUDA build, brought by vLLM
+def _wait_for_records(first, target, log, n=1):
+    deadline = time.monotonic() + 60
+    while not (target.exists() and target.read_bytes().count(b"\n") >= n):
+        assert first.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, "the first run wrote nothing"
+        time.sleep(0.02)
 
 
-def test_the_tools_lock_pins_what_locks_tools_in_names():
-    pins = _pins("tools.txt")
-    for line in (LOCKS / "tools.in").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            req = Requirement(line)
-            assert req.specifier.contains(pins[canonicalize_name(req.name)])
+def _ids(path):
+    scan = scan_results(path)
+    assert scan.torn_bytes == 0
+    return Counter(line.record.case_id for line in scan.lines)
 
 
-def test_make_install_installs_from_the_cpu_lock_with_hashes():
-    makefile = (ROOT / "Makefile").read_text()
-    assert "pip install -q --require-hashes -r locks/cpu.txt" in makefile
-    assert "pip install -q --no-deps -e ." in makefile
+def test_a_second_run_on_the_same_output_is_refused_at_once(tmp_path):
+    source = write_jsonl(tmp_path / "cases.jsonl", _rows())
+    target = tmp_path / "results.jsonl"
+    log = tmp_path / "first.log"
+    first = _slow_run(source, target, log, delay=0.3)  # 10 batches of 3: about 3 s
+    try:
+        _wait_for_records(first, target, log)
+        started = time.monotonic()
+        second = _cli_run(source, target)
+        assert time.monotonic() - started < 30  # refused, not waiting
+        assert first.poll() is None, "the first run ended before the second was refused"
+    finally:
+        assert first.wait(timeout=120) == 0, log.read_text()
+    assert second.returncode == 2, second.stderr
+    message = second.stderr.strip()
+    assert "\n" not in message and "Traceback" not in second.stderr, second.stderr
+    assert message.startswith("error: ") and "being written by another run" in message
+    assert "--wait" in message and str(target) in message
+    ids = _ids(target)
+    assert len(ids) == CASES and set(ids.values()) == {1}  # every case once
+    assert not (tmp_path / "results.lock").exists()  # removed by the run that held it
+
+
+def test_with_wait_the_second_run_waits_then_resumes_with_nothing_left(tmp_path):
+    source = write_jsonl(tmp_path / "cases.jsonl", _rows())
+    target = tmp_path / "results.jsonl"
+    log = tmp_path / "first.log"
+    first = _slow_run(source, target, log, delay=0.15)
+    try:
+        _wait_for_records(first, target, log)
+        second = _cli_run(source, target, "--wait")
+    finally:
+        assert first.wait(timeout=120) == 0, log.read_text()
+    # Every fifth verdict of the slow judge is invalid: exit code 1, nothing judged again.
+    assert second.returncode == 1, second.stderr
+    assert "Traceback" not in second.stderr
+    assert "waiting for it to end" in second.stderr
+    assert f"{CASES} case(s) already done" in second.stderr
+    ids = _ids(target)
+    assert len(ids) == CASES and set(ids.values()) == {1}
+
+
+@contextmanager
+def _held(lock_path):
+    """The output's lock, held by this process as another run would hold it."""
+    fd = os.open(lock_path, os.O_RDONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+        lock_path.unlink(missing_ok=True)
+
+
+def _evaluate(tmp_path, **kwargs):
+    from evaluator.runner import evaluate
+
+    source = tmp_path / "cases.jsonl"
+    if not source.exists():
+        write_jsonl(source, _rows(5))
+    return evaluate(rubric="pathology_report", input_path=source,
+                    output_path=tmp_path / "results.jsonl", judge="fake",
+                    judge_spec=FAKE, **kwargs)
+
+
+def _files(folder):
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+def test_a_held_lock_refuses_a_run_before_it_changes_anything(tmp_path):
+    _evaluate(tmp_path, backend=FakeBackend())
+    results = tmp_path / "results.jsonl"
+    # A torn tail: a run that went on would cut it (and judge its case again).
+    results.write_bytes(results.read_bytes()[:-30])
+    backend = FakeBackend()
+    with _held(tmp_path / "results.lock"):
+        before = _files(tmp_path)
+        with pytest.raises(OutputBusy, match="being written by another run"):
+            _evaluate(tmp_path, backend=backend)
+        with pytest.raises(OutputBusy):
+            _evaluate(tmp_path, backend=backend, force_new=True)
+        assert _files(tmp_path) == before and backend.calls == []
+    _evaluate(tmp_path, backend=backend)  # free again: resumes
+    assert len(backend.calls) == 1
+
+
+def test_the_lock_is_held_from_the_plan_until_the_summary(tmp_path, monkeypatch):
+    from evaluator import runner
+
+    lock = tmp_path / "results.lock"
+    seen = []
+
+    def probe(step):
+        fd = os.open(lock, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen.append((step, "free"))
+        except BlockingIOError:
+            seen.append((step, "held"))
+        finally:
+            os.close(fd)
+
+    def wrap(name):
+        original = getattr(runner, name)
+
+        def wrapped(*args, **kwargs):
+            probe(name)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(runner, name, wrapped)
+
+    for name in ("plan_resume", "apply_plan", "write_summary"):
+        wrap(name)
+    _evaluate(tmp_path, backend=FakeBackend())
+    assert seen == [("plan_resume", "held"), ("apply_plan", "held"), ("write_summary", "held")]
+    assert not lock.exists()
+
+
+def test_a_jury_holds_its_combined_output(tmp_path):
+    from evaluator.jury import evaluate_jury
+
+    source = write_jsonl(tmp_path / "cases.jsonl", _rows(3))
+    jury = JurySpec(judges=["fake", "tiny-random"])  # refused before any member loads
+    with _held(tmp_path / "results.lock"), pytest.raises(OutputBusy):
+        evaluate_jury(jury_name="j", jury=jury, output_path=tmp_path / "results.jsonl",
+                      rubric="pathology_report", input_path=source)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.jsonl"]
+
+
+def test_the_ray_driver_runs_under_the_lock(tmp_path):
+    pytest.importorskip("ray", reason="needs the ray extra: make install")
+    from evaluator.ray_options import RayOptions
+
+    with _held(tmp_path / "results.lock"), pytest.raises(OutputBusy):
+        _evaluate(tmp_path, engine="ray",
+                  ray_options=RayOptions(backend_factory=lambda name, spec: FakeBackend()))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.jsonl"]

@@ -55,7 +55,8 @@ def _quiet_ray() -> None:
 @click.option("--output", "-o", "output_path", required=True,
               type=click.Path(dir_okay=False, path_type=Path),
               help="Results .jsonl. If it exists, the run resumes: finished cases are skipped. "
-                   "<name>.summary.json and <name>.manifest.json are written beside it.")
+                   "<name>.summary.json and <name>.manifest.json are written beside it, and "
+                   "<name>.lock is held while the run lasts.")
 @click.option("--model", "-m", "judges", multiple=True, help="Judge name from models.yaml "
               "(default: the file's default). Repeat it for a jury: every case is judged by "
               "each judge in turn, one model loaded at a time; or name a jury from models.yaml.")
@@ -80,6 +81,8 @@ def _quiet_ray() -> None:
               "existing files are kept, renamed to <name>.superseded-<time>.")
 @click.option("--strict", is_flag=True, help="Stop at the first case that cannot be judged "
               "(bad row: before the model loads; too long for the judge) with exit code 3.")
+@click.option("--wait", is_flag=True, help="When another run is writing to OUTPUT, wait for "
+              "it to end and then resume (default: refuse at once, exit code 2).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
               help="local: judge in this process. ray: spread the batches over judge replicas "
@@ -96,7 +99,7 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
         samples: int, temperature: float | None, reduce: str | None, limit: int | None,
         batch_size: int | None, mappings: tuple[str, ...], id_column: str,
         rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
-        no_progress: bool, engine: str, address: str | None, replicas: int | None,
+        wait: bool, no_progress: bool, engine: str, address: str | None, replicas: int | None,
         gpus_per_replica: float | None) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
     from evaluator.api import (
@@ -143,7 +146,7 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
     options = dict(rubric=rubric, input_path=input_path, models_path=models_file,
                    rubrics_dirs=rubrics_dirs, mapping=mapping, id_column=id_column, limit=limit,
                    batch_size=batch_size, on_start=on_start, strict=strict, samples=samples,
-                   temperature=temperature, engine=engine, ray_options=ray_options,
+                   temperature=temperature, engine=engine, ray_options=ray_options, wait=wait,
                    progress=lambda n: bar.update(n) if bar is not None else None)
     try:
         if engine == "ray":
