@@ -159,7 +159,7 @@ chmod 755 "$PREFIX/evaluator"
 EV=("$PREFIX/evaluator")
 for judge in judges/*/; do
     judge=$(basename "$judge")
-    say "judge $judge: $("${EV[@]}" models --verify "$judge" 2>>"$LOG" | tail -n 1)"
+    say "$("${EV[@]}" models --verify "$judge" 2>>"$LOG" | tail -n 1)"
 done
 
 # ---------------------------------------------------------------- 5. validate, one case
