@@ -32,6 +32,7 @@ from evaluator.files import write_bytes_atomic
 from evaluator.judges import JudgeSpec
 from evaluator.render import render_messages
 from evaluator.rubric import Rubric
+from evaluator.weights import weight_list_summary
 
 MANIFEST_VERSION = 1
 
@@ -98,6 +99,9 @@ def model_fingerprint(model_dir: Path | None) -> dict[str, Any]:
         "config_files": configs,
         "tokenizer_files": tokenizer,
         "weight_files": weights,
+        # Which verified set of weights (evaluator-weights.json, from a bundle) and whether
+        # the names and sizes still match it; `evaluator models --verify` re-hashes them.
+        "weight_list": weight_list_summary(folder),
     }
 
 

@@ -8,11 +8,13 @@ import click
 
 rubrics_dir_option = click.option(
     "--rubrics-dir", "rubrics_dirs", multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Extra directory of rubric .yaml files (searched before the built-ins; repeatable).")
+    type=click.Path(exists=True, file_okay=False, path_type=Path), envvar="EVALUATOR_RUBRICS_DIR",
+    help="Extra directory of rubric .yaml files (searched before the built-ins; repeatable; "
+         "default: $EVALUATOR_RUBRICS_DIR, ':'-separated).")
 models_file_option = click.option(
     "--models-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None, help="models.yaml to use (default: the project's).")
+    default=None, envvar="EVALUATOR_MODELS_FILE",
+    help="models.yaml to use (default: $EVALUATOR_MODELS_FILE, else the project's).")
 
 
 def parse_mapping(values: tuple[str, ...]) -> dict[str, str]:
