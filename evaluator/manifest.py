@@ -223,6 +223,15 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def recorded_input_hashes(results_path: Path) -> set[str]:
+    """The SHA-256 of every case file the runs of ``results_path`` read, from its manifest
+    (empty when there is no readable manifest)."""
+    manifest = read_manifest(manifest_path_for(results_path))
+    runs = manifest.get("runs") if isinstance(manifest, dict) else None
+    return {run["input_sha256"] for run in (runs if isinstance(runs, list) else [])
+            if isinstance(run, dict) and isinstance(run.get("input_sha256"), str)}
+
+
 def new_manifest(results_path: Path, settings: Mapping[str, Any],
                  model: Mapping[str, Any]) -> dict[str, Any]:
     """A fresh manifest with no runs yet."""
