@@ -28,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from evaluator.files import write_bytes_atomic
+from evaluator.files import check_regular_file, write_bytes_atomic
 from evaluator.judges import JudgeSpec
 from evaluator.render import render_messages
 from evaluator.rubric import Rubric
@@ -216,8 +216,10 @@ def lock_path_for(results_path: Path) -> Path:
 
 
 def read_manifest(path: Path) -> dict[str, Any] | None:
-    """The manifest at ``path``, or None when there is none (or it is unreadable)."""
+    """The manifest at ``path``, or None when there is none (or it is unreadable, or not a
+    regular file: a FIFO would block the read, a device never end it)."""
     try:
+        check_regular_file(Path(path), "manifest")
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
