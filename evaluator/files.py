@@ -87,6 +87,32 @@ def refuse_unsafe_target(path: Path) -> None:
         raise OutputRefused(problem)
 
 
+class NotARegularFile(ValueError):
+    """A file the evaluator was asked to read is a FIFO, a device, a socket or a folder:
+    reading it would hang or never end."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def check_regular_file(path: Path, what: str) -> None:
+    """Raise :class:`NotARegularFile` (one line: ``<what> <path> is a FIFO ..., not a
+    regular file``) unless ``path`` is a regular file, following links. A missing file is
+    left to the caller's own message (:class:`FileNotFoundError`)."""
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise NotARegularFile(f"{what} {path} is {_kind(info.st_mode)}, not a regular file")
+
+
 def same_file(a: Path, b: Path) -> bool:
     """Whether two paths name one file: the same resolved path or the same inode."""
     if Path(a).resolve() == Path(b).resolve():

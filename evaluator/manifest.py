@@ -28,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from evaluator.files import write_bytes_atomic
+from evaluator.files import check_regular_file, write_bytes_atomic
 from evaluator.judges import JudgeSpec
 from evaluator.render import render_messages
 from evaluator.rubric import Rubric
@@ -216,11 +216,22 @@ def lock_path_for(results_path: Path) -> Path:
 
 
 def read_manifest(path: Path) -> dict[str, Any] | None:
-    """The manifest at ``path``, or None when there is none (or it is unreadable)."""
+    """The manifest at ``path``, or None when there is none (or it is unreadable, or not a
+    regular file: a FIFO would block the read, a device never end it)."""
     try:
+        check_regular_file(Path(path), "manifest")
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def recorded_input_hashes(results_path: Path) -> set[str]:
+    """The SHA-256 of every case file the runs of ``results_path`` read, from its manifest
+    (empty when there is no readable manifest)."""
+    manifest = read_manifest(manifest_path_for(results_path))
+    runs = manifest.get("runs") if isinstance(manifest, dict) else None
+    return {run["input_sha256"] for run in (runs if isinstance(runs, list) else [])
+            if isinstance(run, dict) and isinstance(run.get("input_sha256"), str)}
 
 
 def new_manifest(results_path: Path, settings: Mapping[str, Any],

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, get_args
 
+from evaluator.files import NotARegularFile, check_regular_file
 from evaluator.manifest import manifest_path_for, read_manifest
 from evaluator.results import ResultRecord, Status, read_results
 from evaluator.rubric import IntegerCriterion, ItemsCriterion, Rubric, StringField, load_rubric
@@ -40,7 +41,7 @@ class ReportError(ValueError):
 
 
 def _read_one(path: Path) -> list[ResultRecord]:
-    if not path.is_file():
+    if not path.exists():
         raise ReportError(f"{path}: results file not found")
     records = read_results(path)
     if not records:
@@ -70,11 +71,15 @@ def _labels(paths: Sequence[Path], judges: Sequence[str]) -> list[str]:
 def _summary_file(path: Path) -> tuple[dict[str, Any], list[str]]:
     """The extra blocks of ``<name>.summary.json`` (if any), and notes about the file."""
     summary_path = summary_path_for(path)
-    if not summary_path.is_file():
+    if not summary_path.exists():
         return {}, [(f"no summary file ({summary_path.name}): statistics recomputed from the "
                     "records")]
     try:
+        check_regular_file(summary_path, "summary file")
         stored = json.loads(summary_path.read_text(encoding="utf-8"))
+    except NotARegularFile:
+        return {}, [(f"{summary_path.name} is not a regular file (a FIFO or device?); ignored, "
+                     "statistics recomputed from the records")]
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return {}, [(f"{summary_path.name} could not be read ({type(exc).__name__}); statistics "
                     "recomputed from the records")]

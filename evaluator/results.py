@@ -14,7 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evaluator.files import (
+    NotARegularFile,
     atomic_writer,
+    check_regular_file,
     fsync_dir,
     make_private_dirs,
     open_private_append,
@@ -90,7 +92,12 @@ class ResultRecord(BaseModel):
 
 
 class ResultsFileDamaged(ValueError):
-    """A complete line of a results file is not a result record: edited or damaged."""
+    """A complete line of a results file is not a result record: edited or damaged.
+    ``problem`` is the message without advice that only ``evaluator run`` can follow."""
+
+    def __init__(self, message: str, *, problem: str | None = None):
+        super().__init__(message)
+        self.problem = problem or message
 
 
 @dataclass(frozen=True)
@@ -165,10 +172,11 @@ class ResultsReader:
         except ValidationError as exc:
             first = exc.errors(include_input=False, include_url=False)[0]
             where = ".".join(map(str, first["loc"])) or "$"
+            problem = (f"{self.path} line {number} is not a result record ({where}: "
+                       f"{first['msg']}); the file was edited or damaged.")
             raise ResultsFileDamaged(
-                f"{self.path} line {number} is not a result record ({where}: {first['msg']}); "
-                "the file was edited or damaged. Move it aside or fix that line, or pass "
-                "--force-new to start a new file (the old one is kept).") from None
+                f"{problem} Move it aside or fix that line, or pass --force-new to start a "
+                "new file (the old one is kept).", problem=problem) from None
 
 
 def scan_results(path: Path) -> ResultsScan:
@@ -246,7 +254,37 @@ class ResultWriter:
         self.close()
 
 
+def _analysis_lines(reader: ResultsReader) -> Iterator[StoredLine]:
+    try:
+        yield from reader
+    except ResultsFileDamaged as exc:
+        # The reader's advice (--force-new) is an option of `evaluator run` only.
+        raise ResultsFileDamaged(f"{exc.problem} Is it a results file written by "
+                                 "evaluator run?") from None
+
+
 def read_results(path: Path) -> list[ResultRecord]:
-    """Load every record of a results file (each line validated; a torn last line is
-    skipped with a warning)."""
-    return list(iter_records(path))
+    """Load every record of a results file for analysis (report, agree): each line
+    validated, a torn last line skipped with a warning. Raises :class:`ResultsFileDamaged`
+    for a FIFO or device (never opened), a bad line, or one case id on two lines (counting
+    both would count one case twice); the messages name lines, never the id, and suggest
+    nothing only ``evaluator run`` accepts."""
+    path = Path(path)
+    try:
+        check_regular_file(path, "results file")
+    except NotARegularFile as exc:
+        raise ResultsFileDamaged(str(exc)) from None
+    reader = ResultsReader(path)
+    records: list[ResultRecord] = []
+    first_line: dict[str, int] = {}
+    for line in _analysis_lines(reader):
+        earlier = first_line.setdefault(line.record.case_id, line.number)
+        if earlier != line.number:
+            raise ResultsFileDamaged(
+                f"{path} has the same case id on lines {earlier} and {line.number}; a "
+                "results file holds one record per case, so it was edited or written by "
+                "another tool")
+        records.append(line.record)
+    if reader.torn_bytes:
+        log.warning("%s: ignoring a torn last line (%d bytes)", path, reader.torn_bytes)
+    return records

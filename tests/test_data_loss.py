@@ -263,8 +263,49 @@ def test_report_over_its_own_results_is_refused_even_with_overwrite(done, tmp_pa
 
 def test_report_over_the_case_file_is_refused_even_with_overwrite(done, cases, tmp_path):
     before = digests(tmp_path)
-    refused(invoke("report", done, "--html", cases), "not a report")
-    refused(invoke("report", done, "--html", cases, "--overwrite"), "own inputs")
+    refused(invoke("report", done, "--html", cases), ".html or .htm")
+    refused(invoke("report", done, "--html", cases, "--overwrite"), ".html or .htm")
+    assert digests(tmp_path) == before
+
+
+@pytest.mark.parametrize("name", ["results.summary.json", "results.manifest.json",
+                                  "results.lock", "other.jsonl", "models.yaml", "labels.csv",
+                                  "notes"])
+def test_report_never_replaces_a_file_that_is_not_html(done, cases, tmp_path, name):
+    # The hostile review: --overwrite replaced the summary, the manifest, the lock and
+    # another run's results. A report is only ever written to an .html/.htm name.
+    other = run(cases, tmp_path / "out" / "other.jsonl")
+    assert other.exit_code == 0
+    target = done.parent / name
+    if not target.exists():
+        target.write_text("precious\n")
+    before = digests(tmp_path)
+    for extra in ((), ("--overwrite",)):
+        message = refused(invoke("report", done, "--html", target, *extra), ".html or .htm")
+        assert "--overwrite" not in message
+    assert digests(tmp_path) == before
+
+
+def test_report_never_replaces_a_case_file_named_relative_to_another_folder(
+        tmp_path, monkeypatch):
+    # The run was started in tmp_path with a relative input name; the report runs elsewhere.
+    cases = write_jsonl(tmp_path / "cases.jsonl", example_cases("pathology_report"))
+    monkeypatch.chdir(tmp_path)
+    assert run("cases.jsonl", "results.jsonl").exit_code == 0
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    before = digests(tmp_path)
+    refused(invoke("report", tmp_path / "results.jsonl", "--html", cases, "--overwrite"),
+            "cases.jsonl")
+    assert digests(tmp_path) == before
+
+
+def test_report_never_replaces_a_moved_case_file(done, cases, tmp_path):
+    # Same bytes as the run's input (its SHA-256 is in the manifest), under another name.
+    copy = tmp_path / "copy.html"
+    copy.write_bytes(cases.read_bytes())
+    before = digests(tmp_path)
+    refused(invoke("report", done, "--html", copy, "--overwrite"), "copy.html", "case file")
     assert digests(tmp_path) == before
 
 

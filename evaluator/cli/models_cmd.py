@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from evaluator.cli.main import EXIT_USAGE
-from evaluator.cli.options import models_file_option
+from evaluator.cli.options import models_file_option, printable
 
 
 @click.command()
@@ -23,7 +23,7 @@ def models(verify_name: str | None, models_file: Path | None) -> None:
     try:
         parsed = load_models_file(models_file)
     except USER_ERRORS as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(printable(f"error: {exc}"), err=True)
         sys.exit(EXIT_USAGE)
     if verify_name is not None:
         _verify(parsed, verify_name)
@@ -31,9 +31,9 @@ def models(verify_name: str | None, models_file: Path | None) -> None:
     for name, spec in parsed.judges.items():
         marker = "*" if name == parsed.default else " "
         where = spec.path or (f"embedded:{spec.embedded}" if spec.embedded else "(built on use)")
-        click.echo(f"{marker} {name:24} backend={spec.backend:12} {where}")
+        click.echo(printable(f"{marker} {name:24} backend={spec.backend:12} {where}"))
         if spec.description:
-            click.echo(f"    {spec.description}")
+            click.echo(printable(f"    {spec.description}"))
     click.echo("(* = default)")
 
 
@@ -46,11 +46,12 @@ def _verify(parsed, name: str) -> None:
 
     spec = parsed.judges.get(name)
     if spec is None:
-        click.echo(f"error: no judge {name!r}; known: {', '.join(parsed.judges)}", err=True)
+        click.echo(printable(f"error: no judge {name!r}; known: {', '.join(parsed.judges)}"),
+                   err=True)
         sys.exit(EXIT_USAGE)
     folder = Path(spec.path) if spec.path is not None else model_dir_for(spec)
     if folder is None or not folder.is_dir():
-        click.echo(f"error: judge {name!r} has no weights folder to verify", err=True)
+        click.echo(printable(f"error: judge {name!r} has no weights folder to verify"), err=True)
         sys.exit(EXIT_USAGE)
     try:
         total = folder_bytes(folder)
@@ -59,11 +60,11 @@ def _verify(parsed, name: str) -> None:
                   disable=None, file=sys.stderr) as bar:
             problems = verify_weights(folder, progress=bar.update)
     except (WeightListError, OSError) as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(printable(f"error: {exc}"), err=True)
         sys.exit(EXIT_USAGE)
     if problems:
         for problem in problems:
-            click.echo(f"FAILED {folder}/{problem}", err=True)
+            click.echo(printable(f"FAILED {folder}/{problem}"), err=True)
         sys.exit(1)
-    click.echo(f"verified: {name}: all files in {folder} ({total / 1e6:.0f} MB) match "
-               "its evaluator-weights.json")
+    click.echo(printable(f"verified: {name}: all files in {folder} ({total / 1e6:.0f} MB) "
+                         "match its evaluator-weights.json"))

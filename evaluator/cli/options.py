@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import click
+
+# Control and format characters (terminal escape sequences, bidi overrides, line and
+# paragraph separators): config text printed with them could rewrite the terminal.
+_UNPRINTABLE = {"Cc", "Cf", "Zl", "Zp"}
 
 rubrics_dir_option = click.option(
     "--rubrics-dir", "rubrics_dirs", multiple=True,
@@ -26,3 +31,11 @@ def parse_mapping(values: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"{item!r}: expected RUBRIC_FIELD=COLUMN", param_hint="--map")
         mapping[field.strip()] = column.strip()
     return mapping
+
+
+def printable(text: object) -> str:
+    """``text`` with every control or format character but the newline written as an
+    escape (``\\x1b``), so config text (a description in models.yaml or a rubric) cannot
+    send escape sequences to the terminal."""
+    return "".join(ch if ch == "\n" or unicodedata.category(ch) not in _UNPRINTABLE
+                   else ch.encode("unicode_escape").decode("ascii") for ch in str(text))

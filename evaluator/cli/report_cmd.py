@@ -16,7 +16,7 @@ from evaluator.cli.options import parse_mapping, rubrics_dir_option
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--html", "html_path", required=True,
               type=click.Path(dir_okay=False, path_type=Path),
-              help="The HTML file to write (mode 0600).")
+              help="The HTML file to write (mode 0600; the name ends in .html or .htm).")
 @click.option("--overwrite", is_flag=True,
               help="Replace the --html file even when it is not a report evaluator wrote "
                    "(never one of the report's own inputs).")
