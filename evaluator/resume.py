@@ -20,8 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.cases import Case, InputProblem, UniqueIds
-from evaluator.files import OutputRefused, refuse_unsafe_target, same_file
-from evaluator.manifest import diff_settings, lock_path_for, manifest_path_for, read_manifest
+from evaluator.files import (
+    OutputRefused,
+    refuse_foreign_lock,
+    refuse_unsafe_target,
+    same_file,
+    show_path,
+)
+from evaluator.manifest import (
+    LOCK_SUFFIX,
+    diff_settings,
+    lock_path_for,
+    manifest_path_for,
+    read_manifest,
+)
 from evaluator.results import (
     ResultsFileDamaged,
     ResultsReader,
@@ -84,7 +96,7 @@ def move_aside(paths: Sequence[Path]) -> list[Path]:
 
 # The endings of the files a run names after its output's stem (the jury's member folder
 # included): an output named so could be one of another output's, or its own.
-COMPANION_SUFFIXES = (".lock", ".manifest.json", ".summary.json", ".jury")
+COMPANION_SUFFIXES = (LOCK_SUFFIX, ".manifest.json", ".summary.json", ".jury")
 
 
 def output_files(output_path: Path) -> list[Path]:
@@ -107,13 +119,16 @@ def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
     files (see :func:`output_files`) is a symbolic link, not a regular file, another
     user's, or one of ``inputs``; or its manifest or summary, named by the stem, belongs
     to another results file (``col.jsonl`` and ``col.json`` would share them); or its own
-    name is one a companion could have (``x.lock`` would be its own lock)."""
+    name is one a companion could have (``x.evaluator-lock`` would be its own lock); or its
+    lock file's name is taken by a file this tool did not write."""
     if output_path.name.endswith(COMPANION_SUFFIXES):
         raise OutputRefused(f"{output_path.name} is named like a file a run writes beside its "
                             f"results ({', '.join(COMPANION_SUFFIXES)}); choose an --output "
                             "ending in .jsonl")
     for path in output_files(output_path):
         refuse_unsafe_target(path)
+    refuse_foreign_lock(lock_path_for(output_path))
+    for path in output_files(output_path):
         for source in inputs:
             if same_file(path, source):
                 raise OutputRefused(f"{path} is the input file {source}: a run never writes "

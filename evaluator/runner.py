@@ -253,7 +253,7 @@ def evaluate(
 
     The output's files are checked before anything is written (:func:`evaluator.resume.
     check_output_paths`: never the input, a symbolic link, or a manifest/summary of another
-    results file) and the run holds ``<stem>.lock`` beside the output until its summary is
+    results file) and the run holds ``<stem>.evaluator-lock`` beside the output until its summary is
     written: a second run on the same output raises :class:`evaluator.files.OutputBusy`
     at once, or with ``wait`` waits for the first to end (and then resumes).
     """

@@ -49,11 +49,19 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _our_lock(path: Path) -> bool:
+    """A run's lock file (kept, never removed: a refused run may leave one)."""
+    return (path.name.endswith(".evaluator-lock") and not path.is_symlink()
+            and path.read_bytes().startswith(b"evaluator run lock for "))
+
+
 def digests(folder: Path) -> dict[str, str]:
-    """Every file under ``folder`` (links as their target's name): to show nothing moved."""
+    """Every file under ``folder`` (links as their target's name) but the runs' own lock
+    files: to show nothing moved."""
     return {str(p.relative_to(folder)): (f"-> {os.readlink(p)}" if p.is_symlink()
                                          else digest(p))
-            for p in sorted(folder.rglob("*")) if p.is_symlink() or p.is_file()}
+            for p in sorted(folder.rglob("*"))
+            if (p.is_symlink() or p.is_file()) and not _our_lock(p)}
 
 
 @pytest.fixture
@@ -138,7 +146,7 @@ def test_a_file_that_is_not_results_is_refused_even_with_complete_lines(tmp_path
 
 
 @pytest.mark.parametrize("companion", ["results.jsonl", "results.summary.json",
-                                       "results.manifest.json", "results.lock"])
+                                       "results.manifest.json", "results.evaluator-lock"])
 def test_a_symlinked_output_or_companion_is_refused(tmp_path, cases, companion):
     victim = tmp_path / "victim.txt"
     victim.write_text("someone else's file\n")
@@ -308,10 +316,10 @@ def test_a_second_output_with_the_same_stem_is_refused(tmp_path, cases, extra):
     assert digests(tmp_path) == before
 
 
-@pytest.mark.parametrize("name", ["results.lock", "results.manifest.json",
+@pytest.mark.parametrize("name", ["results.evaluator-lock", "results.manifest.json",
                                   "results.summary.json", "results.jury"])
 def test_an_output_named_like_a_companion_is_refused(done, cases, name):
-    # results.lock would be its own lock file (removed after the run), the others another
+    # results.evaluator-lock would be its own lock file, the others another
     # output's manifest, summary or jury folder.
     folder = done.parent
     target = folder / name

@@ -58,7 +58,7 @@ def _quiet_ray() -> None:
               type=click.Path(dir_okay=False, path_type=Path),
               help="Results .jsonl. If it exists, the run resumes: finished cases are skipped. "
                    "<name>.summary.json and <name>.manifest.json are written beside it, and "
-                   "<name>.lock is held while the run lasts.")
+                   "<name>.evaluator-lock is held while the run lasts.")
 @click.option("--model", "-m", "judges", multiple=True, help="Judge name from models.yaml "
               "(default: the file's default). Repeat it for a jury: every case is judged by "
               "each judge in turn, one model loaded at a time; or name a jury from models.yaml.")
