@@ -105,13 +105,42 @@ def output_files(output_path: Path) -> list[Path]:
             lock_path_for(output_path)]
 
 
-def _owner(path: Path) -> str | None:
-    """The results file a manifest or summary names (``results_file``), if any."""
+def _read_companion(path: Path) -> tuple[bool, dict[str, Any] | None]:
+    """Whether ``path`` exists, and its JSON object (None: absent, or not a JSON object)."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("results_file")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
+        value = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return False, None
+    except (OSError, ValueError):
+        return True, None
+    return True, value if isinstance(value, dict) else None
+
+
+def _is_ours(kind: str, value: Mapping[str, Any]) -> bool:
+    """Whether a manifest or summary holds the keys every version of this tool writes."""
+    if kind == "manifest":
+        return "settings_hash" in value and ("runs" in value or value.get("kind") == "jury")
+    return "rubric" in value and ("status_counts" in value or "cases" in value)
+
+
+def _check_companion(output_path: Path, companion: Path, kind: str) -> None:
+    """Refuse a manifest or summary that this tool did not write (a user's own file of that
+    name), or that belongs to another results file."""
+    exists, value = _read_companion(companion)
+    if not exists:
+        return
+    if value is None or not _is_ours(kind, value):
+        raise OutputRefused(
+            f"{show_path(companion)} exists and is not a {kind} written by this tool; "
+            "refusing to overwrite it (even with --force-new): move it away, or choose an "
+            "--output with another stem")
+    owner = value.get("results_file")
+    if isinstance(owner, str) and owner != output_path.name:
+        raise OutputRefused(
+            f"{show_path(companion)} was written for the results file {show_path(owner)}, not "
+            f"{show_path(output_path.name)}: if you renamed a run's files, rename them back; if "
+            f"{show_path(owner)} is another output with the same stem, their manifests and "
+            "summaries would overwrite each other, so choose an --output with another stem.")
 
 
 def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
@@ -133,13 +162,8 @@ def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
             if same_file(path, source):
                 raise OutputRefused(f"{path} is the input file {source}: a run never writes "
                                     "over its input; choose another --output")
-    for companion in output_files(output_path)[1:3]:
-        owner = _owner(companion)
-        if owner is not None and owner != output_path.name:
-            raise OutputRefused(
-                f"{companion} belongs to the results file {owner}, which has the same stem as "
-                f"{output_path.name}: their manifests and summaries would overwrite each "
-                "other. Choose an --output with another stem.")
+    _check_companion(output_path, manifest_path_for(output_path), "manifest")
+    _check_companion(output_path, summary_path_for(output_path), "summary")
 
 
 def _check_settings(path: Path, stored: set[str | None], settings: Mapping[str, Any],

@@ -360,3 +360,36 @@ def test_every_example_rubric_still_runs_into_a_fresh_folder(tmp_path):
     before = digest(output)
     assert run(source, output, rubric="trial_eligibility").exit_code == 0
     assert digest(output) == before
+
+
+@pytest.mark.parametrize("companion", ["results.manifest.json", "results.summary.json"])
+@pytest.mark.parametrize("content", ["my notes, not JSON\n", '{"title": "my own json"}\n',
+                                     "[1, 2]\n"])
+@pytest.mark.parametrize("extra", [(), ("--force-new",)])
+def test_a_users_own_manifest_or_summary_is_never_overwritten(tmp_path, cases, companion,
+                                                               content, extra):
+    (tmp_path / companion).write_text(content)
+    before = digests(tmp_path)
+    refused(run(cases, tmp_path / "results.jsonl", *extra), companion,
+            "not a", "written by this tool")
+    assert digests(tmp_path) == before
+
+
+def test_companions_of_an_earlier_version_still_resume(done, cases):
+    # What the first versions wrote: a manifest with settings_hash and runs, a summary with
+    # rubric and cases (no results_file, no status_counts).
+    summary = done.with_name("results.summary.json")
+    summary.write_text(json.dumps({"summary_version": 1, "rubric": "pathology_report",
+                                   "judge": "fake", "cases": 3}))
+    assert run(cases, done).exit_code == 0
+    assert "status_counts" in json.loads(summary.read_text())
+
+
+def test_renamed_files_are_refused_with_accurate_words(done, cases):
+    folder = done.parent
+    for path in list(folder.iterdir()):
+        if path.name.startswith("results."):
+            path.rename(folder / ("qwen." + path.name[len("results."):]))
+    message = refused(run(cases, folder / "qwen.jsonl"), "qwen.manifest.json",
+                      "was written for the results file results.jsonl", "rename them back")
+    assert "belongs to" not in message
