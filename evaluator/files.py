@@ -46,6 +46,23 @@ def show_path(path: Path | str) -> str:
     return text
 
 
+def check_path_name(path: Path | str, what: str = "--output") -> None:
+    """Refuse (:class:`OutputRefused`) a file name that cannot be a results file or be
+    recorded: empty, naming a folder (``dir/``, ``.``), or not valid UTF-8 (a manifest
+    records every file name as JSON text)."""
+    text = os.fspath(path)
+    if not text:
+        raise OutputRefused(f"{what} is empty; name a .jsonl file")
+    if text.endswith("/") or Path(text).name in ("", ".", ".."):
+        raise OutputRefused(f"{what} {show_path(text)} names a folder; name a .jsonl file "
+                            "(for example in that folder)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise OutputRefused(f"{what} {show_path(text)} is not a valid UTF-8 file name; rename "
+                            "the file (file names are recorded in the manifest)") from None
+
+
 def fsync_dir(folder: Path) -> None:
     """Make a created or renamed entry in ``folder`` durable."""
     fd = os.open(folder, os.O_RDONLY)

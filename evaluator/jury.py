@@ -23,6 +23,7 @@ from typing import Any
 from evaluator.files import (
     PRIVATE_DIR,
     OutputRefused,
+    check_path_name,
     exclusive_lock,
     make_private_dirs,
     show_path,
@@ -156,6 +157,9 @@ def evaluate_jury(*, jury_name: str, jury: JurySpec, output_path: Path,
     :func:`evaluate` for each), then write the combined results and summary. The combined
     output's lock is held throughout (``wait``: see :func:`evaluate`)."""
     output_path = Path(output_path)
+    check_path_name(output_path)
+    if run_options.get("input_path"):
+        check_path_name(run_options["input_path"], "--input")
     rubric_obj = rubric if isinstance(rubric, Rubric) else load_rubric(rubric, rubrics_dirs)
     reduce = reduce or jury.reduce
     settings = {"jury": jury_name, "judges": list(jury.judges),

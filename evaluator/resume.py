@@ -22,6 +22,7 @@ from typing import Any
 from evaluator.cases import Case, InputProblem, UniqueIds
 from evaluator.files import (
     OutputRefused,
+    check_path_name,
     refuse_foreign_lock,
     refuse_unsafe_target,
     same_file,
@@ -150,6 +151,9 @@ def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
     to another results file (``col.jsonl`` and ``col.json`` would share them); or its own
     name is one a companion could have (``x.evaluator-lock`` would be its own lock); or its
     lock file's name is taken by a file this tool did not write."""
+    check_path_name(output_path)
+    for source in inputs:
+        check_path_name(source, "--input")
     if output_path.name.endswith(COMPANION_SUFFIXES):
         raise OutputRefused(f"{output_path.name} is named like a file a run writes beside its "
                             f"results ({', '.join(COMPANION_SUFFIXES)}); choose an --output "

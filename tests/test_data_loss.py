@@ -393,3 +393,25 @@ def test_renamed_files_are_refused_with_accurate_words(done, cases):
     message = refused(run(cases, folder / "qwen.jsonl"), "qwen.manifest.json",
                       "was written for the results file results.jsonl", "rename them back")
     assert "belongs to" not in message
+
+
+@pytest.mark.parametrize(("output", "needle"), [
+    ("", "--output is empty"),
+    ("folder/", "names a folder"),
+    ("bad\udcff.jsonl", "not a valid UTF-8 file name"),
+])
+def test_an_output_name_that_cannot_be_a_results_file_is_refused(tmp_path, cases, monkeypatch,
+                                                                 output, needle):
+    monkeypatch.chdir(tmp_path)
+    before = digests(tmp_path)
+    refused(run(cases, output), needle)
+    assert digests(tmp_path) == before
+
+
+def test_an_input_name_that_is_not_utf8_is_refused(tmp_path, cases):
+    source = Path(os.fsdecode(bytes(tmp_path) + b"/in\xfe.jsonl"))
+    source.write_bytes(cases.read_bytes())
+    before = digests(tmp_path)
+    message = refused(run(source, tmp_path / "out.jsonl"), "--input", "not a valid UTF-8")
+    assert "\\udcfe" in message
+    assert digests(tmp_path) == before

@@ -19,6 +19,7 @@ from evaluator.cli.main import (
 from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir_option
 from evaluator.cli.progress import library_progress_hidden
 from evaluator.cli.signals import Terminated, sigterm_as_interrupt
+from evaluator.files import check_path_name, show_path
 from evaluator.jury import member_path
 from evaluator.ray_options import ENGINES, RayOptions, load_ray_engine
 
@@ -54,8 +55,8 @@ def _quiet_ray() -> None:
 @click.option("--input", "-i", "input_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Cases: .jsonl or .csv, one case per line/row.")
-@click.option("--output", "-o", "output_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--output", "-o", "output_name", required=True,
+              type=click.Path(dir_okay=False),
               help="Results .jsonl. If it exists, the run resumes: finished cases are skipped. "
                    "<name>.summary.json and <name>.manifest.json are written beside it, and "
                    "<name>.evaluator-lock is held while the run lasts.")
@@ -97,7 +98,7 @@ def _quiet_ray() -> None:
 @click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None,
               help="--engine ray: GPUs per replica (set tensor_parallel_size to match for "
                    "vLLM; a fraction packs replicas on a GPU) [default: 0].")
-def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...],
+def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...],
         samples: int, temperature: float | None, reduce: str | None, limit: int | None,
         batch_size: int | None, mappings: tuple[str, ...], id_column: str,
         rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
@@ -120,6 +121,14 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
         resolve_jury,
     )
 
+    # Checked as given: Path("dir/") drops the slash that says a folder was meant.
+    output_path = Path(output_name)
+    try:
+        check_path_name(output_name)
+        check_path_name(input_path, "--input")
+    except USER_ERRORS as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
     mapping = parse_mapping(mappings)
     ray_options = _ray_options(engine, address, replicas, gpus_per_replica)
     bar: tqdm | None = None
