@@ -68,6 +68,7 @@ class ResumePlan:
     first_problem: InputProblem | None = None    # for --strict
     valid_bytes: int = 0  # the results file's valid prefix, and a torn last line after it
     torn_bytes: int = 0
+    unterminated: bool = False  # a complete last record lacks its newline (added)
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,7 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
     if output_path is not None and output_path.exists():
         stored, reader = _index_results(output_path, settings, settings_hash, manifest_path)
         plan.valid_bytes, plan.torn_bytes = reader.valid_bytes, reader.torn_bytes
+        plan.unterminated = reader.unterminated
     changed: list[str] = []
     seen: set[str] = set()
     for item in items:
@@ -291,7 +293,7 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
 def apply_plan(output_path: Path, plan: ResumePlan) -> None:
     """Cut a torn last line off, and remove the records that will be judged again (the file
     is rewritten atomically, streamed)."""
-    truncate_torn_tail(output_path, plan.valid_bytes, plan.torn_bytes)
+    truncate_torn_tail(output_path, plan.valid_bytes, plan.torn_bytes, plan.unterminated)
     if plan.drop:
         rewrite_results(output_path, (line.raw for line in ResultsReader(output_path)
                                       if line.record.case_id not in plan.drop))

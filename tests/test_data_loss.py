@@ -415,3 +415,13 @@ def test_an_input_name_that_is_not_utf8_is_refused(tmp_path, cases):
     message = refused(run(source, tmp_path / "out.jsonl"), "--input", "not a valid UTF-8")
     assert "\\udcfe" in message
     assert digests(tmp_path) == before
+
+
+def test_a_complete_last_record_without_its_newline_is_kept(done, cases):
+    whole = done.read_bytes()
+    done.write_bytes(whole.rstrip(b"\n"))  # an editor that drops the final newline
+    result = run(cases, done)
+    assert result.exit_code == 0, result.output
+    assert "0 to judge again" in result.stderr or "judge again" not in result.stderr
+    assert f"{len(example_cases('pathology_report'))} case(s) already done" in result.stderr
+    assert done.read_bytes() == whole  # nothing judged again, the newline added
