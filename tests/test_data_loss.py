@@ -425,3 +425,20 @@ def test_a_complete_last_record_without_its_newline_is_kept(done, cases):
     assert "0 to judge again" in result.stderr or "judge again" not in result.stderr
     assert f"{len(example_cases('pathology_report'))} case(s) already done" in result.stderr
     assert done.read_bytes() == whole  # nothing judged again, the newline added
+
+
+def test_a_field_mapped_twice_is_refused(tmp_path, cases):
+    result = run(cases, tmp_path / "out.jsonl", "--map", "reference_report=a",
+                 "--map", "reference_report=b")
+    assert result.exit_code == 2 and "mapped twice" in result.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("field", ["batch_size", "max_model_len"])
+def test_huge_judge_sizes_are_refused(field):
+    from pydantic import ValidationError
+
+    from evaluator.judges import JudgeSpec
+
+    with pytest.raises(ValidationError, match="less than or equal"):
+        JudgeSpec(backend="fake", **{field: 10**23})

@@ -183,9 +183,13 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
     except (RayRunFailed, OutputWriteFailed) as exc:
         stop(EXIT_SOME_FAILED, f"error: {exc}")
     except KeyboardInterrupt as exc:
-        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-        stop(interrupted_exit_code(exc), f"{what}; finished results are in {output_path}. "
-                                         "Re-run the same command to resume.")
+        what = (f"terminated ({exc.signal_name})" if isinstance(exc, Terminated)
+                else "interrupted")
+        written = next((p for p in (current, output_path)
+                        if p.is_file() and p.stat().st_size), None)
+        where = (f"finished results are in {show_path(written)}. Re-run the same command to "
+                 "resume." if written is not None else "no results were written yet.")
+        stop(interrupted_exit_code(exc), f"{what}; {where}")
     if bar is not None:
         bar.close()
     summary = result.summary
