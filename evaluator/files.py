@@ -89,14 +89,16 @@ def make_private_dirs(folder: Path) -> None:
 
 def _refusal(path: Path, info: os.stat_result) -> str | None:
     if stat.S_ISLNK(info.st_mode):
-        return (f"{path} is a symbolic link; refusing to write through it (give the real "
+        return (f"{show_path(path)} is a symbolic link; refusing to write through it (give "
+                "the real "
                 "path, or another name)")
     if not stat.S_ISREG(info.st_mode):
-        return f"{path} exists and is not a regular file; choose another name"
+        return f"{show_path(path)} exists and is not a regular file; choose another name"
     if info.st_uid != os.geteuid():
-        return f"{path} belongs to another user; refusing to write case text into it"
+        return f"{show_path(path)} belongs to another user; refusing to write case text into it"
     if info.st_nlink > 1:
-        return (f"{path} has other hard links (names of the same file elsewhere); refusing "
+        return (f"{show_path(path)} has other hard links (names of the same file elsewhere); "
+                "refusing "
                 "to write into it")
     return None
 
@@ -129,7 +131,8 @@ def _open_nofollow(path: Path, flags: int, what: str = "write") -> int:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise OutputRefused(f"{path} is a symbolic link; refusing to {what} through it "
+            raise OutputRefused(f"{show_path(path)} is a symbolic link; refusing to {what} "
+                                "through it "
                                 "(give the real path, or another name)") from None
         raise
     try:

@@ -156,7 +156,8 @@ def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
     for source in inputs:
         check_path_name(source, "--input")
     if output_path.name.endswith(COMPANION_SUFFIXES):
-        raise OutputRefused(f"{output_path.name} is named like a file a run writes beside its "
+        raise OutputRefused(f"{show_path(output_path.name)} is named like a file a run writes "
+                            "beside its "
                             f"results ({', '.join(COMPANION_SUFFIXES)}); choose an --output "
                             "ending in .jsonl")
     for path in output_files(output_path):
@@ -165,7 +166,8 @@ def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
     for path in output_files(output_path):
         for source in inputs:
             if same_file(path, source):
-                raise OutputRefused(f"{path} is the input file {source}: a run never writes "
+                raise OutputRefused(f"{show_path(path)} is the input file {show_path(source)}: "
+                                    "a run never writes "
                                     "over its input; choose another --output")
     _check_companion(output_path, manifest_path_for(output_path), "manifest")
     _check_companion(output_path, summary_path_for(output_path), "summary")
@@ -185,7 +187,8 @@ def _check_settings(path: Path, stored: set[str | None], settings: Mapping[str, 
     else:
         what = f"its records were written with other settings (no manifest {manifest_path.name} "\
                "says which)"
-    raise ResumeConflict(f"{path} cannot be resumed: {what}. Results judged with different "
+    raise ResumeConflict(f"{show_path(path)} cannot be resumed: {what}. Results judged "
+                         "with different "
                          "settings are never mixed in one file: pass --force-new to start a new "
                          "file (the old one is kept, renamed) or choose another --output.")
 
@@ -199,7 +202,8 @@ def _check_torn_tail(path: Path, reader: ResultsReader, manifest_path: Path) -> 
     manifest = read_manifest(manifest_path)
     if manifest is None or manifest.get("results_file") != path.name:
         raise ResultsFileDamaged(
-            f"{path} ends with an incomplete line ({reader.torn_bytes} bytes) and no manifest "
+            f"{show_path(path)} ends with an incomplete line ({reader.torn_bytes} bytes) and "
+            "no manifest "
             f"({manifest_path.name}) names it as a results file of this tool, so it is not "
             "repaired: choose another --output (or pass --force-new: the file is kept, "
             "renamed).")
@@ -218,7 +222,7 @@ def _index_results(output_path: Path, settings: Mapping[str, Any], settings_hash
         previous = stored.get(record.case_id)
         if previous is not None:
             raise ResultsFileDamaged(
-                f"{output_path} holds case {record.case_id!r} twice (lines "
+                f"{show_path(output_path)} holds case {record.case_id!r} twice (lines "
                 f"{previous.line} and {line.number}); it was edited or written by another "
                 "tool. Fix it, or pass --force-new to start a new file.")
         stored[record.case_id] = _Stored(line.number, record.status, record.prompt_hash)
@@ -277,7 +281,8 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
     if changed:
         shown = "; ".join(changed[:5]) + (" ..." if len(changed) > 5 else "")
         raise ResumeConflict(
-            f"{output_path} cannot be resumed: {len(changed)} finished case(s) now have a "
+            f"{show_path(output_path)} cannot be resumed: {len(changed)} finished case(s) now "
+            "have a "
             f"different text in the input than when they were judged: {shown}. Pass "
             "--force-new to start a new file (the old one is kept, renamed) or choose another "
             "--output.")

@@ -442,3 +442,10 @@ def test_huge_judge_sizes_are_refused(field):
 
     with pytest.raises(ValidationError, match="less than or equal"):
         JudgeSpec(backend="fake", **{field: 10**23})
+
+
+@pytest.mark.parametrize("name", ["two\nlines.jsonl", "esc\x1b[31mape.jsonl"])
+def test_a_file_name_with_control_characters_stays_on_one_line(tmp_path, cases, name):
+    (tmp_path / name).symlink_to(tmp_path / "elsewhere.jsonl")
+    message = refused(run(cases, tmp_path / name), "symbolic link")
+    assert "\x1b" not in message and ascii(name)[1:-1] in message

@@ -227,9 +227,8 @@ def test_a_deleted_lock_does_not_let_a_second_run_in(tmp_path):
     target = tmp_path / "results.jsonl"
     with exclusive_lock(lock, target):
         assert lock.read_text().startswith("evaluator run lock for results.jsonl")
-        with pytest.raises(OutputBusy):
-            with exclusive_lock(lock, target):
-                pass
+        with pytest.raises(OutputBusy), exclusive_lock(lock, target):
+            pass
     assert lock.exists()  # released, never removed: there is nothing stale to delete
     with exclusive_lock(lock, target):
         pass

@@ -1,6 +1,7 @@
 """SIGTERM (what ``docker stop``, Kubernetes, systemd and batch schedulers send) and SIGHUP
-(the ssh session or terminal went away) stop a run the way Ctrl-C does: raised as a :class:`KeyboardInterrupt` wherever the run is, so the
-records written so far are kept, the manifest says ``interrupted`` and re-running resumes."""
+(the ssh session or terminal went away) stop a run the way Ctrl-C does: raised as a
+:class:`KeyboardInterrupt` wherever the run is, so the records written so far are kept, the
+manifest says ``interrupted`` and re-running resumes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-
 
 # The signals that stop a run like Ctrl-C.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
