@@ -449,3 +449,10 @@ def test_a_file_name_with_control_characters_stays_on_one_line(tmp_path, cases, 
     (tmp_path / name).symlink_to(tmp_path / "elsewhere.jsonl")
     message = refused(run(cases, tmp_path / name), "symbolic link")
     assert "\x1b" not in message and ascii(name)[1:-1] in message
+
+
+def test_an_output_under_a_file_with_a_newline_in_its_name_stays_on_one_line(tmp_path, cases):
+    parent = tmp_path / "not\na folder"
+    parent.write_text("a file\n")
+    message = refused(run(cases, parent / "out.jsonl"), "not a folder")
+    assert "not\\na folder" in message
