@@ -228,12 +228,16 @@ def refuse_foreign_lock(path: Path) -> None:
     wrote (empty, or starting with its header): a user's own file of that name is never
     used or changed."""
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(len(_LOCK_PREFIX))
-    except FileNotFoundError:
-        return
+        # Never follows a link, never blocks on a FIFO: those are refused when opened to lock.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return  # a link or special file: the checks that open it for writing say which
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        head = os.read(fd, len(_LOCK_PREFIX))
+    finally:
+        os.close(fd)
     if head and head != _LOCK_PREFIX:
         raise OutputRefused(f"{show_path(path)} exists and is not a lock file of this tool; "
                             "refusing to use or change it (move it away, or choose another "
@@ -293,4 +297,8 @@ def exclusive_lock(path: Path, what: Path, *, wait: bool = False) -> Iterator[No
         _claim_lock_file(fd, path, what)
         yield
     finally:
+        if not _same_inode(fd, path):
+            log.warning("%s was removed or replaced while this run held it: another run may "
+                        "have written to %s meanwhile; leave lock files in place",
+                        show_path(path), show_path(what))
         os.close(fd)

@@ -233,3 +233,19 @@ def test_a_deleted_lock_does_not_let_a_second_run_in(tmp_path):
     with exclusive_lock(lock, target):
         pass
     assert lock.exists()
+
+
+def test_a_lock_removed_while_held_is_reported(tmp_path, caplog):
+    from evaluator.files import exclusive_lock
+
+    lock = tmp_path / "results.evaluator-lock"
+    with exclusive_lock(lock, tmp_path / "results.jsonl"):
+        lock.unlink()  # what a user cleaning up "stale" lock files would do
+    assert "removed or replaced while this run held it" in caplog.text
+
+
+def test_a_fifo_at_the_lock_name_is_refused_without_blocking(tmp_path):
+    source = write_jsonl(tmp_path / "cases.jsonl", _rows(3))
+    os.mkfifo(tmp_path / "results.evaluator-lock")
+    refused = _cli_run(source, tmp_path / "results.jsonl", timeout=60)
+    assert refused.returncode == 2 and "not a regular file" in refused.stderr
