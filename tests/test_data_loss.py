@@ -430,7 +430,7 @@ def test_a_complete_last_record_without_its_newline_is_kept(done, cases):
 def test_a_field_mapped_twice_is_refused(tmp_path, cases):
     result = run(cases, tmp_path / "out.jsonl", "--map", "reference_report=a",
                  "--map", "reference_report=b")
-    assert result.exit_code == 2 and "mapped twice" in result.stderr
+    refused(result, "--map", "'reference_report' is mapped twice ('a' and 'b')")
     assert not (tmp_path / "out.jsonl").exists()
 
 

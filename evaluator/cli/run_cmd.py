@@ -126,10 +126,13 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
     try:
         check_path_name(output_name)
         check_path_name(input_path, "--input")
+        mapping = parse_mapping(mappings)
     except USER_ERRORS as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    mapping = parse_mapping(mappings)
+    except click.BadParameter as exc:  # one line, as every user error
+        click.echo(f"error: --map: {exc.message}", err=True)
+        sys.exit(EXIT_USAGE)
     ray_options = _ray_options(engine, address, replicas, gpus_per_replica)
     bar: tqdm | None = None
     current = output_path  # the file being judged into (a jury member's, in a jury)
