@@ -48,12 +48,12 @@ def show_path(path: Path | str) -> str:
 
 def check_path_name(path: Path | str, what: str = "--output") -> None:
     """Refuse (:class:`OutputRefused`) a file name that cannot be a results file or be
-    recorded: empty, naming a folder (``dir/``, ``.``), or not valid UTF-8 (a manifest
-    records every file name as JSON text)."""
+    recorded: empty, naming a folder (``dir/``, ``.``, an existing folder), or not valid
+    UTF-8 (a manifest records every file name as JSON text)."""
     text = os.fspath(path)
     if not text:
         raise OutputRefused(f"{what} is empty; name a .jsonl file")
-    if text.endswith("/") or Path(text).name in ("", ".", ".."):
+    if text.endswith("/") or Path(text).name in ("", ".", "..") or Path(text).is_dir():
         raise OutputRefused(f"{what} {show_path(text)} names a folder; name a .jsonl file "
                             "(for example in that folder)")
     try:

@@ -398,11 +398,14 @@ def test_renamed_files_are_refused_with_accurate_words(done, cases):
 @pytest.mark.parametrize(("output", "needle"), [
     ("", "--output is empty"),
     ("folder/", "names a folder"),
+    (".", "names a folder"),
+    ("existing", "names a folder"),
     ("bad\udcff.jsonl", "not a valid UTF-8 file name"),
 ])
 def test_an_output_name_that_cannot_be_a_results_file_is_refused(tmp_path, cases, monkeypatch,
                                                                  output, needle):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "existing").mkdir()
     before = digests(tmp_path)
     refused(run(cases, output), needle)
     assert digests(tmp_path) == before

@@ -56,7 +56,7 @@ def _quiet_ray() -> None:
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Cases: .jsonl or .csv, one case per line/row.")
 @click.option("--output", "-o", "output_name", required=True,
-              type=click.Path(dir_okay=False),
+              type=str,  # checked as given (check_path_name): one line for every problem
               help="Results .jsonl. If it exists, the run resumes: finished cases are skipped. "
                    "<name>.summary.json and <name>.manifest.json are written beside it, and "
                    "<name>.evaluator-lock is held while the run lasts.")
