@@ -53,7 +53,11 @@ def check_path_name(path: Path | str, what: str = "--output") -> None:
     text = os.fspath(path)
     if not text:
         raise OutputRefused(f"{what} is empty; name a .jsonl file")
-    if text.endswith("/") or Path(text).name in ("", ".", "..") or Path(text).is_dir():
+    try:
+        folder = os.path.isdir(text)
+    except (OSError, ValueError):  # a name too long, a NUL byte: said by later checks
+        folder = False
+    if folder or text.endswith("/") or Path(text).name in ("", ".", ".."):
         raise OutputRefused(f"{what} {show_path(text)} names a folder; name a .jsonl file "
                             "(for example in that folder)")
     try:
