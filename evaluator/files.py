@@ -37,6 +37,36 @@ class OutputBusy(OutputRefused):
     """Another run holds the lock of this output."""
 
 
+def show_path(path: Path | str) -> str:
+    """A path for a one-line message: as it is, or quoted with escapes (``repr``) when it
+    holds control characters (a newline, a terminal escape) or bytes that are not UTF-8."""
+    text = os.fspath(path)
+    if any(ord(ch) < 32 or ord(ch) == 127 or 0xDC80 <= ord(ch) <= 0xDCFF for ch in text):
+        return ascii(text)
+    return text
+
+
+def check_path_name(path: Path | str, what: str = "--output") -> None:
+    """Refuse (:class:`OutputRefused`) a file name that cannot be a results file or be
+    recorded: empty, naming a folder (``dir/``, ``.``, an existing folder), or not valid
+    UTF-8 (a manifest records every file name as JSON text)."""
+    text = os.fspath(path)
+    if not text:
+        raise OutputRefused(f"{what} is empty; name a .jsonl file")
+    try:
+        folder = os.path.isdir(text)
+    except (OSError, ValueError):  # a name too long, a NUL byte: said by later checks
+        folder = False
+    if folder or text.endswith("/") or Path(text).name in ("", ".", ".."):
+        raise OutputRefused(f"{what} {show_path(text)} names a folder; name a .jsonl file "
+                            "(for example in that folder)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise OutputRefused(f"{what} {show_path(text)} is not a valid UTF-8 file name; rename "
+                            "the file (file names are recorded in the manifest)") from None
+
+
 def fsync_dir(folder: Path) -> None:
     """Make a created or renamed entry in ``folder`` durable."""
     fd = os.open(folder, os.O_RDONLY)
@@ -63,14 +93,16 @@ def make_private_dirs(folder: Path) -> None:
 
 def _refusal(path: Path, info: os.stat_result) -> str | None:
     if stat.S_ISLNK(info.st_mode):
-        return (f"{path} is a symbolic link; refusing to write through it (give the real "
+        return (f"{show_path(path)} is a symbolic link; refusing to write through it (give "
+                "the real "
                 "path, or another name)")
     if not stat.S_ISREG(info.st_mode):
-        return f"{path} exists and is not a regular file; choose another name"
+        return f"{show_path(path)} exists and is not a regular file; choose another name"
     if info.st_uid != os.geteuid():
-        return f"{path} belongs to another user; refusing to write case text into it"
+        return f"{show_path(path)} belongs to another user; refusing to write case text into it"
     if info.st_nlink > 1:
-        return (f"{path} has other hard links (names of the same file elsewhere); refusing "
+        return (f"{show_path(path)} has other hard links (names of the same file elsewhere); "
+                "refusing "
                 "to write into it")
     return None
 
@@ -129,7 +161,8 @@ def _open_nofollow(path: Path, flags: int, what: str = "write") -> int:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise OutputRefused(f"{path} is a symbolic link; refusing to {what} through it "
+            raise OutputRefused(f"{show_path(path)} is a symbolic link; refusing to {what} "
+                                "through it "
                                 "(give the real path, or another name)") from None
         raise
     try:
@@ -210,37 +243,92 @@ def _same_inode(fd: int, path: Path) -> bool:
     return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
+LOCK_HEADER = ("evaluator run lock for {name}: held while a run writes; safe to leave; do not "
+               "delete while a run is active\n")
+_LOCK_PREFIX = b"evaluator run lock for "
+
+
+def lock_header(results_name: str) -> bytes:
+    """The fixed text of the lock file of the results file named ``results_name``."""
+    return os.fsencode(LOCK_HEADER.format(name=results_name))
+
+
+def refuse_foreign_lock(path: Path) -> None:
+    """Raise :class:`OutputRefused` when ``path`` exists and is not a lock file this tool
+    wrote (empty, or starting with its header): a user's own file of that name is never
+    used or changed."""
+    try:
+        # Never follows a link, never blocks on a FIFO: those are refused when opened to lock.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        head = os.read(fd, len(_LOCK_PREFIX))
+    finally:
+        os.close(fd)
+    if head and head != _LOCK_PREFIX:
+        raise OutputRefused(f"{show_path(path)} exists and is not a lock file of this tool; "
+                            "refusing to use or change it (move it away, or choose another "
+                            "--output stem)")
+
+
+def _claim_lock_file(fd: int, path: Path, what: Path) -> None:
+    """With the lock held: make sure the file holds this tool's header for ``what`` (a file
+    with other content is refused, untouched)."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    content = os.read(fd, 4096)
+    if content and not content.startswith(_LOCK_PREFIX):
+        raise OutputRefused(f"{show_path(path)} exists and is not a lock file of this tool; "
+                            "refusing to use or change it (move it away, or choose another "
+                            "--output stem)")
+    header = lock_header(Path(what).name)
+    if content != header:  # new, or written for a results file since renamed
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, header, 0)
+        os.fsync(fd)
+
+
 @contextmanager
 def exclusive_lock(path: Path, what: Path, *, wait: bool = False) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on the lock file ``path`` (created 0600, removed when the
-    block ends) for the block. Held already by another process: :class:`OutputBusy` at
-    once, or with ``wait`` block until it is free. ``what`` is the output named in the
-    message."""
+    """Hold an exclusive ``flock`` on the lock file ``path`` (created 0600 with a fixed
+    header naming ``what``) for the block. The file is never removed: one that persists is
+    never stale, so no one has a reason to delete it (deleting it while a run holds it
+    would let a second run in beside the first). A file of that name with other content is
+    refused (:class:`OutputRefused`), untouched. Held already by another process:
+    :class:`OutputBusy` at once, or with ``wait`` block until it is free. ``what`` is the
+    output named in the message."""
     path = Path(path)
+    refuse_foreign_lock(path)
     make_private_dirs(path.parent)
     while True:
-        fd = _open_nofollow(path, os.O_RDONLY | os.O_CREAT, "lock")
+        fd = _open_nofollow(path, os.O_RDWR | os.O_CREAT, "lock")
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 if not wait:
-                    raise OutputBusy(f"{what} is being written by another run (it holds "
-                                     f"{path.name}); wait for that run to end, or pass --wait "
-                                     "to start when it does") from None
-                log.warning("%s is being written by another run; waiting for it to end", what)
+                    raise OutputBusy(f"{show_path(what)} is being written by another run (it "
+                                     f"holds {show_path(path.name)}); wait for that run to "
+                                     "end, or pass --wait to start when it does") from None
+                log.warning("%s is being written by another run; waiting for it to end",
+                            show_path(what))
                 fcntl.flock(fd, fcntl.LOCK_EX)
         except BaseException:
             os.close(fd)
             raise
-        # The run before may have removed the file while we waited for it: a lock on a
-        # removed file keeps no one out, so lock the file now at that name instead.
+        # Removed (by hand) while we waited for it: a lock on a removed file keeps no one
+        # out, so lock the file now at that name instead.
         if _same_inode(fd, path):
             break
         os.close(fd)
     try:
+        _claim_lock_file(fd, path, what)
         yield
     finally:
-        # Removed while still held, so whoever opened it meanwhile sees it gone (above).
-        path.unlink(missing_ok=True)
+        if not _same_inode(fd, path):
+            log.warning("%s was removed or replaced while this run held it: another run may "
+                        "have written to %s meanwhile; leave lock files in place",
+                        show_path(path), show_path(what))
         os.close(fd)

@@ -49,8 +49,9 @@ class JudgeSpec(_Strict):
     description: str = ""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     device: str = "auto"
-    max_model_len: int | None = Field(default=None, ge=64)
-    batch_size: int = Field(default=8, ge=1)
+    # Upper bounds: a typo like 10**23 is refused here, not met as an overflow in a backend.
+    max_model_len: int | None = Field(default=None, ge=64, le=10_000_000)
+    batch_size: int = Field(default=8, ge=1, le=4096)
     sampling: SamplingConfig = SamplingConfig()
     chat_template_kwargs: dict[str, Any] = {}
     # Some chat templates (e.g. Gemma's) have no system turn: then a rubric's system text

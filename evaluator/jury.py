@@ -12,13 +12,24 @@ a member's in-flight batch; re-running the same command resumes the member it st
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluator.files import exclusive_lock, write_json_atomic
+from evaluator.files import (
+    PRIVATE_DIR,
+    OutputRefused,
+    check_path_name,
+    exclusive_lock,
+    make_private_dirs,
+    show_path,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 from evaluator.judges import JudgeConfigError, JurySpec
 from evaluator.manifest import (
     canonical_hash,
@@ -58,6 +69,66 @@ def members_dir(output_path: Path) -> Path:
     return output_path.with_name(output_path.stem + ".jury")
 
 
+# In the member folder: which combined results file the folder belongs to (a name no member
+# can have: member names start with a letter or digit).
+OWNER_FILE = ".results-file"
+_OWNER_PREFIX = "evaluator jury members of "
+
+
+def _owner_text(output_path: Path) -> bytes:
+    return os.fsencode(f"{_OWNER_PREFIX}{output_path.name}\n")
+
+
+def check_members_dir(output_path: Path) -> None:
+    """Refuse a member folder that is a symbolic link, not a folder, another user's, or one
+    that belongs to another combined results file (``t.jsonl`` and ``t.json`` would share
+    ``t.jury/``). A folder of an earlier version (no owner file) is accepted."""
+    folder = members_dir(output_path)
+    try:
+        info = os.lstat(folder)
+    except FileNotFoundError:
+        return
+    shown = show_path(folder)
+    if stat.S_ISLNK(info.st_mode):
+        raise OutputRefused(f"{shown} is a symbolic link; refusing to write jury members "
+                            "through it (remove the link, or choose another --output)")
+    if not stat.S_ISDIR(info.st_mode):
+        raise OutputRefused(f"{shown} exists and is not a folder; choose another --output")
+    if info.st_uid != os.geteuid():
+        raise OutputRefused(f"{shown} belongs to another user; refusing to write case text "
+                            "into it")
+    try:
+        owner = (folder / OWNER_FILE).read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError:
+        owner = b""
+    if owner != _owner_text(output_path):
+        text = os.fsdecode(owner)
+        named = (text[len(_OWNER_PREFIX):].rstrip("\n") if text.startswith(_OWNER_PREFIX)
+                 else None)
+        whose = (f"the jury results file {show_path(named)}" if named
+                 else "something else (its owner file is not this tool's)")
+        raise OutputRefused(f"{shown} belongs to {whose}, not {show_path(output_path.name)}: "
+                            "outputs with the same stem would share it; choose an --output "
+                            "with another stem")
+
+
+def _claim_members_dir(output_path: Path) -> None:
+    """Create the member folder (0700) if needed and record whose it is."""
+    check_members_dir(output_path)
+    folder = members_dir(output_path)
+    make_private_dirs(folder.parent)
+    try:
+        os.mkdir(folder, PRIVATE_DIR)
+    except FileExistsError:
+        pass
+    check_members_dir(output_path)  # made meanwhile: still a folder of ours
+    owner = folder / OWNER_FILE
+    if not owner.exists():
+        write_bytes_atomic(owner, _owner_text(output_path))
+
+
 def member_path(output_path: Path, judge: str) -> Path:
     """The results file of one jury member."""
     if not SAFE_NAME.match(judge):
@@ -86,6 +157,9 @@ def evaluate_jury(*, jury_name: str, jury: JurySpec, output_path: Path,
     :func:`evaluate` for each), then write the combined results and summary. The combined
     output's lock is held throughout (``wait``: see :func:`evaluate`)."""
     output_path = Path(output_path)
+    check_path_name(output_path)
+    if run_options.get("input_path"):
+        check_path_name(run_options["input_path"], "--input")
     rubric_obj = rubric if isinstance(rubric, Rubric) else load_rubric(rubric, rubrics_dirs)
     reduce = reduce or jury.reduce
     settings = {"jury": jury_name, "judges": list(jury.judges),
@@ -93,14 +167,17 @@ def evaluate_jury(*, jury_name: str, jury: JurySpec, output_path: Path,
     paths = [member_path(output_path, judge) for judge in jury.judges]
     inputs = [Path(run_options["input_path"])] if run_options.get("input_path") else []
     check_output_paths(output_path, inputs)
+    check_members_dir(output_path)
     # Held for the whole jury (each member's run holds its own file's lock as well).
     with exclusive_lock(lock_path_for(output_path), output_path, wait=wait):
         check_output_paths(output_path, inputs)
+        check_members_dir(output_path)  # never moved aside when not ours
         manifest_path = manifest_path_for(output_path)
         summary_path = summary_path_for(output_path)
         if force_new:
             move_aside([output_path, manifest_path, summary_path, members_dir(output_path)])
         _check_existing(output_path, settings)
+        _claim_members_dir(output_path)
 
         members = []
         for index, (judge, path) in enumerate(zip(jury.judges, paths)):

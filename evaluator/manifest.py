@@ -208,11 +208,15 @@ def manifest_path_for(results_path: Path) -> Path:
     return results_path.with_name(results_path.stem + ".manifest.json")
 
 
+LOCK_SUFFIX = ".evaluator-lock"
+
+
 def lock_path_for(results_path: Path) -> Path:
-    """``results.jsonl`` -> ``results.lock`` beside it: held by the run writing the results
-    file and its companions (named by the same stem)."""
+    """``results.jsonl`` -> ``results.evaluator-lock`` beside it: held by the run writing
+    the results file and its companions (named by the same stem). The ending is one no other
+    tool uses (``poetry.lock`` is someone's own file)."""
     results_path = Path(results_path)
-    return results_path.with_name(results_path.stem + ".lock")
+    return results_path.with_name(results_path.stem + LOCK_SUFFIX)
 
 
 def read_manifest(path: Path) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import jinja2
 
+from evaluator.files import show_path
 from evaluator.rubric import Rubric, RubricError
 
 # Weights that are Python pickles: loading one can run arbitrary code, so they are refused
@@ -178,13 +179,14 @@ def check_output_path(output_path: Path, *siblings: Path) -> None:
         except (FileNotFoundError, NotADirectoryError):  # the folder check below says which
             continue
         except OSError as exc:
-            raise OutputPathError(f"{path}: cannot be used as output ({exc.strerror})") from None
+            raise OutputPathError(f"{show_path(path)}: cannot be used as output "
+                                  f"({exc.strerror})") from None
         if not stat.S_ISREG(mode):
-            raise OutputPathError(f"{path}: is {_kind_of(mode)}, not a results file; name a "
-                                  "new or existing .jsonl file")
+            raise OutputPathError(f"{show_path(path)}: is {_kind_of(mode)}, not a results "
+                                  "file; name a new or existing .jsonl file")
         if not os.access(path, os.R_OK | os.W_OK):
-            raise OutputPathError(f"{path}: exists but cannot be read and written by this "
-                                  "user; fix its permissions or name another --output")
+            raise OutputPathError(f"{show_path(path)}: exists but cannot be read and written "
+                                  "by this user; fix its permissions or name another --output")
     # The nearest folder that exists: the run creates the missing ones below it.
     folder = output_path.absolute().parent
     missing: list[str] = []  # folders the run will create
@@ -196,27 +198,28 @@ def check_output_path(output_path: Path, *siblings: Path) -> None:
             missing.append(folder.name)
             folder = folder.parent
         except OSError as exc:
-            raise OutputPathError(f"{output_path}: cannot be written ({folder}: "
-                                  f"{exc.strerror})") from None
+            raise OutputPathError(f"{show_path(output_path)}: cannot be written "
+                                  f"({show_path(folder)}: {exc.strerror})") from None
     if not stat.S_ISDIR(mode):
-        raise OutputPathError(f"{output_path}: cannot be written: {folder} is "
-                              f"{_kind_of(mode)}, not a folder")
+        raise OutputPathError(f"{show_path(output_path)}: cannot be written: "
+                              f"{show_path(folder)} is {_kind_of(mode)}, not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise OutputPathError(f"{output_path}: cannot be written: no permission to write in "
-                              f"{folder} (or it is on a read-only file system)")
+        raise OutputPathError(f"{show_path(output_path)}: cannot be written: no permission to "
+                              f"write in {show_path(folder)} (or it is on a read-only file "
+                              "system)")
     try:
         name_max = os.pathconf(folder, "PC_NAME_MAX")
     except (OSError, ValueError):
         name_max = 255
     for name in missing:
         if len(os.fsencode(name)) > name_max:
-            raise OutputPathError(f"{output_path}: a folder name in it is too long for the "
-                                  f"file system (at most {name_max} bytes here)")
+            raise OutputPathError(f"{show_path(output_path)}: a folder name in it is too long "
+                                  f"for the file system (at most {name_max} bytes here)")
     for path in (output_path, *siblings):
         # +4: the temporary name ("<name>.tmp") written before an atomic rename.
         if len(os.fsencode(path.name)) + 4 > name_max:
-            raise OutputPathError(f"{path}: the file name is too long for the file system "
-                                  f"(at most {name_max - 4} bytes here)")
+            raise OutputPathError(f"{show_path(path)}: the file name is too long for the file "
+                                  f"system (at most {name_max - 4} bytes here)")
 
 
 @contextmanager

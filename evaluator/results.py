@@ -134,6 +134,17 @@ def _content_end(path: Path) -> int:
     return 0
 
 
+def _complete_record(chunk: bytes) -> ResultRecord | None:
+    """The record an unterminated last line holds, if it is one whole (a line cut short is
+    never valid JSON: the object's closing brace is its last byte)."""
+    if b"\0" in chunk or not chunk.strip():
+        return None
+    try:
+        return ResultRecord.model_validate_json(chunk)
+    except ValidationError:
+        return None
+
+
 class ResultsReader:
     """Iterates the complete, valid lines of a results file one at a time (never reading
     the file whole). An unterminated last line (a write cut by a crash or power loss,
@@ -145,6 +156,7 @@ class ResultsReader:
         self.path = Path(path)
         self.valid_bytes = 0
         self.torn_bytes = 0
+        self.unterminated = False  # the last line is a complete record without its newline
 
     def __iter__(self) -> Iterator[StoredLine]:
         content_end = _content_end(self.path)
@@ -156,7 +168,17 @@ class ResultsReader:
                 # No newline: the write of the last line never finished. Only NUL bytes
                 # left: what a power cut leaves when the size reached the disk but the data
                 # did not.
-                if not chunk.endswith(b"\n") or offset >= content_end:
+                if offset >= content_end:
+                    break
+                if not chunk.endswith(b"\n"):
+                    # A complete record whose newline was not written (or was removed by
+                    # an editor) is kept: only a line cut short is torn.
+                    record = _complete_record(chunk)
+                    if record is not None:
+                        number += 1
+                        offset += len(chunk)
+                        self.unterminated = True
+                        yield StoredLine(number, chunk, record)
                     break
                 number += 1
                 raw = chunk[:-1]
@@ -196,14 +218,22 @@ def iter_records(path: Path) -> Iterator[ResultRecord]:
         log.warning("%s: ignoring a torn last line (%d bytes)", path, reader.torn_bytes)
 
 
-def truncate_torn_tail(path: Path, valid_bytes: int, torn_bytes: int) -> None:
+def truncate_torn_tail(path: Path, valid_bytes: int, torn_bytes: int,
+                       unterminated: bool = False) -> None:
     """Cut a torn last line (``torn_bytes`` after the valid prefix of ``valid_bytes``) off;
     its case is judged again. Only for a results file this tool wrote (the caller checks its
-    manifest)."""
+    manifest). A complete last record without its newline (``unterminated``) is kept and
+    the newline added."""
     if torn_bytes:
         log.warning("%s: removed a torn last line (%d bytes) left by an interrupted run",
                     path, torn_bytes)
         truncate_private(path, valid_bytes)
+    if unterminated:
+        log.warning("%s: added the newline missing after its last record", path)
+        with open_private_append(path) as handle:
+            handle.write(b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 def rewrite_results(path: Path, raw_lines: Iterable[bytes]) -> None:

@@ -20,8 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.cases import Case, InputProblem, UniqueIds
-from evaluator.files import OutputRefused, refuse_unsafe_target, same_file
-from evaluator.manifest import diff_settings, lock_path_for, manifest_path_for, read_manifest
+from evaluator.files import (
+    OutputRefused,
+    check_path_name,
+    refuse_foreign_lock,
+    refuse_unsafe_target,
+    same_file,
+    show_path,
+)
+from evaluator.manifest import (
+    LOCK_SUFFIX,
+    diff_settings,
+    lock_path_for,
+    manifest_path_for,
+    read_manifest,
+)
 from evaluator.results import (
     ResultsFileDamaged,
     ResultsReader,
@@ -55,6 +68,7 @@ class ResumePlan:
     first_problem: InputProblem | None = None    # for --strict
     valid_bytes: int = 0  # the results file's valid prefix, and a torn last line after it
     torn_bytes: int = 0
+    unterminated: bool = False  # a complete last record lacks its newline (added)
 
 
 @dataclass(frozen=True)
@@ -84,7 +98,7 @@ def move_aside(paths: Sequence[Path]) -> list[Path]:
 
 # The endings of the files a run names after its output's stem (the jury's member folder
 # included): an output named so could be one of another output's, or its own.
-COMPANION_SUFFIXES = (".lock", ".manifest.json", ".summary.json", ".jury")
+COMPANION_SUFFIXES = (LOCK_SUFFIX, ".manifest.json", ".summary.json", ".jury")
 
 
 def output_files(output_path: Path) -> list[Path]:
@@ -93,13 +107,42 @@ def output_files(output_path: Path) -> list[Path]:
             lock_path_for(output_path)]
 
 
-def _owner(path: Path) -> str | None:
-    """The results file a manifest or summary names (``results_file``), if any."""
+def _read_companion(path: Path) -> tuple[bool, dict[str, Any] | None]:
+    """Whether ``path`` exists, and its JSON object (None: absent, or not a JSON object)."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("results_file")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
+        value = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return False, None
+    except (OSError, ValueError):
+        return True, None
+    return True, value if isinstance(value, dict) else None
+
+
+def _is_ours(kind: str, value: Mapping[str, Any]) -> bool:
+    """Whether a manifest or summary holds the keys every version of this tool writes."""
+    if kind == "manifest":
+        return "settings_hash" in value and ("runs" in value or value.get("kind") == "jury")
+    return "rubric" in value and ("status_counts" in value or "cases" in value)
+
+
+def _check_companion(output_path: Path, companion: Path, kind: str) -> None:
+    """Refuse a manifest or summary that this tool did not write (a user's own file of that
+    name), or that belongs to another results file."""
+    exists, value = _read_companion(companion)
+    if not exists:
+        return
+    if value is None or not _is_ours(kind, value):
+        raise OutputRefused(
+            f"{show_path(companion)} exists and is not a {kind} written by this tool; "
+            "refusing to overwrite it (even with --force-new): move it away, or choose an "
+            "--output with another stem")
+    owner = value.get("results_file")
+    if isinstance(owner, str) and owner != output_path.name:
+        raise OutputRefused(
+            f"{show_path(companion)} was written for the results file {show_path(owner)}, not "
+            f"{show_path(output_path.name)}: if you renamed a run's files, rename them back; if "
+            f"{show_path(owner)} is another output with the same stem, their manifests and "
+            "summaries would overwrite each other, so choose an --output with another stem.")
 
 
 def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
@@ -107,24 +150,27 @@ def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
     files (see :func:`output_files`) is a symbolic link, not a regular file, another
     user's, or one of ``inputs``; or its manifest or summary, named by the stem, belongs
     to another results file (``col.jsonl`` and ``col.json`` would share them); or its own
-    name is one a companion could have (``x.lock`` would be its own lock)."""
+    name is one a companion could have (``x.evaluator-lock`` would be its own lock); or its
+    lock file's name is taken by a file this tool did not write."""
+    check_path_name(output_path)
+    for source in inputs:
+        check_path_name(source, "--input")
     if output_path.name.endswith(COMPANION_SUFFIXES):
-        raise OutputRefused(f"{output_path.name} is named like a file a run writes beside its "
+        raise OutputRefused(f"{show_path(output_path.name)} is named like a file a run writes "
+                            "beside its "
                             f"results ({', '.join(COMPANION_SUFFIXES)}); choose an --output "
                             "ending in .jsonl")
     for path in output_files(output_path):
         refuse_unsafe_target(path)
+    refuse_foreign_lock(lock_path_for(output_path))
+    for path in output_files(output_path):
         for source in inputs:
             if same_file(path, source):
-                raise OutputRefused(f"{path} is the input file {source}: a run never writes "
+                raise OutputRefused(f"{show_path(path)} is the input file {show_path(source)}: "
+                                    "a run never writes "
                                     "over its input; choose another --output")
-    for companion in output_files(output_path)[1:3]:
-        owner = _owner(companion)
-        if owner is not None and owner != output_path.name:
-            raise OutputRefused(
-                f"{companion} belongs to the results file {owner}, which has the same stem as "
-                f"{output_path.name}: their manifests and summaries would overwrite each "
-                "other. Choose an --output with another stem.")
+    _check_companion(output_path, manifest_path_for(output_path), "manifest")
+    _check_companion(output_path, summary_path_for(output_path), "summary")
 
 
 def _check_settings(path: Path, stored: set[str | None], settings: Mapping[str, Any],
@@ -141,7 +187,8 @@ def _check_settings(path: Path, stored: set[str | None], settings: Mapping[str, 
     else:
         what = f"its records were written with other settings (no manifest {manifest_path.name} "\
                "says which)"
-    raise ResumeConflict(f"{path} cannot be resumed: {what}. Results judged with different "
+    raise ResumeConflict(f"{show_path(path)} cannot be resumed: {what}. Results judged "
+                         "with different "
                          "settings are never mixed in one file: pass --force-new to start a new "
                          "file (the old one is kept, renamed) or choose another --output.")
 
@@ -155,7 +202,8 @@ def _check_torn_tail(path: Path, reader: ResultsReader, manifest_path: Path) -> 
     manifest = read_manifest(manifest_path)
     if manifest is None or manifest.get("results_file") != path.name:
         raise ResultsFileDamaged(
-            f"{path} ends with an incomplete line ({reader.torn_bytes} bytes) and no manifest "
+            f"{show_path(path)} ends with an incomplete line ({reader.torn_bytes} bytes) and "
+            "no manifest "
             f"({manifest_path.name}) names it as a results file of this tool, so it is not "
             "repaired: choose another --output (or pass --force-new: the file is kept, "
             "renamed).")
@@ -174,7 +222,7 @@ def _index_results(output_path: Path, settings: Mapping[str, Any], settings_hash
         previous = stored.get(record.case_id)
         if previous is not None:
             raise ResultsFileDamaged(
-                f"{output_path} holds case {record.case_id!r} twice (lines "
+                f"{show_path(output_path)} holds case {record.case_id!r} twice (lines "
                 f"{previous.line} and {line.number}); it was edited or written by another "
                 "tool. Fix it, or pass --force-new to start a new file.")
         stored[record.case_id] = _Stored(line.number, record.status, record.prompt_hash)
@@ -202,6 +250,7 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
     if output_path is not None and output_path.exists():
         stored, reader = _index_results(output_path, settings, settings_hash, manifest_path)
         plan.valid_bytes, plan.torn_bytes = reader.valid_bytes, reader.torn_bytes
+        plan.unterminated = reader.unterminated
     changed: list[str] = []
     seen: set[str] = set()
     for item in items:
@@ -232,7 +281,8 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
     if changed:
         shown = "; ".join(changed[:5]) + (" ..." if len(changed) > 5 else "")
         raise ResumeConflict(
-            f"{output_path} cannot be resumed: {len(changed)} finished case(s) now have a "
+            f"{show_path(output_path)} cannot be resumed: {len(changed)} finished case(s) now "
+            "have a "
             f"different text in the input than when they were judged: {shown}. Pass "
             "--force-new to start a new file (the old one is kept, renamed) or choose another "
             "--output.")
@@ -248,7 +298,7 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
 def apply_plan(output_path: Path, plan: ResumePlan) -> None:
     """Cut a torn last line off, and remove the records that will be judged again (the file
     is rewritten atomically, streamed)."""
-    truncate_torn_tail(output_path, plan.valid_bytes, plan.torn_bytes)
+    truncate_torn_tail(output_path, plan.valid_bytes, plan.torn_bytes, plan.unterminated)
     if plan.drop:
         rewrite_results(output_path, (line.raw for line in ResultsReader(output_path)
                                       if line.record.case_id not in plan.drop))

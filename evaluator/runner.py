@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from evaluator.aggregate import compute_aggregates
 from evaluator.backends import Backend, Generation, Sampling, load_backend
 from evaluator.cases import Case, InputProblem, UniqueIds, iter_cases
-from evaluator.files import exclusive_lock
+from evaluator.files import check_path_name, exclusive_lock
 from evaluator.judges import MAX_SEED, JudgeConfigError, JudgeSpec, resolve_judge
 from evaluator.manifest import (
     build_settings,
@@ -253,7 +253,7 @@ def evaluate(
 
     The output's files are checked before anything is written (:func:`evaluator.resume.
     check_output_paths`: never the input, a symbolic link, or a manifest/summary of another
-    results file) and the run holds ``<stem>.lock`` beside the output until its summary is
+    results file) and the run holds ``<stem>.evaluator-lock`` beside the output until its summary is
     written: a second run on the same output raises :class:`evaluator.files.OutputBusy`
     at once, or with ``wait`` waits for the first to end (and then resumes).
     """
@@ -269,6 +269,8 @@ def evaluate(
     # Refuse a model folder or an output path that cannot work before reading any case.
     if judge_spec.path is not None:
         check_model_folder(judge_name, judge_spec.path)
+    check_path_name(output_path)
+    check_path_name(input_path, "--input")
     check_output_path(output_path, manifest_path_for(output_path), summary_path_for(output_path))
     ray_engine = load_ray_engine() if engine == "ray" else None  # a missing install: now
     if ray_engine is not None and backend is not None:

@@ -49,11 +49,19 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _our_lock(path: Path) -> bool:
+    """A run's lock file (kept, never removed: a refused run may leave one)."""
+    return (path.name.endswith(".evaluator-lock") and not path.is_symlink()
+            and path.read_bytes().startswith(b"evaluator run lock for "))
+
+
 def digests(folder: Path) -> dict[str, str]:
-    """Every file under ``folder`` (links as their target's name): to show nothing moved."""
+    """Every file under ``folder`` (links as their target's name) but the runs' own lock
+    files: to show nothing moved."""
     return {str(p.relative_to(folder)): (f"-> {os.readlink(p)}" if p.is_symlink()
                                          else digest(p))
-            for p in sorted(folder.rglob("*")) if p.is_symlink() or p.is_file()}
+            for p in sorted(folder.rglob("*"))
+            if (p.is_symlink() or p.is_file()) and not _our_lock(p)}
 
 
 @pytest.fixture
@@ -138,7 +146,7 @@ def test_a_file_that_is_not_results_is_refused_even_with_complete_lines(tmp_path
 
 
 @pytest.mark.parametrize("companion", ["results.jsonl", "results.summary.json",
-                                       "results.manifest.json", "results.lock"])
+                                       "results.manifest.json", "results.evaluator-lock"])
 def test_a_symlinked_output_or_companion_is_refused(tmp_path, cases, companion):
     victim = tmp_path / "victim.txt"
     victim.write_text("someone else's file\n")
@@ -349,10 +357,10 @@ def test_a_second_output_with_the_same_stem_is_refused(tmp_path, cases, extra):
     assert digests(tmp_path) == before
 
 
-@pytest.mark.parametrize("name", ["results.lock", "results.manifest.json",
+@pytest.mark.parametrize("name", ["results.evaluator-lock", "results.manifest.json",
                                   "results.summary.json", "results.jury"])
 def test_an_output_named_like_a_companion_is_refused(done, cases, name):
-    # results.lock would be its own lock file (removed after the run), the others another
+    # results.evaluator-lock would be its own lock file, the others another
     # output's manifest, summary or jury folder.
     folder = done.parent
     target = folder / name
@@ -393,3 +401,102 @@ def test_every_example_rubric_still_runs_into_a_fresh_folder(tmp_path):
     before = digest(output)
     assert run(source, output, rubric="trial_eligibility").exit_code == 0
     assert digest(output) == before
+
+
+@pytest.mark.parametrize("companion", ["results.manifest.json", "results.summary.json"])
+@pytest.mark.parametrize("content", ["my notes, not JSON\n", '{"title": "my own json"}\n',
+                                     "[1, 2]\n"])
+@pytest.mark.parametrize("extra", [(), ("--force-new",)])
+def test_a_users_own_manifest_or_summary_is_never_overwritten(tmp_path, cases, companion,
+                                                               content, extra):
+    (tmp_path / companion).write_text(content)
+    before = digests(tmp_path)
+    refused(run(cases, tmp_path / "results.jsonl", *extra), companion,
+            "not a", "written by this tool")
+    assert digests(tmp_path) == before
+
+
+def test_companions_of_an_earlier_version_still_resume(done, cases):
+    # What the first versions wrote: a manifest with settings_hash and runs, a summary with
+    # rubric and cases (no results_file, no status_counts).
+    summary = done.with_name("results.summary.json")
+    summary.write_text(json.dumps({"summary_version": 1, "rubric": "pathology_report",
+                                   "judge": "fake", "cases": 3}))
+    assert run(cases, done).exit_code == 0
+    assert "status_counts" in json.loads(summary.read_text())
+
+
+def test_renamed_files_are_refused_with_accurate_words(done, cases):
+    folder = done.parent
+    for path in list(folder.iterdir()):
+        if path.name.startswith("results."):
+            path.rename(folder / ("qwen." + path.name[len("results."):]))
+    message = refused(run(cases, folder / "qwen.jsonl"), "qwen.manifest.json",
+                      "was written for the results file results.jsonl", "rename them back")
+    assert "belongs to" not in message
+
+
+@pytest.mark.parametrize(("output", "needle"), [
+    ("", "--output is empty"),
+    ("folder/", "names a folder"),
+    (".", "names a folder"),
+    ("existing", "names a folder"),
+    ("bad\udcff.jsonl", "not a valid UTF-8 file name"),
+])
+def test_an_output_name_that_cannot_be_a_results_file_is_refused(tmp_path, cases, monkeypatch,
+                                                                 output, needle):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "existing").mkdir()
+    before = digests(tmp_path)
+    refused(run(cases, output), needle)
+    assert digests(tmp_path) == before
+
+
+def test_an_input_name_that_is_not_utf8_is_refused(tmp_path, cases):
+    source = Path(os.fsdecode(bytes(tmp_path) + b"/in\xfe.jsonl"))
+    source.write_bytes(cases.read_bytes())
+    before = digests(tmp_path)
+    message = refused(run(source, tmp_path / "out.jsonl"), "--input", "not a valid UTF-8")
+    assert "\\udcfe" in message
+    assert digests(tmp_path) == before
+
+
+def test_a_complete_last_record_without_its_newline_is_kept(done, cases):
+    whole = done.read_bytes()
+    done.write_bytes(whole.rstrip(b"\n"))  # an editor that drops the final newline
+    result = run(cases, done)
+    assert result.exit_code == 0, result.output
+    assert "0 to judge again" in result.stderr or "judge again" not in result.stderr
+    assert f"{len(example_cases('pathology_report'))} case(s) already done" in result.stderr
+    assert done.read_bytes() == whole  # nothing judged again, the newline added
+
+
+def test_a_field_mapped_twice_is_refused(tmp_path, cases):
+    result = run(cases, tmp_path / "out.jsonl", "--map", "reference_report=a",
+                 "--map", "reference_report=b")
+    refused(result, "--map", "'reference_report' is mapped twice ('a' and 'b')")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("field", ["batch_size", "max_model_len"])
+def test_huge_judge_sizes_are_refused(field):
+    from pydantic import ValidationError
+
+    from evaluator.judges import JudgeSpec
+
+    with pytest.raises(ValidationError, match="less than or equal"):
+        JudgeSpec(backend="fake", **{field: 10**23})
+
+
+@pytest.mark.parametrize("name", ["two\nlines.jsonl", "esc\x1b[31mape.jsonl"])
+def test_a_file_name_with_control_characters_stays_on_one_line(tmp_path, cases, name):
+    (tmp_path / name).symlink_to(tmp_path / "elsewhere.jsonl")
+    message = refused(run(cases, tmp_path / name), "symbolic link")
+    assert "\x1b" not in message and ascii(name)[1:-1] in message
+
+
+def test_an_output_under_a_file_with_a_newline_in_its_name_stays_on_one_line(tmp_path, cases):
+    parent = tmp_path / "not\na folder"
+    parent.write_text("a file\n")
+    message = refused(run(cases, parent / "out.jsonl"), "not a folder")
+    assert "not\\na folder" in message

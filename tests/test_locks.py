@@ -82,7 +82,8 @@ def test_a_second_run_on_the_same_output_is_refused_at_once(tmp_path):
     assert "--wait" in message and str(target) in message
     ids = _ids(target)
     assert len(ids) == CASES and set(ids.values()) == {1}  # every case once
-    assert not (tmp_path / "results.lock").exists()  # removed by the run that held it
+    lock = (tmp_path / "results.evaluator-lock").read_text()  # kept: never stale
+    assert lock.startswith("evaluator run lock for results.jsonl: held while a run writes")
 
 
 def test_with_wait_the_second_run_waits_then_resumes_with_nothing_left(tmp_path):
@@ -137,7 +138,7 @@ def test_a_held_lock_refuses_a_run_before_it_changes_anything(tmp_path):
     # A torn tail: a run that went on would cut it (and judge its case again).
     results.write_bytes(results.read_bytes()[:-30])
     backend = FakeBackend()
-    with _held(tmp_path / "results.lock"):
+    with _held(tmp_path / "results.evaluator-lock"):
         before = _files(tmp_path)
         with pytest.raises(OutputBusy, match="being written by another run"):
             _evaluate(tmp_path, backend=backend)
@@ -151,7 +152,7 @@ def test_a_held_lock_refuses_a_run_before_it_changes_anything(tmp_path):
 def test_the_lock_is_held_from_the_plan_until_the_summary(tmp_path, monkeypatch):
     from evaluator import runner
 
-    lock = tmp_path / "results.lock"
+    lock = tmp_path / "results.evaluator-lock"
     seen = []
 
     def probe(step):
@@ -177,7 +178,7 @@ def test_the_lock_is_held_from_the_plan_until_the_summary(tmp_path, monkeypatch)
         wrap(name)
     _evaluate(tmp_path, backend=FakeBackend())
     assert seen == [("plan_resume", "held"), ("apply_plan", "held"), ("write_summary", "held")]
-    assert not lock.exists()
+    assert lock.exists()  # never removed
 
 
 def test_a_jury_holds_its_combined_output(tmp_path):
@@ -185,7 +186,7 @@ def test_a_jury_holds_its_combined_output(tmp_path):
 
     source = write_jsonl(tmp_path / "cases.jsonl", _rows(3))
     jury = JurySpec(judges=["fake", "tiny-random"])  # refused before any member loads
-    with _held(tmp_path / "results.lock"), pytest.raises(OutputBusy):
+    with _held(tmp_path / "results.evaluator-lock"), pytest.raises(OutputBusy):
         evaluate_jury(jury_name="j", jury=jury, output_path=tmp_path / "results.jsonl",
                       rubric="pathology_report", input_path=source)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.jsonl"]
@@ -195,7 +196,56 @@ def test_the_ray_driver_runs_under_the_lock(tmp_path):
     pytest.importorskip("ray", reason="needs the ray extra: make install")
     from evaluator.ray_options import RayOptions
 
-    with _held(tmp_path / "results.lock"), pytest.raises(OutputBusy):
+    with _held(tmp_path / "results.evaluator-lock"), pytest.raises(OutputBusy):
         _evaluate(tmp_path, engine="ray",
                   ray_options=RayOptions(backend_factory=lambda name, spec: FakeBackend()))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.jsonl"]
+
+
+def test_a_users_own_lock_named_file_is_never_used_or_removed(tmp_path):
+    # poetry.lock beside -o poetry.jsonl is the user's: the run's lock has its own ending.
+    poetry = tmp_path / "poetry.lock"
+    poetry.write_text("[[package]]\n")
+    source = write_jsonl(tmp_path / "cases.jsonl", _rows(3))
+    done = _cli_run(source, tmp_path / "poetry.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert poetry.read_text() == "[[package]]\n"
+    # A file at the lock's own name that this tool did not write: refused, untouched.
+    mine = tmp_path / "other.evaluator-lock"
+    mine.write_text("my notes\n")
+    refused = _cli_run(source, tmp_path / "other.jsonl")
+    assert refused.returncode == 2, refused.stderr
+    message = refused.stderr.strip()
+    assert "\n" not in message and "not a lock file of this tool" in message
+    assert mine.read_text() == "my notes\n" and not (tmp_path / "other.jsonl").exists()
+
+
+def test_a_deleted_lock_does_not_let_a_second_run_in(tmp_path):
+    from evaluator.files import exclusive_lock
+
+    lock = tmp_path / "results.evaluator-lock"
+    target = tmp_path / "results.jsonl"
+    with exclusive_lock(lock, target):
+        assert lock.read_text().startswith("evaluator run lock for results.jsonl")
+        with pytest.raises(OutputBusy), exclusive_lock(lock, target):
+            pass
+    assert lock.exists()  # released, never removed: there is nothing stale to delete
+    with exclusive_lock(lock, target):
+        pass
+    assert lock.exists()
+
+
+def test_a_lock_removed_while_held_is_reported(tmp_path, caplog):
+    from evaluator.files import exclusive_lock
+
+    lock = tmp_path / "results.evaluator-lock"
+    with exclusive_lock(lock, tmp_path / "results.jsonl"):
+        lock.unlink()  # what a user cleaning up "stale" lock files would do
+    assert "removed or replaced while this run held it" in caplog.text
+
+
+def test_a_fifo_at_the_lock_name_is_refused_without_blocking(tmp_path):
+    source = write_jsonl(tmp_path / "cases.jsonl", _rows(3))
+    os.mkfifo(tmp_path / "results.evaluator-lock")
+    refused = _cli_run(source, tmp_path / "results.jsonl", timeout=60)
+    assert refused.returncode == 2 and "not a regular file" in refused.stderr

@@ -95,7 +95,11 @@ def test_sigterm_mid_run_keeps_records_and_resume_completes(tmp_path):
     assert [run["status"] for run in _manifest_runs(output)] == ["interrupted", "finished"]
 
 
-def test_sigterm_in_process_is_an_interrupt_and_the_handler_is_restored(tmp_path, monkeypatch):
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, EXIT_TERMINATED),
+                                               (signal.SIGHUP, 129)])
+def test_sigterm_in_process_is_an_interrupt_and_the_handler_is_restored(tmp_path, monkeypatch,
+                                                                       signum, code):
+    # SIGHUP (the ssh session ended) is handled as SIGTERM is, with exit code 129.
     from evaluator.backends.fake import FakeBackend
 
     source, models, output = _setup(tmp_path, 10)
@@ -105,19 +109,42 @@ def test_sigterm_in_process_is_an_interrupt_and_the_handler_is_restored(tmp_path
     def generate(self, *args, **kwargs):
         calls.append(1)
         if len(calls) == 3:
-            os.kill(os.getpid(), signal.SIGTERM)  # what `docker stop` does
+            os.kill(os.getpid(), signum)  # what `docker stop` (or a lost ssh) does
             time.sleep(5)  # the handler interrupts this sleep
         return fast_generate(self, *args, **kwargs)
 
     monkeypatch.setattr(FakeBackend, "generate", generate)
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signum)
     result = CliRunner().invoke(cli, _args(source, models, output, "--batch-size", "2"),
                                 catch_exceptions=False)
-    assert result.exit_code == EXIT_TERMINATED
-    assert "terminated (SIGTERM)" in result.stderr
+    assert result.exit_code == code
+    assert f"terminated ({signal.Signals(signum).name})" in result.stderr
+    assert f"finished results are in {output}" in result.stderr
     assert len(read_results(output)) == 4  # two batches of two were written
     assert _manifest_runs(output)[-1]["status"] == "interrupted"
-    assert signal.getsignal(signal.SIGTERM) == before
+    assert signal.getsignal(signum) == before
+    import fcntl
+
+    fd = os.open(output.with_name("results.evaluator-lock"), os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released: raises if still held
+    finally:
+        os.close(fd)
+
+
+def test_an_interrupt_before_any_result_says_nothing_was_written(tmp_path, monkeypatch):
+    from evaluator.backends.fake import FakeBackend
+
+    source, models, output = _setup(tmp_path, 4)
+
+    def generate(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FakeBackend, "generate", generate)
+    result = CliRunner().invoke(cli, _args(source, models, output), catch_exceptions=False)
+    assert result.exit_code == 130
+    assert "no results were written yet" in result.stderr
+    assert "finished results are in" not in result.stderr
 
 
 def test_ray_init_does_not_take_sigterm_from_the_cli(monkeypatch):

@@ -19,15 +19,16 @@ EXIT_INPUT_REJECTED = 3   # --strict and a case could not be judged
 EXIT_INTERNAL = 70        # a bug (sysexits' EX_SOFTWARE): -vv shows the traceback
 EXIT_INTERRUPTED = 130    # Ctrl-C; re-run the same command to resume
 EXIT_TERMINATED = 143     # SIGTERM (128 + 15), handled like Ctrl-C
+EXIT_HANGUP = 129         # SIGHUP (128 + 1: the ssh session ended), handled like SIGTERM
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def interrupted_exit_code(exc: KeyboardInterrupt) -> int:
-    """130 for Ctrl-C, 143 for SIGTERM (see :mod:`evaluator.cli.signals`)."""
+    """130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP (see :mod:`evaluator.cli.signals`)."""
     from evaluator.cli.signals import Terminated
 
-    return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+    return 128 + exc.signum if isinstance(exc, Terminated) else EXIT_INTERRUPTED
 
 
 def exit_code_for(exc: BaseException, verbose: int) -> int:

@@ -23,13 +23,19 @@ models_file_option = click.option(
 
 
 def parse_mapping(values: tuple[str, ...]) -> dict[str, str]:
-    """``("rubric_field=column", ...)`` -> dict, with a usage error for a malformed item."""
+    """``("rubric_field=column", ...)`` -> dict, with a usage error for a malformed item or
+    a field given two columns (never silently the last)."""
     mapping: dict[str, str] = {}
     for item in values:
         field, sep, column = item.partition("=")
         if not sep or not field or not column:
             raise click.BadParameter(f"{item!r}: expected RUBRIC_FIELD=COLUMN", param_hint="--map")
-        mapping[field.strip()] = column.strip()
+        field, column = field.strip(), column.strip()
+        if field in mapping and mapping[field] != column:
+            raise click.BadParameter(f"{field!r} is mapped twice ({mapping[field]!r} and "
+                                     f"{column!r}); give each rubric field one column",
+                                     param_hint="--map")
+        mapping[field] = column
     return mapping
 
 

@@ -19,6 +19,7 @@ from evaluator.cli.main import (
 from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir_option
 from evaluator.cli.progress import library_progress_hidden
 from evaluator.cli.signals import Terminated, sigterm_as_interrupt
+from evaluator.files import check_path_name, show_path
 from evaluator.jury import member_path
 from evaluator.ray_options import ENGINES, RayOptions, load_ray_engine
 
@@ -54,11 +55,11 @@ def _quiet_ray() -> None:
 @click.option("--input", "-i", "input_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Cases: .jsonl or .csv, one case per line/row.")
-@click.option("--output", "-o", "output_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--output", "-o", "output_name", required=True,
+              type=str,  # checked as given (check_path_name): one line for every problem
               help="Results .jsonl. If it exists, the run resumes: finished cases are skipped. "
                    "<name>.summary.json and <name>.manifest.json are written beside it, and "
-                   "<name>.lock is held while the run lasts.")
+                   "<name>.evaluator-lock is held while the run lasts.")
 @click.option("--model", "-m", "judges", multiple=True, help="Judge name from models.yaml "
               "(default: the file's default). Repeat it for a jury: every case is judged by "
               "each judge in turn, one model loaded at a time; or name a jury from models.yaml.")
@@ -97,7 +98,7 @@ def _quiet_ray() -> None:
 @click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None,
               help="--engine ray: GPUs per replica (set tensor_parallel_size to match for "
                    "vLLM; a fraction packs replicas on a GPU) [default: 0].")
-def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...],
+def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...],
         samples: int, temperature: float | None, reduce: str | None, limit: int | None,
         batch_size: int | None, mappings: tuple[str, ...], id_column: str,
         rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
@@ -120,7 +121,18 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
         resolve_jury,
     )
 
-    mapping = parse_mapping(mappings)
+    # Checked as given: Path("dir/") drops the slash that says a folder was meant.
+    output_path = Path(output_name)
+    try:
+        check_path_name(output_name)
+        check_path_name(input_path, "--input")
+        mapping = parse_mapping(mappings)
+    except USER_ERRORS as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.BadParameter as exc:  # one line, as every user error
+        click.echo(f"error: --map: {exc.message}", err=True)
+        sys.exit(EXIT_USAGE)
     ray_options = _ray_options(engine, address, replicas, gpus_per_replica)
     bar: tqdm | None = None
     current = output_path  # the file being judged into (a jury member's, in a jury)
@@ -174,9 +186,13 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
     except (RayRunFailed, OutputWriteFailed) as exc:
         stop(EXIT_SOME_FAILED, f"error: {exc}")
     except KeyboardInterrupt as exc:
-        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-        stop(interrupted_exit_code(exc), f"{what}; finished results are in {output_path}. "
-                                         "Re-run the same command to resume.")
+        what = (f"terminated ({exc.signal_name})" if isinstance(exc, Terminated)
+                else "interrupted")
+        written = next((p for p in (current, output_path)
+                        if p.is_file() and p.stat().st_size), None)
+        where = (f"finished results are in {show_path(written)}. Re-run the same command to "
+                 "resume." if written is not None else "no results were written yet.")
+        stop(interrupted_exit_code(exc), f"{what}; {where}")
     if bar is not None:
         bar.close()
     summary = result.summary
