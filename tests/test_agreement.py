@@ -172,7 +172,8 @@ def test_cli_table_json_and_errors(tmp_path):
     assert done.exit_code == 2 and "'nope'" in done.output
     done = runner.invoke(cli, base + ["--label-field", "bad"])
     assert done.exit_code == 2
-    assert "line 4" in done.output and "c3" in done.output and "'bad'" in done.output
+    # Lines, never case ids: --id-column may point at a field of case text.
+    assert "line 4" in done.output and "c3" not in done.output and "'bad'" in done.output
     assert "not a number" in done.output
     other = write_jsonl(tmp_path / "other.jsonl", [{"case_id": "zz", "expert_qrel": 1}])
     done = runner.invoke(cli, ["agree", str(results), "--labels", str(other),
@@ -186,5 +187,5 @@ def test_load_labels_rejects_duplicates(tmp_path):
     from evaluator.analysis.agreement import load_labels
 
     path = write_jsonl(tmp_path / "l.jsonl", [{"case_id": "a", "y": 1}, {"case_id": "a", "y": 2}])
-    with pytest.raises(AgreementError, match="twice"):
+    with pytest.raises(AgreementError, match="lines 1 and 2 have the same case id"):
         load_labels(path, "y")

@@ -156,7 +156,7 @@ def test_resume_force_new_and_strict_exit_codes(tmp_path, models_file):
     before = out.read_bytes()
     strict = _invoke(*base[:-3], "--models-file", other, "--no-progress", "--force-new",
                      "--strict")
-    assert strict.exit_code == 3 and "in.jsonl:3 case 'c2'" in strict.stderr
+    assert strict.exit_code == 3 and "in.jsonl:3 field 'generated_report'" in strict.stderr
     assert out.read_bytes() == before  # refused before anything was moved or written
 
 

@@ -4,6 +4,7 @@ file resumes; the combined file keeps every verdict and a reduced one."""
 from __future__ import annotations
 
 import json
+import stat
 
 import pytest
 from click.testing import CliRunner
@@ -167,3 +168,40 @@ def test_cli_runs_a_jury_from_repeated_models(setup, tmp_path):
     summary = json.loads(result.stdout[result.stdout.index("{"):])
     assert summary["judge"] == "jury(a,c)" and "inter_judge" in summary
     assert read_results(output)[0].scores["critical_finding_concordance"] == 1.5
+
+
+def test_a_symlinked_member_folder_is_refused(setup, tmp_path):
+    from evaluator.data.files import OutputRefused
+
+    models, cases, events = setup
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "jury.jury").symlink_to(elsewhere)
+    for force_new in (False, True):
+        with pytest.raises(OutputRefused, match="symbolic link"):
+            _jury(models, cases, tmp_path / "jury.jsonl", force_new=force_new)
+    assert list(elsewhere.iterdir()) == [] and events == []
+    assert (tmp_path / "jury.jury").is_symlink()
+
+
+def test_two_outputs_with_one_stem_never_share_a_member_folder(setup, tmp_path, monkeypatch):
+    from evaluator.data.files import OutputRefused
+
+    models, cases, events = setup
+    real = FakeBackend.generate
+
+    def dies_in_c(self, chats, *args, **kwargs):
+        if self.judge == "c":
+            raise KeyboardInterrupt  # t.jsonl's jury never finishes: no combined manifest
+        return real(self, chats, *args, **kwargs)
+
+    monkeypatch.setattr(FakeBackend, "generate", dies_in_c)
+    with pytest.raises(KeyboardInterrupt):
+        _jury(models, cases, tmp_path / "t.jsonl")
+    folder = tmp_path / "t.jury"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    events.clear()
+    with pytest.raises(OutputRefused, match=r"t\.jury belongs to the jury results file t\.jsonl"
+                                            r", not t\.json"):
+        _jury(models, cases, tmp_path / "t.json")
+    assert events == []

@@ -62,8 +62,8 @@ def test_scaling_benchmark_quick_mode_prints_its_figures():
                              timeout=300, check=False)
     assert process.returncode == 0, process.stderr[-2000:]
     out = process.stdout
-    assert re.search(r"^\s+30 cases: .* peak RSS \d+ MB.*resume", out, re.M)
-    assert re.search(r"^\s+60 cases: ", out, re.M)
+    assert re.search(r"^\s+30 cases: .* peak RSS \d+ MB.*resume", out, re.MULTILINE)
+    assert re.search(r"^\s+60 cases: ", out, re.MULTILINE)
     assert re.search(r"peak RSS growth 30 -> 60 cases: [+-]\d+ MB", out)
     assert "re-run: python benchmarks/scaling.py --sizes 30 60 --resume" in out
     assert "PARAGRAPH" not in out and "adenocarcinoma" not in out  # no case text

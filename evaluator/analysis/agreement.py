@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis.stats import require_stats
+from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.results import read_results
 
 AGREEMENT_RESAMPLES = 1000
@@ -56,7 +57,10 @@ def _label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, row) for every row of a JSONL or CSV labels file."""
     suffix = path.suffix.lower()
     try:
+        check_regular_file(path, "labels file")
         text = path.read_text(encoding="utf-8")
+    except NotARegularFile as exc:
+        raise AgreementError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise AgreementError(f"{path}: cannot read labels file ({exc})") from None
     rows: list[tuple[int, dict[str, Any]]] = []
@@ -82,7 +86,7 @@ def _label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
 
 def load_labels(path: Path, label_field: str, id_column: str = "case_id") -> dict[str, float]:
     """Map case id -> numeric label. Every row needs the id and a numeric label; errors name
-    the file, line, case id and field (never the case text)."""
+    the file, lines and field, never a case id (``id_column`` may hold case text)."""
     path = Path(path)
     rows = _label_rows(path)
     if not rows:
@@ -93,22 +97,24 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id") -> dic
         raise AgreementError(f"{path}: no row has the label field {label_field!r}; "
                              f"fields: {shown}")
     labels: dict[str, float] = {}
+    line_of: dict[str, int] = {}
     for number, row in rows:
         case_id = row.get(id_column)
         if case_id is None or str(case_id).strip() == "":
             raise AgreementError(f"{path} line {number}: no case id in {id_column!r}")
         case_id = str(case_id)
         if label_field not in row:
-            raise AgreementError(f"{path} line {number} (case {case_id}): field "
-                                 f"{label_field!r} is missing")
+            raise AgreementError(f"{path} line {number}: field {label_field!r} is missing")
         value = _number(row[label_field])
         if value is None:
-            raise AgreementError(f"{path} line {number} (case {case_id}): field "
-                                 f"{label_field!r} is not a number "
+            raise AgreementError(f"{path} line {number}: field {label_field!r} is not a "
+                                 "number "
                                  f"({type(row[label_field]).__name__})")
         if case_id in labels:
-            raise AgreementError(f"{path} line {number}: case id {case_id!r} appears twice")
+            raise AgreementError(f"{path} lines {line_of[case_id]} and {number} have the same "
+                                 f"case id (in {id_column!r})")
         labels[case_id] = value
+        line_of[case_id] = number
     return labels
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import traceback
+from typing import Any
 
 import click
 
+from evaluator.api import USER_ERRORS, OutputWriteFailed
 from evaluator.cli import (
     agree_cmd,
     models_cmd,
@@ -15,10 +19,58 @@ from evaluator.cli import (
     run_cmd,
     validate_cmd,
 )
+from evaluator.cli.exit_codes import (
+    EXIT_INTERNAL,
+    EXIT_SOME_FAILED,
+    EXIT_USAGE,
+    interrupted_exit_code,
+)
 from evaluator.judges.offline import force_offline
 
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+def exit_code_for(exc: BaseException, verbose: int) -> int:
+    """Report an exception that a command did not handle, in one line on stderr, and
+    return the exit code: a user error (:data:`evaluator.api.USER_ERRORS`) exits 2; a full
+    disk 1 (what was written is kept); anything else is a bug and exits 70 naming only the
+    exception's type, since its message or traceback may quote case text; -vv prints the
+    traceback as well."""
+    if isinstance(exc, KeyboardInterrupt):
+        click.echo("interrupted", err=True)
+        return interrupted_exit_code(exc)
+    if isinstance(exc, USER_ERRORS):
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_USAGE
+    if isinstance(exc, OutputWriteFailed):
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_SOME_FAILED
+    if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+        click.echo(f"error: cannot write {exc.filename or 'a file'} ({exc.strerror}); free "
+                   "some space and re-run the same command", err=True)
+        return EXIT_SOME_FAILED
+    if verbose >= 2:
+        click.echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True)
+    click.echo(f"error: internal error ({type(exc).__name__}); this is a bug in the "
+               "evaluator. Re-run with -vv for the traceback (it may quote case text: keep "
+               "it inside the hospital)", err=True)
+    return EXIT_INTERNAL
+
+
+class _Commands(click.Group):
+    """The command group; an error a command leaves unhandled becomes one line and an exit
+    code (:func:`exit_code_for`), never a bare traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except (Exception, KeyboardInterrupt) as exc:
+            ctx.exit(exit_code_for(exc, ctx.params.get("verbose") or 0))
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 @click.version_option(package_name="evaluator")
 def cli(verbose: int) -> None:

@@ -2,25 +2,46 @@
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import click
 
+# Control and format characters (terminal escape sequences, bidi overrides, line and
+# paragraph separators): config text printed with them could rewrite the terminal.
+_UNPRINTABLE = {"Cc", "Cf", "Zl", "Zp"}
+
 rubrics_dir_option = click.option(
     "--rubrics-dir", "rubrics_dirs", multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Extra directory of rubric .yaml files (searched before the built-ins; repeatable).")
+    type=click.Path(exists=True, file_okay=False, path_type=Path), envvar="EVALUATOR_RUBRICS_DIR",
+    help="Extra directory of rubric .yaml files (searched before the built-ins; repeatable; "
+         "default: $EVALUATOR_RUBRICS_DIR, ':'-separated).")
 models_file_option = click.option(
     "--models-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None, help="models.yaml to use (default: the project's).")
+    default=None, envvar="EVALUATOR_MODELS_FILE",
+    help="models.yaml to use (default: $EVALUATOR_MODELS_FILE, else the project's).")
 
 
 def parse_mapping(values: tuple[str, ...]) -> dict[str, str]:
-    """``("rubric_field=column", ...)`` -> dict, with a usage error for a malformed item."""
+    """``("rubric_field=column", ...)`` -> dict, with a usage error for a malformed item or
+    a field given two columns (never silently the last)."""
     mapping: dict[str, str] = {}
     for item in values:
         field, sep, column = item.partition("=")
         if not sep or not field or not column:
             raise click.BadParameter(f"{item!r}: expected RUBRIC_FIELD=COLUMN", param_hint="--map")
-        mapping[field.strip()] = column.strip()
+        field, column = field.strip(), column.strip()
+        if field in mapping and mapping[field] != column:
+            raise click.BadParameter(f"{field!r} is mapped twice ({mapping[field]!r} and "
+                                     f"{column!r}); give each rubric field one column",
+                                     param_hint="--map")
+        mapping[field] = column
     return mapping
+
+
+def printable(text: object) -> str:
+    """``text`` with every control or format character but the newline written as an
+    escape (``\\x1b``), so config text (a description in models.yaml or a rubric) cannot
+    send escape sequences to the terminal."""
+    return "".join(ch if ch == "\n" or unicodedata.category(ch) not in _UNPRINTABLE
+                   else ch.encode("unicode_escape").decode("ascii") for ch in str(text))

@@ -21,7 +21,10 @@ from evaluator.report.html import write_report
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--html", "html_path", required=True,
               type=click.Path(dir_okay=False, path_type=Path),
-              help="The HTML file to write (mode 0600).")
+              help="The HTML file to write (mode 0600; the name ends in .html or .htm).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the --html file even when it is not a report evaluator wrote "
+                   "(never one of the report's own inputs).")
 @click.option("--labels", "labels_path", default=None,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Labels (.jsonl or .csv) for agreement tables.")
@@ -43,8 +46,9 @@ from evaluator.report.html import write_report
 @click.option("--resamples", type=click.IntRange(min=100), default=1000, show_default=True,
               help="Bootstrap resamples for the agreement CIs.")
 @rubrics_dir_option
-def report(results: tuple[Path, ...], html_path: Path, labels_path: Path | None,
-           label_field: str | None, label_id_column: str, worst_by: str | None, worst_n: int,
+def report(results: tuple[Path, ...], html_path: Path, overwrite: bool,
+           labels_path: Path | None, label_field: str | None, label_id_column: str,
+           worst_by: str | None, worst_n: int,
            show_text: bool, mappings: tuple[str, ...], id_column: str, resamples: int,
            rubrics_dirs: tuple[Path, ...]) -> None:
     """Write an HTML report over RESULTS (results files of one rubric: several judges,
@@ -54,7 +58,8 @@ def report(results: tuple[Path, ...], html_path: Path, labels_path: Path | None,
     if labels_path is not None and not label_field:
         raise click.UsageError("--labels needs --label-field")
     try:
-        written = write_report(list(results), html_path, rubrics_dirs=rubrics_dirs,
+        written = write_report(list(results), html_path, overwrite=overwrite,
+                               rubrics_dirs=rubrics_dirs,
                                labels=labels_path, label_field=label_field,
                                label_id_column=label_id_column, worst_by=worst_by,
                                worst_n=worst_n, show_text=show_text,

@@ -10,7 +10,7 @@ import click
 
 from evaluator.api import USER_ERRORS, available_rubrics, load_rubric, output_json_schema
 from evaluator.cli.exit_codes import EXIT_USAGE
-from evaluator.cli.options import rubrics_dir_option
+from evaluator.cli.options import printable, rubrics_dir_option
 from evaluator.rubrics.schema import max_new_tokens
 
 
@@ -24,22 +24,23 @@ def rubrics(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...])
         if name is None:
             for rubric_name, path in available_rubrics(rubrics_dirs).items():
                 rubric = load_rubric(path)
-                click.echo(f"{rubric_name:28} {rubric.title}  [{path}]")
+                click.echo(printable(f"{rubric_name:28} {rubric.title}  [{path}]"))
             return
         rubric = load_rubric(name, rubrics_dirs)
     except USER_ERRORS as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(printable(f"error: {exc}"), err=True)
         sys.exit(EXIT_USAGE)
     schema = output_json_schema(rubric)
     if show_schema:
         click.echo(json.dumps(schema, indent=2))
         return
-    click.echo(f"{rubric.name}: {rubric.title}\n  file: {rubric.source_path}")
+    click.echo(printable(f"{rubric.name}: {rubric.title}\n  file: {rubric.source_path}"))
     if rubric.description:
-        click.echo(f"  {rubric.description}")
+        click.echo(printable(f"  {rubric.description}"))
     click.echo("inputs:")
     for field, spec in rubric.inputs.items():
-        click.echo(f"  {field}{'' if spec.required else ' (optional)'}: {spec.description}")
+        optional = "" if spec.required else " (optional)"
+        click.echo(printable(f"  {field}{optional}: {spec.description}"))
     click.echo("output (in this order):")
     for out in rubric.output:
         if out.type == "string":
@@ -49,11 +50,11 @@ def rubrics(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...])
                       f"{out.explanation_key}}} items, {out.score_key} in {out.allowed}")
         else:
             detail = f"integer in {out.allowed}"
-        click.echo(f"  {out.key}: {detail}")
+        click.echo(printable(f"  {out.key}: {detail}"))
     if rubric.aggregates:
         click.echo("aggregates:")
         for agg in rubric.aggregates:
             alias = rubric.alias_of(agg.name)
-            click.echo(f"  {agg.name}{f' (paper name: {alias})' if alias else ''}: "
-                       f"{agg.reduce} of {agg.of}")
-    click.echo(f"token budget per verdict: {max_new_tokens(schema)}")
+            click.echo(printable(f"  {agg.name}{f' (paper name: {alias})' if alias else ''}: "
+                                 f"{agg.reduce} of {agg.of}"))
+    click.echo(printable(f"token budget per verdict: {max_new_tokens(schema)}"))

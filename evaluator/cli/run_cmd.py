@@ -14,6 +14,7 @@ from evaluator.api import (
     USER_ERRORS,
     InputRejected,
     Judge,
+    OutputWriteFailed,
     RayRunFailed,
     RunOptions,
     RunStart,
@@ -24,11 +25,14 @@ from evaluator.api import (
 )
 from evaluator.cli.exit_codes import (
     EXIT_INPUT_REJECTED,
-    EXIT_INTERRUPTED,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
+    interrupted_exit_code,
 )
 from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir_option
+from evaluator.cli.progress import library_progress_hidden
+from evaluator.cli.signals import Terminated, sigterm_as_interrupt
+from evaluator.data.files import check_path_name, show_path
 from evaluator.run.engines import ENGINES, RayOptions, load_ray_engine
 from evaluator.run.jury import member_path
 
@@ -64,10 +68,11 @@ def _quiet_ray() -> None:
 @click.option("--input", "-i", "input_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Cases: .jsonl or .csv, one case per line/row.")
-@click.option("--output", "-o", "output_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--output", "-o", "output_name", required=True,
+              type=str,  # checked as given (check_path_name): one line for every problem
               help="Results .jsonl. If it exists, the run resumes: finished cases are skipped. "
-                   "<name>.summary.json and <name>.manifest.json are written beside it.")
+                   "<name>.summary.json and <name>.manifest.json are written beside it, and "
+                   "<name>.evaluator-lock is held while the run lasts.")
 @click.option("--model", "-m", "judges", multiple=True, help="Judge name from models.yaml "
               "(default: the file's default). Repeat it for a jury: every case is judged by "
               "each judge in turn, one model loaded at a time; or name a jury from models.yaml.")
@@ -92,6 +97,8 @@ def _quiet_ray() -> None:
               "existing files are kept, renamed to <name>.superseded-<time>.")
 @click.option("--strict", is_flag=True, help="Stop at the first case that cannot be judged "
               "(bad row: before the model loads; too long for the judge) with exit code 3.")
+@click.option("--wait", is_flag=True, help="When another run is writing to OUTPUT, wait for "
+              "it to end and then resume (default: refuse at once, exit code 2).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
               help="local: judge in this process. ray: spread the batches over judge replicas "
@@ -104,14 +111,30 @@ def _quiet_ray() -> None:
 @click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None,
               help="--engine ray: GPUs per replica (set tensor_parallel_size to match for "
                    "vLLM; a fraction packs replicas on a GPU) [default: 0].")
-def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...],
+def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...],
         samples: int, temperature: float | None, reduce: str | None, limit: int | None,
         batch_size: int | None, mappings: tuple[str, ...], id_column: str,
         rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
-        no_progress: bool, engine: str, address: str | None, replicas: int | None,
+        wait: bool, no_progress: bool, engine: str, address: str | None, replicas: int | None,
         gpus_per_replica: float | None) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
-    mapping = parse_mapping(mappings)
+    # SIGTERM (docker stop, schedulers) stops the run as Ctrl-C does (see the except
+    # clauses below); --no-progress hides the libraries' bars too. Both end with the command.
+    context = click.get_current_context()
+    context.with_resource(sigterm_as_interrupt())
+    context.with_resource(library_progress_hidden(no_progress))
+    # Checked as given: Path("dir/") drops the slash that says a folder was meant.
+    output_path = Path(output_name)
+    try:
+        check_path_name(output_name)
+        check_path_name(input_path, "--input")
+        mapping = parse_mapping(mappings)
+    except USER_ERRORS as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.BadParameter as exc:  # one line, as every user error
+        click.echo(f"error: --map: {exc.message}", err=True)
+        sys.exit(EXIT_USAGE)
     ray_options = _ray_options(engine, address, replicas, gpus_per_replica)
     bar: tqdm | None = None
     current = output_path  # the file being judged into (a jury member's, in a jury)
@@ -147,7 +170,8 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
     judge = Judge(name=judges[0] if judges else None, models_path=models_file,
                   samples=samples, temperature=temperature, reduce=reduce)
     how = RunOptions(output_path=output_path, batch_size=batch_size, force_new=force_new,
-                     strict=strict, engine=engine, ray=ray_options, on_start=on_start,
+                     strict=strict, engine=engine, ray=ray_options, wait=wait,
+                     on_start=on_start,
                      progress=lambda n: bar.update(n) if bar is not None else None)
     try:
         if engine == "ray":
@@ -161,11 +185,16 @@ def run(rubric: str, input_path: Path, output_path: Path, judges: tuple[str, ...
         stop(EXIT_INPUT_REJECTED, f"error: {exc}")
     except USER_ERRORS as exc:
         stop(EXIT_USAGE, f"error: {exc}")
-    except RayRunFailed as exc:
+    except (RayRunFailed, OutputWriteFailed) as exc:
         stop(EXIT_SOME_FAILED, f"error: {exc}")
-    except KeyboardInterrupt:
-        stop(EXIT_INTERRUPTED, f"interrupted; finished results are in {output_path}. Re-run the "
-                               "same command to resume.")
+    except KeyboardInterrupt as exc:
+        what = (f"terminated ({exc.signal_name})" if isinstance(exc, Terminated)
+                else "interrupted")
+        written = next((p for p in (current, output_path)
+                        if p.is_file() and p.stat().st_size), None)
+        where = (f"finished results are in {show_path(written)}. Re-run the same command to "
+                 "resume." if written is not None else "no results were written yet.")
+        stop(interrupted_exit_code(exc), f"{what}; {where}")
     if bar is not None:
         bar.close()
     summary = result.summary

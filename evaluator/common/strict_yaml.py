@@ -16,6 +16,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from evaluator.common.limits import MAX_CONFIG_BYTES, MAX_YAML_CHARS, MAX_YAML_DEPTH, MAX_YAML_NODES
+from evaluator.common.readable import NotARegularFile, check_regular_file
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -127,7 +128,14 @@ def _one_line(error: yaml.YAMLError) -> str:
 
 def read_config_bytes(path: Path, what: str) -> bytes:
     """The bytes of a configuration file, refusing one larger than
-    :data:`~evaluator.common.limits.MAX_CONFIG_BYTES` without reading it all."""
+    :data:`~evaluator.common.limits.MAX_CONFIG_BYTES` without reading it all, and one that is
+    a FIFO or a device (reading it would hang or never end) without opening it."""
+    try:
+        check_regular_file(path, what)
+    except NotARegularFile as exc:
+        raise YamlRefused(str(exc)) from None
+    except OSError:
+        pass  # missing or unreadable: opening it says so below
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_CONFIG_BYTES + 1)

@@ -55,11 +55,14 @@ class InputProblem:
     message: str
     file: str = ""
 
-    def describe(self) -> str:
-        """``file:line [case id] field: message`` with no case text."""
+    def describe(self, *, with_id: bool = True) -> str:
+        """``file:line case 'id': field 'name': message``, with no case text. Pass
+        ``with_id=False`` for the terminal: an id read from a wrong ``--id-column`` is case
+        text, and the line already says which row it is."""
         where = f"{self.file}:{self.line}"
+        case = f" case {self.case_id!r}:" if with_id else ""
         column = f" field {self.field!r}:" if self.field else ""
-        return f"{where} case {self.case_id!r}:{column} {self.message}"
+        return f"{where}{case}{column} {self.message}"
 
 
 @dataclass
@@ -196,10 +199,15 @@ def _check_header(path: Path, header: list[str]) -> list[str]:
     if not all(_is_text(name) for name in header):
         raise InputFileError(f"{path}: the header row is not valid UTF-8; re-encode the file "
                              "as UTF-8")
-    repeated = sorted({_short_name(name) for name in header if header.count(name) > 1})
-    if repeated:
-        raise InputFileError(f"{path}: the header repeats column(s) {repeated}; each column "
-                             "needs a unique name")
+    # Columns are named by position, never by their text: in a file without a header row
+    # the "names" are the first case's values.
+    first: dict[str, int] = {}
+    for position, name in enumerate(header, start=1):
+        if name in first:
+            raise InputFileError(f"{path}: columns {first[name]} and {position} of the header "
+                                 "row (line 1) have the same name; each column needs a unique "
+                                 "name (does the file have a header row?)")
+        first[name] = position
     return header
 
 
@@ -237,7 +245,14 @@ def iter_cases(path: Path, rubric: Rubric, *, mapping: Mapping[str, str] | None 
     """
     path = Path(path)
     if not path.is_file():
-        raise InputFileError(f"{path}: input file not found")
+        if not path.exists():
+            raise InputFileError(f"{path}: input file not found")
+        # A FIFO or device could not be read twice (the run streams the file more than
+        # once), and opening a FIFO blocks until something writes to it.
+        kind = "a folder" if path.is_dir() else (
+            "a FIFO (named pipe)" if path.is_fifo() else "a device or socket")
+        raise InputFileError(f"{path}: is {kind}, not a regular file; save the cases to a "
+                             ".jsonl or .csv file")
     mapping = dict(mapping or {})
     unknown = sorted(set(mapping) - set(rubric.inputs))
     if unknown:
@@ -275,7 +290,8 @@ class UniqueIds:
         """Note one row's id."""
         first = self._first_line.setdefault(item.case_id, item.line)
         if first != item.line:
-            self._duplicates.append(f"{item.case_id!r} (lines {first} and {item.line})")
+            # Lines only, never the id: with a wrong --id-column the "ids" are case text.
+            self._duplicates.append(f"lines {first} and {item.line}")
 
     def check(self) -> None:
         """Raise if any id was seen twice; then forget the ids."""
@@ -283,8 +299,9 @@ class UniqueIds:
         if self._duplicates:
             shown = "; ".join(self._duplicates[:10]) + (" ..." if len(self._duplicates) > 10
                                                          else "")
-            raise InputFileError(f"{self.path}: duplicate case ids: {shown}. Each case needs a "
-                                 f"unique id (column {self.id_column!r}).")
+            raise InputFileError(f"{self.path}: duplicate case ids ({shown} have the same id). "
+                                 f"Each case needs a unique id in column {self.id_column!r}; "
+                                 "is that the id column (--id-column)?")
 
 
 def read_cases(path: Path, rubric: Rubric, *, mapping: Mapping[str, str] | None = None,

@@ -13,7 +13,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evaluator.data.files import PRIVATE, atomic_writer, fsync_dir
+from evaluator.common.readable import NotARegularFile, check_regular_file
+from evaluator.data.files import (
+    atomic_writer,
+    fsync_dir,
+    make_private_dirs,
+    open_private_append,
+    truncate_private,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +91,12 @@ class ResultRecord(BaseModel):
 
 
 class ResultsFileDamaged(ValueError):
-    """A complete line of a results file is not a result record: edited or damaged."""
+    """A complete line of a results file is not a result record: edited or damaged.
+    ``problem`` is the message without advice that only ``evaluator run`` can follow."""
+
+    def __init__(self, message: str, *, problem: str | None = None):
+        super().__init__(message)
+        self.problem = problem or message
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,17 @@ def _content_end(path: Path) -> int:
     return 0
 
 
+def _complete_record(chunk: bytes) -> ResultRecord | None:
+    """The record an unterminated last line holds, if it is one whole (a line cut short is
+    never valid JSON: the object's closing brace is its last byte)."""
+    if b"\0" in chunk or not chunk.strip():
+        return None
+    try:
+        return ResultRecord.model_validate_json(chunk)
+    except ValidationError:
+        return None
+
+
 class ResultsReader:
     """Iterates the complete, valid lines of a results file one at a time (never reading
     the file whole). An unterminated last line (a write cut by a crash or power loss,
@@ -132,6 +155,7 @@ class ResultsReader:
         self.path = Path(path)
         self.valid_bytes = 0
         self.torn_bytes = 0
+        self.unterminated = False  # the last line is a complete record without its newline
 
     def __iter__(self) -> Iterator[StoredLine]:
         content_end = _content_end(self.path)
@@ -143,7 +167,17 @@ class ResultsReader:
                 # No newline: the write of the last line never finished. Only NUL bytes
                 # left: what a power cut leaves when the size reached the disk but the data
                 # did not.
-                if not chunk.endswith(b"\n") or offset >= content_end:
+                if offset >= content_end:
+                    break
+                if not chunk.endswith(b"\n"):
+                    # A complete record whose newline was not written (or was removed by
+                    # an editor) is kept: only a line cut short is torn.
+                    record = _complete_record(chunk)
+                    if record is not None:
+                        number += 1
+                        offset += len(chunk)
+                        self.unterminated = True
+                        yield StoredLine(number, chunk, record)
                     break
                 number += 1
                 raw = chunk[:-1]
@@ -159,10 +193,11 @@ class ResultsReader:
         except ValidationError as exc:
             first = exc.errors(include_input=False, include_url=False)[0]
             where = ".".join(map(str, first["loc"])) or "$"
+            problem = (f"{self.path} line {number} is not a result record ({where}: "
+                       f"{first['msg']}); the file was edited or damaged.")
             raise ResultsFileDamaged(
-                f"{self.path} line {number} is not a result record ({where}: {first['msg']}); "
-                "the file was edited or damaged. Move it aside or fix that line, or pass "
-                "--force-new to start a new file (the old one is kept).") from None
+                f"{problem} Move it aside or fix that line, or pass --force-new to start a "
+                "new file (the old one is kept).", problem=problem) from None
 
 
 def scan_results(path: Path) -> ResultsScan:
@@ -182,13 +217,20 @@ def iter_records(path: Path) -> Iterator[ResultRecord]:
         log.warning("%s: ignoring a torn last line (%d bytes)", path, reader.torn_bytes)
 
 
-def truncate_torn_tail(path: Path, scan: ResultsScan | ResultsReader) -> None:
-    """Cut a torn last line off (its case is judged again)."""
-    if scan.torn_bytes:
+def truncate_torn_tail(path: Path, valid_bytes: int, torn_bytes: int,
+                       unterminated: bool = False) -> None:
+    """Cut a torn last line (``torn_bytes`` after the valid prefix of ``valid_bytes``) off;
+    its case is judged again. Only for a results file this tool wrote (the caller checks its
+    manifest). A complete last record without its newline (``unterminated``) is kept and
+    the newline added."""
+    if torn_bytes:
         log.warning("%s: removed a torn last line (%d bytes) left by an interrupted run",
-                    path, scan.torn_bytes)
-        with Path(path).open("r+b") as handle:
-            handle.truncate(scan.valid_bytes)
+                    path, torn_bytes)
+        truncate_private(path, valid_bytes)
+    if unterminated:
+        log.warning("%s: added the newline missing after its last record", path)
+        with open_private_append(path) as handle:
+            handle.write(b"\n")
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -207,10 +249,9 @@ class ResultWriter:
 
     def __init__(self, path: Path, *, fsync_seconds: float = 1.0):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.path.parent)
         created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE)
-        self._handle = os.fdopen(fd, "wb")
+        self._handle = open_private_append(self.path)
         if created:
             fsync_dir(self.path.parent)
         self.fsync_seconds = fsync_seconds
@@ -242,7 +283,37 @@ class ResultWriter:
         self.close()
 
 
+def _analysis_lines(reader: ResultsReader) -> Iterator[StoredLine]:
+    try:
+        yield from reader
+    except ResultsFileDamaged as exc:
+        # The reader's advice (--force-new) is an option of `evaluator run` only.
+        raise ResultsFileDamaged(f"{exc.problem} Is it a results file written by "
+                                 "evaluator run?") from None
+
+
 def read_results(path: Path) -> list[ResultRecord]:
-    """Load every record of a results file (each line validated; a torn last line is
-    skipped with a warning)."""
-    return list(iter_records(path))
+    """Load every record of a results file for analysis (report, agree): each line
+    validated, a torn last line skipped with a warning. Raises :class:`ResultsFileDamaged`
+    for a FIFO or device (never opened), a bad line, or one case id on two lines (counting
+    both would count one case twice); the messages name lines, never the id, and suggest
+    nothing only ``evaluator run`` accepts."""
+    path = Path(path)
+    try:
+        check_regular_file(path, "results file")
+    except NotARegularFile as exc:
+        raise ResultsFileDamaged(str(exc)) from None
+    reader = ResultsReader(path)
+    records: list[ResultRecord] = []
+    first_line: dict[str, int] = {}
+    for line in _analysis_lines(reader):
+        earlier = first_line.setdefault(line.record.case_id, line.number)
+        if earlier != line.number:
+            raise ResultsFileDamaged(
+                f"{path} has the same case id on lines {earlier} and {line.number}; a "
+                "results file holds one record per case, so it was edited or written by "
+                "another tool")
+        records.append(line.record)
+    if reader.torn_bytes:
+        log.warning("%s: ignoring a torn last line (%d bytes)", path, reader.torn_bytes)
+    return records

@@ -29,12 +29,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The largest seed every backend takes (numpy's and vLLM's limit: 32 bits unsigned).
+MAX_SEED = 2**32 - 1
+
+
 class SamplingConfig(_Strict):
     """Decoding settings. Temperature 0 means greedy decoding (deterministic verdicts)."""
 
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
 
 
 class JudgeSpec(_Strict):
@@ -46,8 +50,9 @@ class JudgeSpec(_Strict):
     description: str = ""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     device: str = "auto"
-    max_model_len: int | None = Field(default=None, ge=64)
-    batch_size: int = Field(default=8, ge=1)
+    # Upper bounds: a typo like 10**23 is refused here, not met as an overflow in a backend.
+    max_model_len: int | None = Field(default=None, ge=64, le=10_000_000)
+    batch_size: int = Field(default=8, ge=1, le=4096)
     sampling: SamplingConfig = SamplingConfig()
     chat_template_kwargs: dict[str, Any] = {}
     # Some chat templates (e.g. Gemma's) have no system turn: then a rubric's system text

@@ -29,6 +29,7 @@ from evaluator.analysis.agreement import (
     load_labels,
 )
 from evaluator.analysis.summary import summarize, summary_path_for
+from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.common.version import __version__
 from evaluator.data.results import ResultRecord, Status, read_results
 from evaluator.report.text import attach_text
@@ -49,7 +50,7 @@ class ReportError(ValueError):
 
 
 def _read_one(path: Path) -> list[ResultRecord]:
-    if not path.is_file():
+    if not path.exists():
         raise ReportError(f"{path}: results file not found")
     records = read_results(path)
     if not records:
@@ -79,16 +80,23 @@ def _labels(paths: Sequence[Path], judges: Sequence[str]) -> list[str]:
 def _summary_file(path: Path) -> tuple[dict[str, Any], list[str]]:
     """The extra blocks of ``<name>.summary.json`` (if any), and notes about the file."""
     summary_path = summary_path_for(path)
-    if not summary_path.is_file():
+    if not summary_path.exists():
         return {}, [(f"no summary file ({summary_path.name}): statistics recomputed from the "
                     "records")]
     try:
+        check_regular_file(summary_path, "summary file")
         stored = json.loads(summary_path.read_text(encoding="utf-8"))
+    except NotARegularFile:
+        return {}, [(f"{summary_path.name} is not a regular file (a FIFO or device?); ignored, "
+                     "statistics recomputed from the records")]
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return {}, [(f"{summary_path.name} could not be read ({type(exc).__name__}); statistics "
                     "recomputed from the records")]
     if not isinstance(stored, dict):
         return {}, [f"{summary_path.name} is not a JSON object; ignored"]
+    owner = stored.get("results_file")
+    if owner is not None and owner != path.name:
+        return {}, [f"{summary_path.name} is the summary of {owner}, not of this file; ignored"]
     blocks = {name: stored[name] for name in SUMMARY_BLOCKS if isinstance(stored.get(name), dict)}
     return blocks, []
 

@@ -9,17 +9,27 @@ has no JavaScript, and embeds its plots as SVG data URIs: opened offline it need
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from evaluator.data.files import write_bytes_atomic
+from evaluator.data.files import (
+    OutputRefused,
+    refuse_unsafe_target,
+    same_file,
+    write_bytes_atomic,
+)
 from evaluator.report import plots as rp
 from evaluator.report.build import build_report, status_table
+from evaluator.run.manifest import recorded_input_hashes, sha256_file
 
 TEMPLATE = "report.html.j2"
+# In every page's head: how an existing file is known to be a report (replaced without
+# --overwrite).
+GENERATOR_TAG = '<meta name="generator" content="evaluator report">'
+REPORT_SUFFIXES = (".html", ".htm")
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
        "form-action 'none'")
 
@@ -79,14 +89,84 @@ def render_html(report: dict[str, Any], *, plots: bool = True) -> str:
     statuses = status_table(report)
     drawn = _plots(report, statuses) if plots else {"note": "plots left out"}
     template = environment().get_template(TEMPLATE)
-    return template.render(report=report, status_rows=statuses, plots=drawn, csp=CSP)
+    return template.render(report=report, status_rows=statuses, plots=drawn, csp=CSP,
+                           generator=GENERATOR_TAG)
 
 
-def write_report(results: Sequence[Path], output: Path, **options: Any) -> Path:
-    """Build the report for ``results`` (see :func:`evaluator.report.build.build_report` for the
-    options) and write it to ``output`` (mode 0600: with ``show_text`` it holds case text)."""
-    page = render_html(build_report(results, **options))
+def is_report_file(path: Path) -> bool:
+    """Whether ``path`` is a page :func:`write_report` wrote (its generator tag, or the title
+    pages had before the tag), judged from its first 4 KiB."""
+    try:
+        with Path(path).open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return head.startswith(b"<!DOCTYPE html>") and (
+        GENERATOR_TAG.encode() in head or b"<title>Evaluation report: " in head)
+
+
+def _refuse_inputs(output: Path, sources: Iterable[Path]) -> None:
+    for source in sources:
+        if same_file(output, source):
+            raise OutputRefused(f"{output} is one of the report's own inputs ({source}); "
+                                "choose another --html file")
+
+
+def _case_files(report: dict[str, Any]) -> set[Path]:
+    """Every case file the records name; a relative name both as given (the report's
+    current directory) and relative to its results file's folder (where the run may have
+    been started)."""
+    found: set[Path] = set()
+    for entry in report["files"]:
+        folder = Path(entry["path"]).parent
+        for name in {r.input_file for r in entry["records"] if r.input_file}:
+            path = Path(name)
+            found.update([path] if path.is_absolute() else [path, folder / path])
+    return found
+
+
+def _refuse_recorded_input(output: Path, results: Sequence[Path]) -> None:
+    """Refuse an existing ``output`` whose content is a case file a run read (its SHA-256 is
+    in a manifest), wherever it lies now."""
+    if not output.is_file() or output.is_symlink():
+        return
+    recorded = set().union(*(recorded_input_hashes(path) for path in results))
+    if recorded and sha256_file(output) in recorded:
+        raise OutputRefused(f"{output} is a case file one of the runs read (its SHA-256 is in "
+                            "the manifest); choose another --html file")
+
+
+def _check_target(output: Path, sources: Sequence[Path], overwrite: bool) -> None:
+    """Refuse to write the page over one of its own inputs, through a symbolic link, or over
+    an existing file that is not a report (unless ``overwrite``)."""
+    _refuse_inputs(output, sources)
+    if output.suffix.lower() not in REPORT_SUFFIXES:
+        # Results, companions, locks, cases and configs all have other suffixes: a report
+        # that may only be an .html/.htm file can never replace one of them.
+        raise OutputRefused(f"{output}: the report is written to a file ending in .html or "
+                            ".htm; choose another --html name")
+    refuse_unsafe_target(output)
+    if output.exists() and not overwrite and not is_report_file(output):
+        raise OutputRefused(f"{output} exists and is not a report written by evaluator; "
+                            "refusing to replace it (pass --overwrite to replace it anyway)")
+
+
+def write_report(results: Sequence[Path], output: Path, *, overwrite: bool = False,
+                 **options: Any) -> Path:
+    """Build the report for ``results`` (see :func:`evaluator.report.build.build_report` for
+    the options) and write it to ``output`` (mode 0600: with ``show_text`` it holds case
+    text). ``output`` must end in .html or .htm. An existing ``output`` is replaced only when
+    it is a report (:func:`is_report_file`) or with ``overwrite``; never when it is one of
+    ``results``, the labels file or a case file the records name, or a symbolic link
+    (:class:`evaluator.data.files.OutputRefused`)."""
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    sources = [Path(p) for p in results] + ([Path(options["labels"])]
+                                            if options.get("labels") else [])
+    _check_target(output, sources, overwrite)
+    report = build_report(results, **options)
+    # The case files the runs read (named in the records) are inputs too.
+    _refuse_inputs(output, sorted(_case_files(report)))
+    _refuse_recorded_input(output, [Path(p) for p in results])
+    page = render_html(report)
     write_bytes_atomic(output, page.encode("utf-8"))
     return output

@@ -1,9 +1,11 @@
 """Case text and the judge's own text for the HTML report's ``--show-text`` mode.
 
 A result record names where its case came from (``input_file``, ``input_line``); the text is
-read back from that file with :func:`evaluator.data.cases.read_cases`, the reader the run used.
-When the file is gone, changed (another case id on that line) or unreadable, the page says
-so instead of showing text. Nothing here runs without ``--show-text``.
+read back from that file with :func:`evaluator.data.cases.read_cases`, the reader the run
+used, once its SHA-256 matches the input hash the manifest recorded (so a file of the same
+name elsewhere is never shown). When the file is gone, changed (another hash, another case
+id on that line) or unreadable, the page says so instead of showing text. Nothing here runs
+without ``--show-text``.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evaluator.common.readable import check_regular_file
 from evaluator.data.cases import Case, InputFileError, InputProblem, read_cases
 from evaluator.data.results import ResultRecord
 from evaluator.rubrics.rubric import ItemsCriterion, Rubric, StringField
+from evaluator.run.manifest import manifest_path_for, recorded_input_hashes, sha256_file
 
 
 def judge_text(record: ResultRecord, rubric: Rubric) -> list[tuple[str, str]]:
@@ -40,18 +44,43 @@ class _InputFiles:
     def __init__(self, rubric: Rubric, mapping: Mapping[str, str] | None, id_column: str):
         self.rubric, self.mapping, self.id_column = rubric, dict(mapping or {}), id_column
         self._cache: dict[Path, dict[int, Case | InputProblem] | str] = {}
+        self._hashes: dict[Path, str | None] = {}
 
-    def _find(self, recorded: str, results_path: Path) -> Path | None:
-        """The recorded path as given (relative to the current directory), else relative
-        to the results file's folder."""
+    def _find(self, recorded: str, results_path: Path) -> Path | str:
+        """The case file the run read: the recorded path relative to the results file's
+        folder, else to the current directory (absolute as given), accepted only when its
+        SHA-256 is one the manifest recorded for the run's input. Any other file, even one
+        holding the same case ids on the same lines, is another file: a note says why."""
         path = Path(recorded)
-        candidates = [path] if path.is_absolute() else [path, results_path.parent / path]
-        return next((c for c in candidates if c.is_file()), None)
+        candidates = [path] if path.is_absolute() else [results_path.parent / path, path]
+        existing = [c for c in dict.fromkeys(candidates) if c.is_file()]
+        if not existing:
+            return f"input file {recorded} not found: case text unavailable"
+        recorded_hashes = recorded_input_hashes(results_path)
+        if not recorded_hashes:
+            return (f"{manifest_path_for(results_path).name} is missing or records no input "
+                    f"hash, so {recorded} cannot be shown to be the file the run read: case "
+                    "text not shown")
+        for candidate in existing:
+            if self._sha256(candidate) in recorded_hashes:
+                return candidate
+        return (f"input file {recorded} is not the file the run read (its SHA-256 is not the "
+                "one in the manifest): the file changed since the run; case text not shown")
+
+    def _sha256(self, path: Path) -> str | None:
+        key = path.resolve()
+        if key not in self._hashes:
+            try:
+                check_regular_file(path, "input file")
+                self._hashes[key] = sha256_file(path)
+            except (OSError, ValueError):
+                self._hashes[key] = None
+        return self._hashes[key]
 
     def rows(self, recorded: str, results_path: Path) -> dict[int, Case | InputProblem] | str:
         path = self._find(recorded, results_path)
-        if path is None:
-            return f"input file {recorded} not found: case text unavailable"
+        if isinstance(path, str):
+            return path
         key = path.resolve()
         if key not in self._cache:
             try:

@@ -53,8 +53,10 @@ def load_rubric_file(path: Path) -> Rubric:
 
 
 def rubric_dirs(extra_dirs: list[Path] | tuple[Path, ...] = ()) -> list[Path]:
-    """Directories searched for rubrics: user-given ones first, then the built-ins."""
-    return [Path(d) for d in extra_dirs] + [BUILTIN_RUBRICS_DIR]
+    """Directories searched for rubrics: user-given ones first, then the built-ins (absent
+    when installed from a wheel, as from an air-gapped bundle: its prompts/ is given)."""
+    builtin = [BUILTIN_RUBRICS_DIR] if BUILTIN_RUBRICS_DIR.is_dir() or not extra_dirs else []
+    return [Path(d) for d in extra_dirs] + builtin
 
 
 def available_rubrics(extra_dirs: list[Path] | tuple[Path, ...] = ()) -> dict[str, Path]:

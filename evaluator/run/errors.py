@@ -6,6 +6,7 @@ and the Ray engine (which unwraps them from Ray's own exceptions) agree on what 
 from __future__ import annotations
 
 from evaluator.data.cases import InputFileError
+from evaluator.data.files import OutputRefused
 from evaluator.data.results import ResultsFileDamaged
 from evaluator.judges.backends import BackendUnavailable
 from evaluator.judges.embedded_judge import EmbeddedJudgeError
@@ -13,9 +14,11 @@ from evaluator.judges.models_file import JudgeConfigError
 from evaluator.rubrics.rubric import RubricError
 from evaluator.rubrics.schema import UnboundedSchemaError
 from evaluator.run.engines import RayClusterError
+from evaluator.run.preflight import ModelFolderError, OutputPathError
 from evaluator.run.resume import ResumeConflict
 
 USER_ERRORS: tuple[type[Exception], ...] = (
     RubricError, JudgeConfigError, InputFileError, BackendUnavailable, UnboundedSchemaError,
-    EmbeddedJudgeError, ResumeConflict, ResultsFileDamaged, RayClusterError,
+    EmbeddedJudgeError, ResumeConflict, ResultsFileDamaged, RayClusterError, OutputRefused,
+    ModelFolderError, OutputPathError,
 )

@@ -28,6 +28,7 @@ from evaluator.rubrics.aggregate import compute_aggregates
 from evaluator.rubrics.render import render_messages
 from evaluator.rubrics.rubric import Rubric
 from evaluator.run.manifest import prompt_hash
+from evaluator.run.preflight import template_errors
 from evaluator.run.resume import ResumePlan
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,8 @@ class RunSetup:
 
     def chat(self, case: Case) -> list[dict[str, str]]:
         """The case rendered into the judge's chat messages."""
-        return render_messages(self.rubric, case.fields, system_role=self.spec.system_role)
+        with template_errors(self.rubric):
+            return render_messages(self.rubric, case.fields, system_role=self.spec.system_role)
 
 
 def _validation_reason(error: ValidationError) -> str:
@@ -134,8 +136,8 @@ def reject_too_long(records: Sequence[ResultRecord]) -> None:
     for the judge (both engines check each batch's records as they are written)."""
     too_long = [r for r in records if r.status == "too_long"]
     if too_long:
-        raise InputRejected(f"--strict: case {too_long[0].case_id!r} (input line "
-                            f"{too_long[0].input_line}) is too long for the judge: "
+        raise InputRejected(f"--strict: the case on input line "
+                            f"{too_long[0].input_line} is too long for the judge: "
                             f"{too_long[0].reason}")
 
 

@@ -12,7 +12,9 @@ a member's in-flight batch; re-running the same command resumes the member it st
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,13 +22,28 @@ from typing import Any
 
 from evaluator.analysis.panel import combine_verdicts, reduction_of
 from evaluator.analysis.summary import summarize, summary_path_for, write_summary
-from evaluator.data.files import write_json_atomic
+from evaluator.data.files import (
+    PRIVATE_DIR,
+    OutputRefused,
+    check_path_name,
+    exclusive_lock,
+    make_private_dirs,
+    show_path,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 from evaluator.data.results import ResultRecord, read_results, rewrite_results
 from evaluator.judges.models_file import JudgeConfigError, JurySpec
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import Rubric
-from evaluator.run.manifest import canonical_hash, manifest_path_for, now, read_manifest
-from evaluator.run.resume import ResumeConflict, move_aside
+from evaluator.run.manifest import (
+    canonical_hash,
+    lock_path_for,
+    manifest_path_for,
+    now,
+    read_manifest,
+)
+from evaluator.run.resume import ResumeConflict, check_output_paths, move_aside
 from evaluator.run.runner import RunResult, evaluate
 from evaluator.run.task import Judge, RunOptions, Task
 
@@ -54,6 +71,66 @@ def members_dir(output_path: Path) -> Path:
     return output_path.with_name(output_path.stem + ".jury")
 
 
+# In the member folder: which combined results file the folder belongs to (a name no member
+# can have: member names start with a letter or digit).
+OWNER_FILE = ".results-file"
+_OWNER_PREFIX = "evaluator jury members of "
+
+
+def _owner_text(output_path: Path) -> bytes:
+    return os.fsencode(f"{_OWNER_PREFIX}{output_path.name}\n")
+
+
+def check_members_dir(output_path: Path) -> None:
+    """Refuse a member folder that is a symbolic link, not a folder, another user's, or one
+    that belongs to another combined results file (``t.jsonl`` and ``t.json`` would share
+    ``t.jury/``). A folder of an earlier version (no owner file) is accepted."""
+    folder = members_dir(output_path)
+    try:
+        info = os.lstat(folder)
+    except FileNotFoundError:
+        return
+    shown = show_path(folder)
+    if stat.S_ISLNK(info.st_mode):
+        raise OutputRefused(f"{shown} is a symbolic link; refusing to write jury members "
+                            "through it (remove the link, or choose another --output)")
+    if not stat.S_ISDIR(info.st_mode):
+        raise OutputRefused(f"{shown} exists and is not a folder; choose another --output")
+    if info.st_uid != os.geteuid():
+        raise OutputRefused(f"{shown} belongs to another user; refusing to write case text "
+                            "into it")
+    try:
+        owner = (folder / OWNER_FILE).read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError:
+        owner = b""
+    if owner != _owner_text(output_path):
+        text = os.fsdecode(owner)
+        named = (text[len(_OWNER_PREFIX):].rstrip("\n") if text.startswith(_OWNER_PREFIX)
+                 else None)
+        whose = (f"the jury results file {show_path(named)}" if named
+                 else "something else (its owner file is not this tool's)")
+        raise OutputRefused(f"{shown} belongs to {whose}, not {show_path(output_path.name)}: "
+                            "outputs with the same stem would share it; choose an --output "
+                            "with another stem")
+
+
+def _claim_members_dir(output_path: Path) -> None:
+    """Create the member folder (0700) if needed and record whose it is."""
+    check_members_dir(output_path)
+    folder = members_dir(output_path)
+    make_private_dirs(folder.parent)
+    try:
+        os.mkdir(folder, PRIVATE_DIR)
+    except FileExistsError:
+        pass
+    check_members_dir(output_path)  # made meanwhile: still a folder of ours
+    owner = folder / OWNER_FILE
+    if not owner.exists():
+        write_bytes_atomic(owner, _owner_text(output_path))
+
+
 def member_path(output_path: Path, judge: str) -> Path:
     """The results file of one jury member."""
     if not SAFE_NAME.match(judge):
@@ -79,44 +156,58 @@ def evaluate_jury(task: Task, jury_name: str, jury: JurySpec, judge: Judge, run:
     :func:`evaluate` (``judge`` gives every member its models file, samples and temperature;
     its ``reduce``, else the jury's own, combines the verdicts; ``run`` is the combined
     file's), then write the combined results and summary. ``on_member(index, name)`` is
-    called before each member starts."""
+    called before each member starts. The combined output's lock is held throughout
+    (``run.wait``: see :func:`evaluate`)."""
     output_path = Path(run.output_path)
+    check_path_name(output_path)
+    check_path_name(task.input_path, "--input")
     rubric_obj = (task.rubric if isinstance(task.rubric, Rubric)
                   else load_rubric(task.rubric, task.rubrics_dirs))
     reduce = judge.reduce or jury.reduce
     settings = {"jury": jury_name, "judges": list(jury.judges),
                 "reduction": reduction_of(reduce)}
     paths = [member_path(output_path, judge) for judge in jury.judges]
-    manifest_path = manifest_path_for(output_path)
-    summary_path = summary_path_for(output_path)
-    if run.force_new:
-        move_aside([output_path, manifest_path, summary_path, members_dir(output_path)])
-    _check_existing(output_path, settings)
+    inputs = [Path(task.input_path)]
+    check_output_paths(output_path, inputs)
+    check_members_dir(output_path)
+    # Held for the whole jury (each member's run holds its own file's lock as well).
+    with exclusive_lock(lock_path_for(output_path), output_path, wait=run.wait):
+        check_output_paths(output_path, inputs)
+        check_members_dir(output_path)  # never moved aside when not ours
+        manifest_path = manifest_path_for(output_path)
+        summary_path = summary_path_for(output_path)
+        if run.force_new:
+            move_aside([output_path, manifest_path, summary_path, members_dir(output_path)])
+        _check_existing(output_path, settings)
+        _claim_members_dir(output_path)
 
-    members = []
-    member_task = replace(task, rubric=rubric_obj)
-    for index, (name, path) in enumerate(zip(jury.judges, paths)):
-        if on_member is not None:
-            on_member(index, name)
-        # force_new moved the old members aside above: each member starts afresh.
-        members.append(evaluate(member_task, replace(judge, name=name, reduce=reduce),
-                                replace(run, output_path=path, force_new=False)))
+        members = []
+        member_task = replace(task, rubric=rubric_obj)
+        for index, (name, path) in enumerate(zip(jury.judges, paths)):
+            if on_member is not None:
+                on_member(index, name)
+            # force_new moved the old members aside above: each member starts afresh.
+            members.append(evaluate(member_task, replace(judge, name=name, reduce=reduce),
+                                    replace(run, output_path=path, force_new=False)))
 
-    member_records = [read_results(path) for path in paths]
-    member_hashes = [str(read_manifest(manifest_path_for(p)).get("settings_hash"))  # type: ignore[union-attr]
-                     for p in paths]
-    combined_hash = canonical_hash({"jury": settings, "members": member_hashes})[:16]
-    records = combine_members(rubric_obj, jury_name, list(jury.judges), member_records,
-                              reduce, combined_hash)
-    rewrite_results(output_path, [r.model_dump_json().encode("utf-8") for r in records])
-    write_json_atomic(manifest_path, {
-        "manifest_version": 1, "kind": "jury", "results_file": output_path.name,
-        "jury": settings, "settings_hash": combined_hash, "written": now(),
-        "members": [{"judge": judge, "results_file": str(path.relative_to(output_path.parent)),
-                     "settings_hash": digest}
-                    for judge, path, digest in zip(jury.judges, paths, member_hashes)]})
-    summary = summarize(rubric_obj, jury_name, records)
-    write_summary(summary_path, summary)
+        member_records = [read_results(path) for path in paths]
+        member_hashes = [
+            str(read_manifest(manifest_path_for(p)).get("settings_hash"))  # type: ignore[union-attr]
+            for p in paths]
+        combined_hash = canonical_hash({"jury": settings, "members": member_hashes})[:16]
+        records = combine_members(rubric_obj, jury_name, list(jury.judges), member_records,
+                                  reduce, combined_hash)
+        rewrite_results(output_path, [r.model_dump_json().encode("utf-8") for r in records])
+        write_json_atomic(manifest_path, {
+            "manifest_version": 1, "kind": "jury", "results_file": output_path.name,
+            "jury": settings, "settings_hash": combined_hash, "written": now(),
+            "members": [{"judge": judge,
+                         "results_file": str(path.relative_to(output_path.parent)),
+                         "settings_hash": digest}
+                        for judge, path, digest in zip(jury.judges, paths, member_hashes)]})
+        summary = summarize(rubric_obj, jury_name, records)
+        summary["results_file"] = output_path.name
+        write_summary(summary_path, summary)
     return JuryResult(output_path, summary_path, summary, members)
 
 

@@ -1,6 +1,7 @@
 """Run manifests: what produced a results file, so two result files can be compared.
 
-A manifest (``<results stem>.manifest.json``, mode 0600) holds two parts:
+A manifest (``<results stem>.manifest.json``, mode 0600) names its results file
+(``results_file``) and holds two parts:
 
 - ``settings``: everything that decides a verdict — judge, model and tokenizer file hashes,
   rubric file hash, rendered-template hash, output-schema hash, sampling, chat-template
@@ -15,8 +16,10 @@ No case text is ever written here.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import platform
 import sys
 from collections.abc import Mapping
@@ -25,9 +28,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from evaluator.common.readable import check_regular_file
+from evaluator.data.files import write_bytes_atomic
 from evaluator.judges.embedded_judge import prepare_embedded_judge
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.judges.tiny_random import build_tiny_random
+from evaluator.judges.weights import weight_list_summary
 from evaluator.rubrics.render import render_messages
 from evaluator.rubrics.rubric import Rubric
 
@@ -96,6 +102,9 @@ def model_fingerprint(model_dir: Path | None) -> dict[str, Any]:
         "config_files": configs,
         "tokenizer_files": tokenizer,
         "weight_files": weights,
+        # Which verified set of weights (evaluator-weights.json, from a bundle) and whether
+        # the names and sizes still match it; `evaluator models --verify` re-hashes them.
+        "weight_list": weight_list_summary(folder),
     }
 
 
@@ -198,12 +207,34 @@ def manifest_path_for(results_path: Path) -> Path:
     return results_path.with_name(results_path.stem + ".manifest.json")
 
 
+LOCK_SUFFIX = ".evaluator-lock"
+
+
+def lock_path_for(results_path: Path) -> Path:
+    """``results.jsonl`` -> ``results.evaluator-lock`` beside it: held by the run writing
+    the results file and its companions (named by the same stem). The ending is one no other
+    tool uses (``poetry.lock`` is someone's own file)."""
+    results_path = Path(results_path)
+    return results_path.with_name(results_path.stem + LOCK_SUFFIX)
+
+
 def read_manifest(path: Path) -> dict[str, Any] | None:
-    """The manifest at ``path``, or None when there is none (or it is unreadable)."""
+    """The manifest at ``path``, or None when there is none (or it is unreadable, or not a
+    regular file: a FIFO would block the read, a device never end it)."""
     try:
+        check_regular_file(Path(path), "manifest")
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def recorded_input_hashes(results_path: Path) -> set[str]:
+    """The SHA-256 of every case file the runs of ``results_path`` read, from its manifest
+    (empty when there is no readable manifest)."""
+    manifest = read_manifest(manifest_path_for(results_path))
+    runs = manifest.get("runs") if isinstance(manifest, dict) else None
+    return {run["input_sha256"] for run in (runs if isinstance(runs, list) else [])
+            if isinstance(run, dict) and isinstance(run.get("input_sha256"), str)}
 
 
 def new_manifest(results_path: Path, settings: Mapping[str, Any],
@@ -217,3 +248,21 @@ def new_manifest(results_path: Path, settings: Mapping[str, Any],
         "model": dict(model),
         "runs": [],
     }
+
+
+def save_manifest(path: Path, manifest: Mapping[str, Any], *, spare: int = 0) -> None:
+    """Write the manifest atomically, followed by ``spare`` blanks (JSON ignores them). On a
+    full disk, where the atomic write has no room for its temporary file, overwrite the file
+    in place when the new text fits in its current size (it does when the run's start was
+    written with spare room), padded with blanks to that size, so no new block is needed."""
+    data = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        write_bytes_atomic(path, data + b" " * spare)
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        if not full or not path.is_file() or len(data) > path.stat().st_size:
+            raise
+        with path.open("r+b") as handle:
+            handle.write(data.ljust(path.stat().st_size, b" "))
+            handle.flush()
+            os.fsync(handle.fileno())

@@ -30,6 +30,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import signal
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -155,7 +157,14 @@ def _connected(options: RayOptions) -> Iterator[None]:
         # A private single-node cluster: no dashboard, and the node is 127.0.0.1, so Ray
         # does not look for the host's address by routing towards a public resolver.
         kwargs.update(include_dashboard=False, _node_ip_address="127.0.0.1")
+    # ray.init replaces the SIGTERM handler with its own (exit at once). A handler the
+    # caller installed wins: the CLI's turns SIGTERM into an interrupt, which stops the run
+    # as Ctrl-C does (records kept, manifest "interrupted") and shuts Ray down below.
+    main = threading.current_thread() is threading.main_thread()
+    sigterm = signal.getsignal(signal.SIGTERM) if main else None
     ray.init(**kwargs)
+    if callable(sigterm):
+        signal.signal(signal.SIGTERM, sigterm)
     try:
         yield
     finally:

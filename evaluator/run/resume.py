@@ -10,6 +10,7 @@ refused with a message naming what differs: results of two setups are never mixe
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -18,14 +19,29 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from evaluator.analysis.summary import summary_path_for
 from evaluator.data.cases import Case, InputProblem, UniqueIds
+from evaluator.data.files import (
+    OutputRefused,
+    check_path_name,
+    refuse_foreign_lock,
+    refuse_unsafe_target,
+    same_file,
+    show_path,
+)
 from evaluator.data.results import (
     ResultsFileDamaged,
     ResultsReader,
     rewrite_results,
     truncate_torn_tail,
 )
-from evaluator.run.manifest import diff_settings, read_manifest
+from evaluator.run.manifest import (
+    LOCK_SUFFIX,
+    diff_settings,
+    lock_path_for,
+    manifest_path_for,
+    read_manifest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +66,9 @@ class ResumePlan:
     retried: int = 0
     drop: set[str] = field(default_factory=set)  # stored records to remove before judging
     first_problem: InputProblem | None = None    # for --strict
+    valid_bytes: int = 0  # the results file's valid prefix, and a torn last line after it
+    torn_bytes: int = 0
+    unterminated: bool = False  # a complete last record lacks its newline (added)
 
 
 @dataclass(frozen=True)
@@ -60,15 +79,98 @@ class _Stored:
 
 
 def move_aside(paths: Sequence[Path]) -> list[Path]:
-    """Rename existing files to ``<stem>.superseded-<UTC time><suffix>``; nothing is deleted."""
+    """Rename existing files to ``<stem>.superseded-<UTC time><suffix>`` (``-2``, ``-3`` ...
+    added when that name is taken: two moves in one second); nothing is deleted or
+    replaced."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     moved = []
     for path in paths:
-        if path.exists():
+        if path.exists() or path.is_symlink():
             target = path.with_name(f"{path.stem}.superseded-{stamp}{path.suffix}")
-            os.replace(path, target)
+            count = 1
+            while target.exists() or target.is_symlink():
+                count += 1
+                target = path.with_name(f"{path.stem}.superseded-{stamp}-{count}{path.suffix}")
+            os.rename(path, target)
             moved.append(target)
     return moved
+
+
+# The endings of the files a run names after its output's stem (the jury's member folder
+# included): an output named so could be one of another output's, or its own.
+COMPANION_SUFFIXES = (LOCK_SUFFIX, ".manifest.json", ".summary.json", ".jury")
+
+
+def output_files(output_path: Path) -> list[Path]:
+    """A results file and its companions: manifest, summary, lock."""
+    return [output_path, manifest_path_for(output_path), summary_path_for(output_path),
+            lock_path_for(output_path)]
+
+
+def _read_companion(path: Path) -> tuple[bool, dict[str, Any] | None]:
+    """Whether ``path`` exists, and its JSON object (None: absent, or not a JSON object)."""
+    try:
+        value = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return False, None
+    except (OSError, ValueError):
+        return True, None
+    return True, value if isinstance(value, dict) else None
+
+
+def _is_ours(kind: str, value: Mapping[str, Any]) -> bool:
+    """Whether a manifest or summary holds the keys every version of this tool writes."""
+    if kind == "manifest":
+        return "settings_hash" in value and ("runs" in value or value.get("kind") == "jury")
+    return "rubric" in value and ("status_counts" in value or "cases" in value)
+
+
+def _check_companion(output_path: Path, companion: Path, kind: str) -> None:
+    """Refuse a manifest or summary that this tool did not write (a user's own file of that
+    name), or that belongs to another results file."""
+    exists, value = _read_companion(companion)
+    if not exists:
+        return
+    if value is None or not _is_ours(kind, value):
+        raise OutputRefused(
+            f"{show_path(companion)} exists and is not a {kind} written by this tool; "
+            "refusing to overwrite it (even with --force-new): move it away, or choose an "
+            "--output with another stem")
+    owner = value.get("results_file")
+    if isinstance(owner, str) and owner != output_path.name:
+        raise OutputRefused(
+            f"{show_path(companion)} was written for the results file {show_path(owner)}, not "
+            f"{show_path(output_path.name)}: if you renamed a run's files, rename them back; if "
+            f"{show_path(owner)} is another output with the same stem, their manifests and "
+            "summaries would overwrite each other, so choose an --output with another stem.")
+
+
+def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
+    """Refuse, before anything is written, an output that must not be written: one of its
+    files (see :func:`output_files`) is a symbolic link, not a regular file, another
+    user's, or one of ``inputs``; or its manifest or summary, named by the stem, belongs
+    to another results file (``col.jsonl`` and ``col.json`` would share them); or its own
+    name is one a companion could have (``x.evaluator-lock`` would be its own lock); or its
+    lock file's name is taken by a file this tool did not write."""
+    check_path_name(output_path)
+    for source in inputs:
+        check_path_name(source, "--input")
+    if output_path.name.endswith(COMPANION_SUFFIXES):
+        raise OutputRefused(f"{show_path(output_path.name)} is named like a file a run writes "
+                            "beside its "
+                            f"results ({', '.join(COMPANION_SUFFIXES)}); choose an --output "
+                            "ending in .jsonl")
+    for path in output_files(output_path):
+        refuse_unsafe_target(path)
+    refuse_foreign_lock(lock_path_for(output_path))
+    for path in output_files(output_path):
+        for source in inputs:
+            if same_file(path, source):
+                raise OutputRefused(f"{show_path(path)} is the input file {show_path(source)}: "
+                                    "a run never writes "
+                                    "over its input; choose another --output")
+    _check_companion(output_path, manifest_path_for(output_path), "manifest")
+    _check_companion(output_path, summary_path_for(output_path), "summary")
 
 
 def _check_settings(path: Path, stored: set[str | None], settings: Mapping[str, Any],
@@ -85,15 +187,33 @@ def _check_settings(path: Path, stored: set[str | None], settings: Mapping[str, 
     else:
         what = f"its records were written with other settings (no manifest {manifest_path.name} "\
                "says which)"
-    raise ResumeConflict(f"{path} cannot be resumed: {what}. Results judged with different "
+    raise ResumeConflict(f"{show_path(path)} cannot be resumed: {what}. Results judged "
+                         "with different "
                          "settings are never mixed in one file: pass --force-new to start a new "
                          "file (the old one is kept, renamed) or choose another --output.")
 
 
+def _check_torn_tail(path: Path, reader: ResultsReader, manifest_path: Path) -> None:
+    """A torn last line is repaired only in a results file this tool wrote: its manifest
+    names it. Anything else ending without a newline (an input file, notes) is refused
+    untouched."""
+    if not reader.torn_bytes:
+        return
+    manifest = read_manifest(manifest_path)
+    if manifest is None or manifest.get("results_file") != path.name:
+        raise ResultsFileDamaged(
+            f"{show_path(path)} ends with an incomplete line ({reader.torn_bytes} bytes) and "
+            "no manifest "
+            f"({manifest_path.name}) names it as a results file of this tool, so it is not "
+            "repaired: choose another --output (or pass --force-new: the file is kept, "
+            "renamed).")
+
+
 def _index_results(output_path: Path, settings: Mapping[str, Any], settings_hash: str,
-                   manifest_path: Path) -> dict[str, _Stored]:
+                   manifest_path: Path) -> tuple[dict[str, _Stored], ResultsReader]:
     """The finished records of an existing results file, by case id (status and prompt
-    hash only), after cutting a torn last line and checking the settings."""
+    hash only), once the settings are checked and a torn last line found repairable (the
+    reader says where it is; :func:`apply_plan` cuts it)."""
     reader = ResultsReader(output_path)
     stored: dict[str, _Stored] = {}
     hashes: set[str | None] = set()
@@ -102,14 +222,14 @@ def _index_results(output_path: Path, settings: Mapping[str, Any], settings_hash
         previous = stored.get(record.case_id)
         if previous is not None:
             raise ResultsFileDamaged(
-                f"{output_path} holds case {record.case_id!r} twice (lines "
+                f"{show_path(output_path)} holds case {record.case_id!r} twice (lines "
                 f"{previous.line} and {line.number}); it was edited or written by another "
                 "tool. Fix it, or pass --force-new to start a new file.")
         stored[record.case_id] = _Stored(line.number, record.status, record.prompt_hash)
         hashes.add(record.settings_hash)
-    truncate_torn_tail(output_path, reader)
     _check_settings(output_path, hashes, settings, settings_hash, manifest_path)
-    return stored
+    _check_torn_tail(output_path, reader, manifest_path)
+    return stored, reader
 
 
 def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping[str, Any],
@@ -118,15 +238,19 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
     """One pass over the input (``items``, streamed) against an existing results file
     (``output_path``; None or missing: a fresh run): what is left to judge.
 
-    Repairs a torn last line. Raises :class:`ResumeConflict` (settings or case text
-    changed), :class:`evaluator.data.results.ResultsFileDamaged` or, through ``ids``, a
-    duplicate-id :class:`evaluator.data.cases.InputFileError` — all before anything is judged
-    or changed. Records to be judged again are listed in ``drop``; :func:`apply_plan`
-    removes them.
+    Raises :class:`ResumeConflict` (settings or case text changed),
+    :class:`evaluator.data.results.ResultsFileDamaged` (also for a torn last line in a file
+    no manifest names as this tool's) or, through ``ids``, a duplicate-id
+    :class:`evaluator.data.cases.InputFileError` — all before anything is judged or changed.
+    A repairable torn last line and the records to be judged again (``drop``) are
+    recorded in the plan; :func:`apply_plan` removes them.
     """
-    stored = ({} if output_path is None or not output_path.exists()
-              else _index_results(output_path, settings, settings_hash, manifest_path))
     plan = ResumePlan()
+    stored: dict[str, _Stored] = {}
+    if output_path is not None and output_path.exists():
+        stored, reader = _index_results(output_path, settings, settings_hash, manifest_path)
+        plan.valid_bytes, plan.torn_bytes = reader.valid_bytes, reader.torn_bytes
+        plan.unterminated = reader.unterminated
     changed: list[str] = []
     seen: set[str] = set()
     for item in items:
@@ -157,7 +281,8 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
     if changed:
         shown = "; ".join(changed[:5]) + (" ..." if len(changed) > 5 else "")
         raise ResumeConflict(
-            f"{output_path} cannot be resumed: {len(changed)} finished case(s) now have a "
+            f"{show_path(output_path)} cannot be resumed: {len(changed)} finished case(s) now "
+            "have a "
             f"different text in the input than when they were judged: {shown}. Pass "
             "--force-new to start a new file (the old one is kept, renamed) or choose another "
             "--output.")
@@ -171,8 +296,9 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
 
 
 def apply_plan(output_path: Path, plan: ResumePlan) -> None:
-    """Remove the records that will be judged again (the file is rewritten atomically,
-    streamed)."""
+    """Cut a torn last line off, and remove the records that will be judged again (the file
+    is rewritten atomically, streamed)."""
+    truncate_torn_tail(output_path, plan.valid_bytes, plan.torn_bytes, plan.unterminated)
     if plan.drop:
         rewrite_results(output_path, (line.raw for line in ResultsReader(output_path)
                                       if line.record.case_id not in plan.drop))

@@ -10,8 +10,11 @@ the CLI passes callbacks.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -19,11 +22,11 @@ from typing import Any
 
 from evaluator.analysis.panel import reduction_of
 from evaluator.analysis.summary import summarize, summary_path_for, write_summary
-from evaluator.data.cases import UniqueIds, iter_cases
-from evaluator.data.files import write_json_atomic
+from evaluator.data.cases import Case, InputProblem, UniqueIds, iter_cases
+from evaluator.data.files import check_path_name, exclusive_lock
 from evaluator.data.results import iter_records
 from evaluator.judges.backends import Sampling
-from evaluator.judges.models_file import JudgeConfigError, resolve_judge
+from evaluator.judges.models_file import MAX_SEED, JudgeConfigError, resolve_judge
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import Rubric
 from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema
@@ -32,6 +35,7 @@ from evaluator.run.engines import ENGINES, RayOptions, load_ray_engine
 from evaluator.run.judging import InputRejected, RunSetup
 from evaluator.run.manifest import (
     build_settings,
+    lock_path_for,
     manifest_path_for,
     model_dir_for,
     model_fingerprint,
@@ -40,12 +44,56 @@ from evaluator.run.manifest import (
     prompt_hash,
     read_manifest,
     run_entry,
+    save_manifest,
     settings_hash,
 )
-from evaluator.run.resume import apply_plan, move_aside, plan_resume
+from evaluator.run.preflight import check_model_folder, check_output_path, template_errors
+from evaluator.run.resume import (
+    apply_plan,
+    check_output_paths,
+    move_aside,
+    plan_resume,
+)
 from evaluator.run.task import Judge, RunOptions, RunStart, Task
 
 log = logging.getLogger(__name__)
+
+
+class OutputWriteFailed(RuntimeError):
+    """The disk (or the quota) filled up while the run was writing: it stopped, the records
+    written so far are kept, and the manifest says ``failed``. Free some space and re-run
+    the same command to resume."""
+
+
+# errno values that mean "no room left to write".
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+# Trailing blanks written into the manifest at the start of a run: its final update (end
+# time, status) then fits in the space the file already holds, so a run stopped by a full
+# disk can still record that it failed (see save_manifest). JSON ignores them.
+_MANIFEST_SPARE = 256
+
+
+def _disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in _NO_SPACE
+
+
+def _disk_full_error(output_path: Path, exc: BaseException) -> OutputWriteFailed:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "disk full"
+    return OutputWriteFailed(f"cannot write {output_path} and the files beside it ({reason}); "
+                             "the results written so far are kept: free some space and re-run "
+                             "the same command to resume")
+
+
+@contextmanager
+def _stop_on_full_disk(output_path: Path) -> Iterator[None]:
+    """A full disk while writing becomes :class:`OutputWriteFailed` (other errors pass)."""
+    try:
+        yield
+    except OSError as exc:
+        if _disk_full(exc):
+            raise _disk_full_error(output_path, exc) from None
+        raise
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -61,12 +109,17 @@ class RunResult:
         return len(self.summary["failed_case_ids"])
 
 
-def _panel_settings(samples: int, reduce: str, temperature: float) -> dict[str, Any] | None:
+def _panel_settings(samples: int, reduce: str, temperature: float,
+                    seed: int = 0) -> dict[str, Any] | None:
     """The self-consistency settings (part of the settings hash), None for one sample."""
     if not 0.0 <= temperature <= 2.0:
         raise JudgeConfigError(f"temperature {temperature:g} is outside 0..2")
     if samples < 1:
         raise JudgeConfigError(f"samples must be at least 1, not {samples}")
+    if not 0 <= seed <= MAX_SEED - (samples - 1):
+        # Sample k is seeded with seed + k: the last one must still be a valid seed.
+        raise JudgeConfigError(f"sampling.seed {seed} is out of range: with {samples} "
+                               f"sample(s) it must be between 0 and {MAX_SEED - (samples - 1)}")
     reduction = reduction_of(reduce)
     if samples == 1:
         return None
@@ -96,6 +149,13 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
     ``run.engine``: ``local`` judges in this process; ``ray`` spreads the batches over judge
     replicas on a Ray cluster (``run.ray``; :mod:`evaluator.run.ray_engine`), writing the
     same records to the same file with the same resume rules.
+
+    The output's files are checked before anything is written
+    (:func:`evaluator.run.resume.check_output_paths`: never the input, a symbolic link, or a
+    manifest/summary of another results file) and the run holds ``<stem>.evaluator-lock``
+    beside the output until its summary is written: a second run on the same output raises
+    :class:`evaluator.data.files.OutputBusy` at once, or with ``run.wait`` waits for the
+    first to end (and then resumes).
     """
     output_path = Path(run.output_path)
     input_path = Path(task.input_path)
@@ -108,6 +168,12 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
     if run.engine not in ENGINES:
         raise JudgeConfigError(f"unknown engine {run.engine!r}; choose one of "
                                f"{', '.join(ENGINES)}")
+    # Refuse a model folder or an output path that cannot work before reading any case.
+    if judge_spec.path is not None:
+        check_model_folder(judge_name, judge_spec.path)
+    check_path_name(output_path)
+    check_path_name(input_path, "--input")
+    check_output_path(output_path, manifest_path_for(output_path), summary_path_for(output_path))
     # A missing Ray install is reported now, before anything is read.
     ray_engine = load_ray_engine() if run.engine == "ray" else None
     if ray_engine is not None and judge.backend is not None:
@@ -124,19 +190,35 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
     spec_sampling = judge_spec.sampling
     temperature = spec_sampling.temperature if judge.temperature is None else judge.temperature
     reduce = judge.reduce or "median"
-    panel = _panel_settings(judge.samples, reduce, temperature)
+    panel = _panel_settings(judge.samples, reduce, temperature, spec_sampling.seed)
     sampling = Sampling(max_new_tokens=max_new_tokens(schema), temperature=temperature,
                         top_p=spec_sampling.top_p, seed=spec_sampling.seed)
     template_kwargs = {**judge_spec.chat_template_kwargs, **rubric_obj.chat_template_kwargs}
     model = model_fingerprint(model_dir_for(judge_spec))
-    settings = build_settings(judge_name=judge_name, spec=judge_spec, model=model,
-                              rubric=rubric_obj, schema_text=schema_text,
-                              sampling=asdict(sampling), chat_template_kwargs=template_kwargs,
-                              panel=panel)
+    with template_errors(rubric_obj):  # renders the template once, with placeholders
+        settings = build_settings(judge_name=judge_name, spec=judge_spec, model=model,
+                                  rubric=rubric_obj, schema_text=schema_text,
+                                  sampling=asdict(sampling),
+                                  chat_template_kwargs=template_kwargs, panel=panel)
     setup = RunSetup(rubric_obj, judge_name, judge_spec, schema_text,
                      build_output_model(rubric_obj), sampling, template_kwargs,
                      settings_hash(settings), str(input_path), judge.samples, reduce)
 
+    # Nothing is written until the output's files are known to be safe to write, and then
+    # only under the output's lock, held until the summary is written: a second run on the
+    # same output is refused (or waits), never appends the same cases again.
+    check_output_paths(output_path, [input_path])
+    with exclusive_lock(lock_path_for(output_path), output_path, wait=run.wait):
+        check_output_paths(output_path, [input_path])  # again, now that no run can change it
+        return _run_locked(setup, settings, model, items, task, judge, run, ray_engine)
+
+
+def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any],
+                items: partial[Iterator[Case | InputProblem]], task: Task, judge: Judge,
+                run: RunOptions, ray_engine: Any) -> RunResult:
+    """The run proper, with the output's lock held: plan, judge, manifest, summary."""
+    output_path = Path(run.output_path)
+    input_path = Path(task.input_path)
     manifest_path = manifest_path_for(output_path)
     # One pass over the input (streamed): validate every row, check ids and what an existing
     # results file already holds. With --force-new the old file is moved aside only after
@@ -145,14 +227,15 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
                        setup.settings_hash, items(), UniqueIds(input_path, task.id_column),
                        lambda case: prompt_hash(setup.chat(case)))
     if run.strict and plan.first_problem is not None:
-        raise InputRejected(f"--strict: {plan.first_problem.describe()} ({plan.input_errors} "
-                            "bad row(s) in all); nothing was judged")
+        raise InputRejected(f"--strict: {plan.first_problem.describe(with_id=False)} "
+                            f"({plan.input_errors} bad row(s) in all); nothing was judged")
     for problem in plan.problems:
-        log.warning("input problem: %s", problem.describe())
+        log.warning("input problem: %s", problem.describe(with_id=False))
     moved: list[Path] = []
     if run.force_new:
         moved = move_aside([output_path, manifest_path, summary_path_for(output_path)])
-    apply_plan(output_path, plan)
+    with _stop_on_full_disk(output_path):
+        apply_plan(output_path, plan)
     if run.on_start is not None:
         run.on_start(RunStart(plan.valid, plan.input_errors, plan.already_done,
                               plan.retried, len(plan.problems) + len(plan.todo), moved))
@@ -162,10 +245,10 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
         manifest = new_manifest(output_path, settings, model)
     entry = run_entry(input_path)
     manifest["runs"].append(entry)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(manifest_path, manifest)
+    with _stop_on_full_disk(output_path):
+        save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)
     try:
-        size = run.batch_size or judge_spec.batch_size
+        size = run.batch_size or setup.spec.batch_size
         if ray_engine is None:
             local_engine.judge_all(setup, plan, items(), output_path, size, run.progress,
                                    run.strict, judge.backend)
@@ -175,12 +258,24 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
         entry["status"] = "finished"
     except BaseException as exc:
         entry["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        if _disk_full(exc):
+            raise _disk_full_error(output_path, exc) from None
         raise
     finally:
         entry["ended"] = now()
-        write_json_atomic(manifest_path, manifest)
+        if entry["status"] == "finished":
+            with _stop_on_full_disk(output_path):
+                save_manifest(manifest_path, manifest)
+        else:  # an error is on its way up: do not replace it with this one
+            try:
+                save_manifest(manifest_path, manifest)
+            except OSError as exc:
+                log.error("could not record the end of the run in %s (%s)", manifest_path,
+                          exc.strerror or type(exc).__name__)
 
-    summary = summarize(rubric_obj, judge_name, iter_records(output_path))
+    summary = summarize(setup.rubric, setup.judge_name, iter_records(output_path))
+    summary["results_file"] = output_path.name
     summary_path = summary_path_for(output_path)
-    write_summary(summary_path, summary)
+    with _stop_on_full_disk(output_path):
+        write_summary(summary_path, summary)
     return RunResult(output_path, summary_path, summary)

@@ -79,7 +79,9 @@ class RunOptions:
     case that cannot be judged stops the run (:class:`evaluator.run.judging.InputRejected`).
     ``engine``: ``local`` (this process) or ``ray`` (judge replicas on a Ray cluster, set up
     by ``ray``). ``on_start`` is called once the input is validated (sizes a progress bar);
-    ``progress`` with the number of cases each time some are recorded.
+    ``progress`` with the number of cases each time some are recorded. The run holds the
+    output's lock (``<stem>.evaluator-lock``) from plan to summary: another run on the same
+    output raises :class:`evaluator.data.files.OutputBusy`, or with ``wait`` waits for it.
     """
 
     output_path: Path
@@ -88,5 +90,6 @@ class RunOptions:
     strict: bool = False
     engine: str = "local"
     ray: RayOptions | None = None
+    wait: bool = False
     on_start: Callable[[RunStart], None] | None = field(default=None, compare=False)
     progress: Callable[[int], None] | None = field(default=None, compare=False)

@@ -10,6 +10,7 @@ from evaluator.rubrics.load import available_rubrics, load_rubric_file
 from evaluator.rubrics.render import render_messages
 from evaluator.rubrics.rubric import RubricError
 from evaluator.rubrics.schema import UnboundedSchemaError, max_new_tokens, output_json_schema
+from evaluator.run.preflight import template_errors
 
 
 def validate_all(rubrics_dirs: Sequence[Path] = (), models_file: Path | None = None,
@@ -26,7 +27,8 @@ def validate_all(rubrics_dirs: Sequence[Path] = (), models_file: Path | None = N
             rubric = load_rubric_file(path)
             budget = max_new_tokens(output_json_schema(rubric))
             sample = {field: f"<{field}>" for field in rubric.inputs}
-            rendered = render_messages(rubric, sample)
+            with template_errors(rubric):
+                rendered = render_messages(rubric, sample)
         except (RubricError, UnboundedSchemaError) as exc:
             problems.append(str(exc))
             continue

@@ -43,6 +43,7 @@ from outlines_core.kernels.torch import (
     apply_token_bitmask_inplace,
     fill_next_token_bitmask,
 )
+from safetensors import SafetensorError
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -58,9 +59,12 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 
 def _pick_device(requested: str) -> str:
-    if requested != "auto":
-        return requested
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise BackendUnavailable(f"device {requested!r} is set in models.yaml, but torch sees "
+                                 "no CUDA GPU here; use device: cpu (or auto)")
+    return requested
 
 
 def _pick_dtype(requested: str, device: str) -> Any:
@@ -118,9 +122,20 @@ class TransformersBackend:
         self.device = _pick_device(spec.device)
         dtype = _pick_dtype(spec.dtype, self.device)
         log.info("loading judge %s from %s on %s", judge_name, path, self.device)
-        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        self.model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
-                                                          dtype=dtype)
+        # Never run code shipped with a model (trust_remote_code) nor unpickle its weights
+        # (use_safetensors): a model folder is data. evaluator.run.preflight refuses such
+        # folders before the run; this is the backstop.
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True,
+                                                           trust_remote_code=False)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                path, local_files_only=True, trust_remote_code=False, use_safetensors=True,
+                dtype=dtype)
+        except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:
+            # Messages about the folder's files (no case is read yet); first line only.
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise BackendUnavailable(f"judge {judge_name!r}: cannot load the model in {path} "
+                                     f"({type(exc).__name__}: {first})") from None
         self.model.to(self.device)
         self.model.eval()
         if self.tokenizer.chat_template is None:
