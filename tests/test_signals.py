@@ -152,8 +152,8 @@ def test_ray_init_does_not_take_sigterm_from_the_cli(monkeypatch):
     """ray.init installs its own SIGTERM handler (exit at once, status "failed"); with
     --engine ray the CLI's must stay, so SIGTERM still stops the run like Ctrl-C."""
     pytest.importorskip("ray.data", reason="needs the ray extra: pip install 'evaluator[ray]'")
-    from evaluator.run import ray_engine
     from evaluator.cli.signals import sigterm_as_interrupt
+    from evaluator.run import ray_engine
     from evaluator.run.engines import RayOptions
 
     def init(**kwargs):  # what ray.init does to the handler (ray/_private/worker.py)
