@@ -23,6 +23,7 @@ from typing import Any
 
 import jinja2
 
+from evaluator.common.readable import file_kind
 from evaluator.data.files import show_path
 from evaluator.rubrics.rubric import Rubric, RubricError
 
@@ -44,15 +45,7 @@ class OutputPathError(ValueError):
 
 
 def _kind_of(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a file"
+    return "a file" if stat.S_ISREG(mode) else file_kind(mode)
 
 
 def _regular(path: Path) -> bool:
