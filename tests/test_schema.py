@@ -16,6 +16,7 @@ from evaluator.rubrics.schema import (
     max_new_tokens,
     max_output_bytes,
     output_json_schema,
+    string_pattern,
 )
 
 
@@ -88,7 +89,11 @@ def test_items_bounds_enforced():
 
 @pytest.mark.parametrize("schema, where", [
     ({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
-      "additionalProperties": False}, "string without maxLength"),
+      "additionalProperties": False}, "string without a bounding pattern"),
+    ({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}},
+      "required": ["a"], "additionalProperties": False}, "string without a bounding pattern"),
+    ({"type": "object", "properties": {"a": {"type": "string", "pattern": "^.{1,3}$"}},
+      "required": ["a"], "additionalProperties": False}, "cannot bound pattern"),
     ({"type": "object", "properties": {"a": {"type": "integer", "minimum": 1}},
       "required": ["a"], "additionalProperties": False}, "unbounded"),
     ({"type": "array", "items": {"enum": [1]}}, "without maxItems"),
@@ -100,6 +105,11 @@ def test_unbounded_schemas_are_refused(schema, where):
 
 
 def test_unicode_strings_budget_four_bytes_per_char():
-    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 10}},
+    schema = {"type": "object", "properties": {"a": {
+        "type": "string", "pattern": string_pattern("unicode", 1, 10)}},
               "required": ["a"], "additionalProperties": False}
     assert max_output_bytes(schema) == len('{"a":""}') + 40
+    ascii_schema = {"type": "object", "properties": {"a": {
+        "type": "string", "pattern": string_pattern("ascii", 1, 10)}},
+              "required": ["a"], "additionalProperties": False}
+    assert max_output_bytes(ascii_schema) == len('{"a":""}') + 10

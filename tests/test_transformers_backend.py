@@ -11,6 +11,7 @@ import json
 import pytest
 
 from evaluator.judges.backends import Sampling
+from evaluator.judges.backends.grammar import constraint_schema
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.render import render_messages
 from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema
@@ -112,10 +113,9 @@ def test_a_prompt_that_cannot_be_rendered_fails_alone(tiny_backend, monkeypatch)
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_batch_masking_picks_the_tokens_outlines_picks(tiny_backend, temperature):
-    """BatchConstraint masks all rows in one call; outlines' own processor masks row by row.
-    Same index, same batch (rows of different lengths, rows that finish early): the same
-    tokens, greedy and sampled."""
-    import outlines
+    """BatchConstraint masks all rows in one call; outlines' own llguidance processor masks
+    row by row. Same grammar, same batch (rows of different lengths, rows that finish early):
+    the same tokens, greedy and sampled."""
     import torch
     from transformers import LogitsProcessorList
 
@@ -125,8 +125,8 @@ def test_batch_masking_picks_the_tokens_outlines_picks(tiny_backend, temperature
                for i in range(5)]
     schema_text = json.dumps(output_json_schema(rubric), separators=(",", ":"))
     ours = tiny_backend._processor(schema_text)
-    theirs = outlines.Generator(tiny_backend._outlines_model, outlines.types.JsonSchema(
-        schema_text, whitespace_pattern="")).logits_processor
+    theirs = tiny_backend._grammars.get_json_schema_logits_processor(
+        constraint_schema(schema_text))
     outputs = []
     for processor in (ours, theirs):
         processor.reset()

@@ -106,6 +106,7 @@ class ItemsCriterion(_Scored):
     min_items: int = Field(default=1, ge=0)
     max_items: int = Field(ge=1, le=MAX_ITEMS)
     explanation_max_length: int = Field(ge=1, le=4000)
+    explanation_charset: Literal["ascii", "unicode"] = "ascii"
     score_key: OutputKey = "Score"
     explanation_key: OutputKey = "Explanation"
 
@@ -123,7 +124,8 @@ class StringField(_Strict):
 
     ``charset: ascii`` (the default) allows printable ASCII without ``"`` or ``\\``: one
     byte per character, so the token budget is tight and a generation can never be cut
-    mid-JSON. ``unicode`` allows any character but needs four times the budget.
+    mid-JSON. ``unicode`` allows any printable character in any language (``"`` and ``\\``
+    escaped; no control characters) and budgets four bytes per character.
     """
 
     key: OutputKey

@@ -1,14 +1,19 @@
 """From a rubric to its output pydantic model, JSON schema and token budget (pure functions).
 
-Decoding facts this module is built on (outlines 1.3.3 / outlines-core 0.2.14):
+Decoding facts this module is built on (llguidance 1.7 compiling the schema with the
+options of :mod:`evaluator.judges.backends.grammar`: compact JSON, escapes only ``\\"`` and
+``\\\\``):
 
-- integer bounds (``ge``/``le``) are not enforced by the constraint, so every score is an
-  ``enum`` (``Literal``);
+- every score is an ``enum`` (``Literal``): the exact values the rubric allows, whatever
+  the scale's gaps;
 - every string is bounded and every list has ``maxItems``, and the object forbids extra
   keys, so the longest valid output is finite and computable;
-- ``maxLength`` counts characters, and a character can be up to 4 UTF-8 bytes, so the
-  default ``ascii`` strings are bounded with a ``pattern`` (printable ASCII minus ``"``
-  and ``\\``, length inside the pattern: outlines drops ``pattern`` next to ``maxLength``);
+- a string's bound is a ``pattern`` with the length inside it, one per charset:
+  ``ascii`` (printable ASCII minus ``"`` and ``\\``: one byte per character, never an
+  escape) and ``unicode`` (any printable character, C0/C1 controls excluded; at most 4
+  UTF-8 bytes per character, and ``"``/``\\`` are escaped in 2). A pattern rather than
+  ``maxLength`` because llguidance intersects ``maxLength`` with the pattern, which makes
+  every step inside the string slower;
 - every token decodes to at least one byte, so the longest valid output in bytes, plus one
   end-of-sequence token, is a ``max_new_tokens`` that can never cut a verdict mid-JSON.
 """
@@ -25,8 +30,13 @@ from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric, S
 
 # Printable ASCII except '"' and '\': a JSON string body needing no escapes.
 ASCII_BODY = r'[ !#-\[\]-~]'
-_ASCII_PATTERN = re.compile(r"^\^" + re.escape(ASCII_BODY) + r"\{(\d+),(\d+)\}\$$")
-UTF8_MAX_BYTES = 4
+# Any character but the C0 and C1 controls (and DEL): printable text in any language.
+PRINTABLE_BODY = r'[^\x00-\x1F\x7F-\x9F]'
+# Longest encoding of one character in the JSON text, per body: UTF-8 is at most 4 bytes,
+# and the only escapes the grammar allows (\" and \\) are 2.
+_BYTES_PER_CHAR = {ASCII_BODY: 1, PRINTABLE_BODY: 4}
+_PATTERN = re.compile(r"^\^(" + "|".join(re.escape(b) for b in _BYTES_PER_CHAR)
+                      + r")\{(\d+),(\d+)\}\$$")
 
 
 class UnboundedSchemaError(ValueError):
@@ -37,16 +47,16 @@ class _Verdict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _ascii_pattern(min_length: int, max_length: int) -> str:
-    return f"^{ASCII_BODY}{{{min_length},{max_length}}}$"
+def string_pattern(charset: str, min_length: int, max_length: int) -> str:
+    """The ``pattern`` of a bounded string in ``charset`` (``ascii`` or ``unicode``)."""
+    body = ASCII_BODY if charset == "ascii" else PRINTABLE_BODY
+    return f"^{body}{{{min_length},{max_length}}}$"
 
 
 def _string_type(field: StringField) -> Any:
-    if field.charset == "ascii":
-        return Annotated[str, Field(pattern=_ascii_pattern(field.min_length, field.max_length),
-                                    description=field.description or None)]
-    return Annotated[str, Field(min_length=field.min_length, max_length=field.max_length,
-                                description=field.description or None)]
+    return Annotated[str, Field(
+        pattern=string_pattern(field.charset, field.min_length, field.max_length),
+        description=field.description or None)]
 
 
 def _score_type(values: list[int], description: str) -> Any:
@@ -59,8 +69,8 @@ def _items_type(field: ItemsCriterion, model_name: str) -> Any:
         __base__=_Verdict,
         **{
             field.score_key: (_score_type(field.allowed, ""), ...),
-            field.explanation_key: (Annotated[str, Field(
-                pattern=_ascii_pattern(1, field.explanation_max_length))], ...),
+            field.explanation_key: (Annotated[str, Field(pattern=string_pattern(
+                field.explanation_charset, 1, field.explanation_max_length))], ...),
         },
     )
     return Annotated[list[item], Field(min_length=field.min_items, max_length=field.max_items,
@@ -118,14 +128,11 @@ def _max_bytes(node: dict[str, Any], root: dict[str, Any], where: str) -> int:
     if kind == "string":
         pattern = node.get("pattern")
         if pattern is not None:
-            match = _ASCII_PATTERN.match(pattern)
+            match = _PATTERN.match(pattern)
             if not match:
                 raise UnboundedSchemaError(f"{where}: cannot bound pattern {pattern!r}")
-            return 2 + int(match.group(2))
-        if "maxLength" in node:
-            # A character is at most 4 UTF-8 bytes; an escape (\n, \") is 2.
-            return 2 + UTF8_MAX_BYTES * node["maxLength"]
-        raise UnboundedSchemaError(f"{where}: string without maxLength")
+            return 2 + _BYTES_PER_CHAR[match.group(1)] * int(match.group(3))
+        raise UnboundedSchemaError(f"{where}: string without a bounding pattern")
     if kind == "boolean":
         return 5
     if kind == "null":

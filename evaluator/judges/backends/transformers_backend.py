@@ -1,17 +1,17 @@
 """transformers + outlines: batched, schema-constrained judging on CPU or CUDA.
 
-The constraint is outlines' (``outlines.from_transformers`` + ``outlines.Generator`` over the
-rubric's JSON schema, compact whitespace), built once per schema and reused for every batch.
-We call ``model.generate`` ourselves with that logits processor rather than outlines'
-``generate_batch`` for two reasons: outlines would re-apply the chat template to an already
-rendered prompt and has no way to pass ``chat_template_kwargs`` (``enable_thinking``), and
-it returns only text, while a result record needs token counts and the finish reason.
+The constraint is outlines' llguidance backend over the rubric's JSON schema (with the
+compile options of :mod:`evaluator.judges.backends.grammar`), built once per schema in about
+a millisecond and reused for every batch. We call ``model.generate`` ourselves with that
+grammar rather than outlines' ``generate_batch`` for two reasons: outlines would re-apply the
+chat template to an already rendered prompt and has no way to pass ``chat_template_kwargs``
+(``enable_thinking``), and it returns only text, while a result record needs token counts
+and the finish reason.
 
-The logits processor is our :class:`BatchConstraint` over the index outlines compiles:
-outlines' own processor applies each row's allowed-token bitmask with a separate kernel call
-(a dozen small tensor operations per row and decode step); one call for the whole batch masks
-exactly the same tokens for less (``benchmarks/constrained_vs_unconstrained.py`` and
-``benchmarks/overhead.py`` measure it).
+The logits processor is our :class:`~evaluator.judges.backends.constraint.BatchConstraint`:
+outlines' own llguidance processor computes and applies each row's mask separately; ours
+does the whole batch in two calls (``benchmarks/constrained_vs_unconstrained.py``). The
+tokenizer llguidance needs is cached on disk (:mod:`evaluator.judges.backends.llg_tokenizer`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ from evaluator.judges.backends.base import (
     fitting_prompts,
 )
 from evaluator.judges.backends.chat_tokens import encode_chat
+from evaluator.judges.backends.constraint import BatchConstraint
+from evaluator.judges.backends.grammar import constraint_schema
+from evaluator.judges.backends.llg_tokenizer import from_hf
 from evaluator.judges.embedded_judge import prepare_embedded_judge
 from evaluator.judges.offline import force_offline
 from evaluator.judges.tiny_random import build_tiny_random
@@ -37,12 +40,8 @@ force_offline()
 
 import outlines
 import torch
-from outlines_core import Guide
-from outlines_core.kernels.torch import (
-    allocate_token_bitmask,
-    apply_token_bitmask_inplace,
-    fill_next_token_bitmask,
-)
+from llguidance import LLExecutor
+from outlines.backends.llguidance import LLGuidanceBackend
 from safetensors import SafetensorError
 from transformers import (
     AutoModelForCausalLM,
@@ -74,38 +73,16 @@ def _pick_dtype(requested: str, device: str) -> Any:
     return torch.float32 if device == "cpu" else "auto"
 
 
-class BatchConstraint:
-    """A transformers logits processor that constrains every row of a batch to an
-    outlines-core index: one guide per row, advanced as outlines'
-    ``OutlinesCoreLogitsProcessor`` advances them, and all rows' bitmasks applied to the
-    logits in one kernel call (outlines makes one call per row). Call :meth:`reset` before
-    each ``generate``."""
+class _Grammars(LLGuidanceBackend):
+    """outlines' llguidance backend, given the tokenizer we built (with our slices, from
+    the disk cache) instead of building its own on every start."""
 
-    def __init__(self, index: Any):
-        self.index = index
-        self.reset()
+    def __init__(self, model: Any, llg_tokenizer: Any):
+        self._llg_tokenizer = llg_tokenizer
+        super().__init__(model)
 
-    def reset(self) -> None:
-        """Forget the guides; the next call starts a new batch."""
-        self._guides: list[Any] | None = None
-        self._mask: Any = None
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        if self._guides is None:
-            batch, vocab = scores.shape
-            self._guides = [Guide(self.index) for _ in range(batch)]
-            self._mask = allocate_token_bitmask(vocab).repeat(batch, 1)
-        else:
-            for guide, token in zip(self._guides, input_ids[:, -1].tolist()):
-                # As outlines does: a finished guide advances only on a token it accepts,
-                # so the padding after a row's end-of-sequence leaves it where it is.
-                if not guide.is_finished() or guide.accepts_tokens([token]):
-                    guide.advance(token_id=token, return_tokens=False)
-        for row, guide in enumerate(self._guides):
-            fill_next_token_bitmask(guide, self._mask[row:row + 1])
-        mask = self._mask if scores.device.type == "cpu" else self._mask.to(scores.device)
-        apply_token_bitmask_inplace(scores, mask)
-        return scores
+    def _create_llg_tokenizer(self, model: Any) -> Any:
+        return self._llg_tokenizer
 
 
 class TransformersBackend:
@@ -143,6 +120,8 @@ class TransformersBackend:
                                      "template; use an instruction-tuned (chat) model")
         # Outlines' Transformers wrapper sets left padding, which batched decoding needs.
         self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)
+        self._grammars = _Grammars(self._outlines_model, from_hf(self.tokenizer, path))
+        self._executor = LLExecutor()
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_token_id = self.tokenizer.eos_token_id
@@ -157,14 +136,15 @@ class TransformersBackend:
             return Path(spec.path)
         return prepare_embedded_judge()
 
-    def _processor(self, json_schema: str) -> Any:
+    def _processor(self, json_schema: str) -> BatchConstraint:
         processor = self._processors.get(json_schema)
         if processor is None:
-            output_type = outlines.types.JsonSchema(json_schema, whitespace_pattern="")
-            # outlines compiles the schema into its index (vocabulary, regex, automaton);
+            # outlines compiles the schema into an llguidance grammar (lazily: milliseconds);
             # the masking at each step is ours (BatchConstraint).
-            generator = outlines.Generator(self._outlines_model, output_type)
-            processor = BatchConstraint(generator.logits_processor.index)
+            outlines_processor = self._grammars.get_json_schema_logits_processor(
+                constraint_schema(json_schema))
+            processor = BatchConstraint(outlines_processor.grammar,
+                                        outlines_processor.llg_tokenizer, self._executor)
             self._processors[json_schema] = processor
         return processor
 

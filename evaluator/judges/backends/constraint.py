@@ -1,0 +1,82 @@
+"""A transformers logits processor that constrains a whole batch to an llguidance grammar.
+
+One ``llguidance.LLMatcher`` per row. At each step every row's matcher takes the token its
+row just produced, then all rows' allowed-token bitmasks are computed in one call
+(``fill_next_token_bitmask_par``: in parallel, without the GIL) and applied to the logits in
+one more. outlines' own llguidance processor computes and applies the masks row by row.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from llguidance import LLExecutor, LLMatcher
+from llguidance.torch import (
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+    fill_next_token_bitmask_par,
+)
+
+log = logging.getLogger(__name__)
+
+
+class BatchConstraint:
+    """Constrain every row of a ``generate`` call to ``grammar``; call :meth:`reset` before
+    each call. Rows that finish early keep getting the end-of-sequence token only."""
+
+    def __init__(self, grammar: str, tokenizer: Any, executor: LLExecutor | None = None):
+        self.grammar = grammar
+        self.tokenizer = tokenizer
+        self.executor = executor or LLExecutor()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the matchers; the next call starts a new batch."""
+        self.matchers: list[LLMatcher] | None = None
+        self._mask: Any = None
+
+    def start(self, batch: int) -> None:
+        """New matchers for ``batch`` rows, at the start of the grammar."""
+        self.matchers = [LLMatcher(self.tokenizer, self.grammar, log_level=0)
+                         for _ in range(batch)]
+        self._mask = allocate_token_bitmask(batch, self.tokenizer.vocab_size)
+
+    def advance(self, tokens: list[int]) -> None:
+        """Each row's matcher takes the token its row produced (stopped rows ignore it: that
+        is the padding after their end of sequence)."""
+        assert self.matchers is not None
+        for row, (matcher, token) in enumerate(zip(self.matchers, tokens)):
+            if not matcher.is_stopped() and not matcher.consume_token(token):
+                # The sampled token came from this matcher's own mask, so this is a bug; the
+                # error text quotes the verdict (possibly case text), so it is not logged.
+                log.error("constraint error in batch row %d; the row is ended", row)
+
+    def fill(self) -> Any:
+        """The batch's bitmask for the next token (int32, one bit per token, on CPU)."""
+        assert self.matchers is not None
+        fill_next_token_bitmask_par(self.executor, list(zip(self.matchers, range(len(
+            self.matchers)))), self._mask)
+        for row, matcher in enumerate(self.matchers):
+            if matcher.is_error():  # never leave a row with nothing allowed: end it
+                eos = self.tokenizer.eos_token
+                self._mask[row] = 0
+                self._mask[row, eos // 32] = 1 << (eos % 32) if eos % 32 < 31 else -(1 << 31)
+        return self._mask
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.matchers is None:
+            self.start(scores.shape[0])
+        else:
+            self.advance(input_ids[:, -1].tolist())
+        mask = self.fill()
+        if scores.device.type != "cpu":
+            mask = mask.to(scores.device, non_blocking=True)
+        apply_token_bitmask_inplace(scores, mask)
+        return scores
+
+
+def mask_allows(mask_row: Any, token: int) -> bool:
+    """Whether a bitmask row allows ``token``."""
+    return bool((int(mask_row[token // 32]) >> (token % 32)) & 1)
