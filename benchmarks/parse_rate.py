@@ -29,26 +29,34 @@ RUBRICS = ("trial_eligibility", "drug_monograph_similarity", "pathology_report",
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=5, help="batches per rubric (first greedy)")
+    parser.add_argument("--batches", type=int, default=5,
+                        help="batches per rubric (the first greedy, the rest sampled)")
     parser.add_argument("--batch-size", type=int, default=16)
     args = parser.parse_args()
     backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random", device="cpu"))
-    total = bad = 0
-    print(f"{'rubric':28} {'gens':>5} {'invalid':>7} {'length':>6} {'tokens':>7} {'seconds':>8}")
+    setups = {}
     for name in RUBRICS:
         rubric = load_rubric(name)
-        rows = [json.loads(x) for x in (ROOT / "examples" / f"{name}.jsonl").read_text().splitlines()]
-        chats = [render_messages(rubric, rows[i % len(rows)]) for i in range(args.batch_size)]
+        rows = [json.loads(x) for x in
+                (ROOT / "examples" / f"{name}.jsonl").read_text().splitlines()]
         schema = output_json_schema(rubric)
-        text = json.dumps(schema, separators=(",", ":"))
-        model = build_output_model(rubric)
-        gens, invalid, length, tokens, seconds = 0, 0, 0, 0, 0.0
-        for batch in range(args.batches):
+        setups[name] = (rubric, [render_messages(rubric, rows[i % len(rows)])
+                                 for i in range(args.batch_size)],
+                        schema, json.dumps(schema, separators=(",", ":")),
+                        build_output_model(rubric))
+    totals = {name: [0, 0, 0, 0, 0.0] for name in RUBRICS}  # gens invalid length tokens s
+    print(f"{'batch':>5} {'rubric':28} {'gens':>5} {'invalid':>7} {'length':>6} "
+          f"{'tokens':>7} {'seconds':>8}", flush=True)
+    # Rubrics take turns batch by batch, so a run stopped early still covers all four.
+    for batch in range(args.batches):
+        for name in RUBRICS:
+            rubric, chats, schema, text, model = setups[name]
             sampling = Sampling(max_new_tokens=max_new_tokens(schema),
                                 temperature=0.0 if batch == 0 else 1.0, seed=batch)
             started = time.perf_counter()
             outputs = backend.generate(chats, text, sampling, rubric.chat_template_kwargs)
-            seconds += time.perf_counter() - started
+            seconds = time.perf_counter() - started
+            gens = invalid = length = tokens = 0
             for out in outputs:
                 gens += 1
                 tokens += out.completion_tokens or 0
@@ -57,10 +65,17 @@ def main() -> None:
                     model.model_validate_json(out.text or "")
                 except ValueError:
                     invalid += 1
-        total += gens
-        bad += invalid
-        print(f"{name:28} {gens:5d} {invalid:7d} {length:6d} {tokens / gens:7.0f} {seconds:8.1f}")
-    print(f"total: {total} generations, {bad} invalid")
+            for i, value in enumerate((gens, invalid, length, tokens, seconds)):
+                totals[name][i] += value
+            print(f"{batch:5d} {name:28} {gens:5d} {invalid:7d} {length:6d} "
+                  f"{tokens / gens:7.0f} {seconds:8.1f}", flush=True)
+    print("totals:")
+    for name, (gens, invalid, length, tokens, seconds) in totals.items():
+        print(f"      {name:28} {gens:5d} {invalid:7d} {length:6d} {tokens / gens:7.0f} "
+              f"{seconds:8.1f}")
+    print(f"total: {sum(t[0] for t in totals.values())} generations, "
+          f"{sum(t[1] for t in totals.values())} invalid, "
+          f"{sum(t[2] for t in totals.values())} stopped on the token limit")
 
 
 if __name__ == "__main__":

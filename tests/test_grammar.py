@@ -1,0 +1,217 @@
+"""The llguidance grammar both backends decode under: what it admits and refuses, that the
+token budget is exactly the longest valid verdict, and the tokenizer cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from evaluator.judges.backends.grammar import COMPILE_OPTIONS, build_grammar, constraint_schema
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import Rubric
+from evaluator.rubrics.schema import (
+    build_output_model,
+    max_new_tokens,
+    max_output_bytes,
+    output_json_schema,
+)
+from tests.conftest import BUILTIN
+
+llguidance = pytest.importorskip("llguidance", reason="needs a judge extra: make install")
+pytest.importorskip("transformers", reason="needs a judge extra: make install")
+
+
+@pytest.fixture(scope="module")
+def hf_tokenizer():
+    from transformers import AutoTokenizer
+
+    from evaluator.judges.tiny_random import build_tiny_random
+
+    return AutoTokenizer.from_pretrained(build_tiny_random(), local_files_only=True)
+
+
+@pytest.fixture(scope="module")
+def ll_tokenizer(hf_tokenizer, tmp_path_factory):
+    from evaluator.judges.backends.llg_tokenizer import from_hf
+
+    return from_hf(hf_tokenizer, None, use_cache=False)
+
+
+def _accepts(ll_tokenizer, hf_tokenizer, grammar: str, text: str | bytes) -> bool:
+    """Whether the grammar admits ``text`` as a whole verdict, fed as the judge's tokens
+    and then byte by byte (a tokenization the model could also produce)."""
+    from llguidance import LLMatcher
+
+    data = text.encode() if isinstance(text, str) else text
+    ids = hf_tokenizer.encode(data.decode("utf-8", "replace"), add_special_tokens=False)
+    results = []
+    for tokens in (ids, ll_tokenizer.tokenize_bytes(data)):
+        matcher = LLMatcher(ll_tokenizer, grammar, log_level=0)
+        results.append(matcher.consume_tokens(tokens) and matcher.is_accepting())
+    return all(results)
+
+
+def _longest_instance(node: dict, root: dict, char: str) -> object:
+    """The verdict of maximal length in bytes, strings filled with ``char``."""
+    if "$ref" in node:
+        node = root["$defs"][node["$ref"].split("/")[-1]]
+    if "enum" in node:
+        return max(node["enum"], key=lambda v: len(json.dumps(v)))
+    if node.get("type") == "object":
+        return {k: _longest_instance(v, root, char) for k, v in node["properties"].items()}
+    if node.get("type") == "array":
+        return [_longest_instance(node["items"], root, char) for _ in range(node["maxItems"])]
+    if node.get("type") == "string":
+        count = int(node["pattern"].rsplit(",", 1)[1].split("}")[0])
+        body_is_ascii = "!#" in node["pattern"]
+        return (char if not body_is_ascii else "x") * count
+    raise AssertionError(node)
+
+
+def test_the_compile_options_travel_inside_the_schema():
+    schema = json.loads(constraint_schema('{"type":"object"}'))
+    assert schema["x-guidance"] == COMPILE_OPTIONS
+    assert COMPILE_OPTIONS["whitespace_flexible"] is False
+    assert COMPILE_OPTIONS["json_allowed_escapes"] == '"\\'
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_the_grammar_admits_exactly_the_rubrics_verdicts(name, ll_tokenizer, hf_tokenizer):
+    from evaluator.judges.backends.fake import minimal_instance
+
+    schema = output_json_schema(load_rubric(name))
+    grammar = build_grammar(schema)
+    instance = minimal_instance(schema)
+    compact = json.dumps(instance, separators=(",", ":"))
+    assert _accepts(ll_tokenizer, hf_tokenizer, grammar, compact)
+    assert not _accepts(ll_tokenizer, hf_tokenizer, grammar, json.dumps(instance))  # spaces
+    reordered = dict(reversed(list(instance.items())))
+    assert not _accepts(ll_tokenizer, hf_tokenizer, grammar,
+                        json.dumps(reordered, separators=(",", ":")))
+    extra = dict(instance, Extra=1)
+    assert not _accepts(ll_tokenizer, hf_tokenizer, grammar,
+                        json.dumps(extra, separators=(",", ":")))
+    first_key = next(iter(instance))
+    if isinstance(instance[first_key], int):
+        wrong = dict(instance, **{first_key: 1000})
+        assert not _accepts(ll_tokenizer, hf_tokenizer, grammar,
+                            json.dumps(wrong, separators=(",", ":")))
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_the_budget_is_the_longest_verdict_the_grammar_admits(name, ll_tokenizer,
+                                                             hf_tokenizer):
+    """The longest valid verdict is admitted, is exactly max_output_bytes long, and fits
+    max_new_tokens even spelt one byte per token; one character more is refused."""
+    schema = output_json_schema(load_rubric(name))
+    grammar = build_grammar(schema)
+    longest = json.dumps(_longest_instance(schema, schema, "x"), separators=(",", ":"))
+    assert len(longest.encode()) == max_output_bytes(schema)
+    assert max_new_tokens(schema) == len(longest.encode()) + 1
+    assert _accepts(ll_tokenizer, hf_tokenizer, grammar, longest)
+    build_output_model(load_rubric(name)).model_validate_json(longest)
+    # Any string one character longer is refused.
+    too_long = longest.replace('"x', '"xx', 1)
+    assert not _accepts(ll_tokenizer, hf_tokenizer, grammar, too_long)
+
+
+def _rubric(charset: str, max_length: int = 60) -> Rubric:
+    return Rubric.model_validate({
+        "format_version": 1, "name": "t", "title": "t",
+        "inputs": {"a": {"description": "x"}},
+        "template": "{{ a | fence }}",
+        "output": [{"key": "score", "type": "integer", "values": [1, 2]},
+                   {"key": "why", "type": "string", "max_length": max_length,
+                    "charset": charset},
+                   {"key": "items", "type": "items", "values": [0, 10], "max_items": 1,
+                    "explanation_max_length": max_length, "explanation_charset": charset}]})
+
+
+def test_unicode_strings_take_any_printable_text_escaped_properly(ll_tokenizer, hf_tokenizer):
+    rubric = _rubric("unicode")
+    schema = output_json_schema(rubric)
+    grammar = build_grammar(schema)
+    model = build_output_model(rubric)
+    text = 'Befund: "Adenokarzinom", pT2 – 5 µg \\ Ωμέγα 𝄞'
+
+    def verdict(why: str) -> str:
+        return json.dumps({"score": 2, "why": why, "items": [{"Score": 10, "Explanation": why}]},
+                          separators=(",", ":"), ensure_ascii=False)
+
+    good = verdict(text)
+    assert _accepts(ll_tokenizer, hf_tokenizer, grammar, good)
+    assert model.model_validate_json(good).why == text
+    for bad in ("line\nbreak", "tab\there", "bell\x07", "c1\x85"):
+        assert not _accepts(ll_tokenizer, hf_tokenizer, grammar, verdict(bad)), repr(bad)
+    # Characters are written as themselves: no \uXXXX (6 bytes for one character).
+    escaped = json.dumps({"score": 2, "why": "µ", "items": [{"Score": 10, "Explanation": "a"}]},
+                         separators=(",", ":"), ensure_ascii=True)
+    assert "\\u00b5" in escaped
+    assert not _accepts(ll_tokenizer, hf_tokenizer, grammar, escaped)
+    # The budget: 4 bytes per character, and four-byte characters reach it exactly.
+    longest = verdict("𝄞" * 60)
+    assert len(longest.encode()) == max_output_bytes(schema)
+    assert _accepts(ll_tokenizer, hf_tokenizer, grammar, longest)
+    assert not _accepts(ll_tokenizer, hf_tokenizer, grammar, verdict("𝄞" * 61))
+
+
+def test_ascii_strings_refuse_quotes_backslashes_and_other_scripts(ll_tokenizer, hf_tokenizer):
+    rubric = _rubric("ascii")
+    grammar = build_grammar(output_json_schema(rubric))
+
+    def verdict(why: str) -> str:
+        return json.dumps({"score": 1, "why": why, "items": [{"Score": 0, "Explanation": "e"}]},
+                          separators=(",", ":"), ensure_ascii=False)
+
+    assert _accepts(ll_tokenizer, hf_tokenizer, grammar, verdict("plain text, 5 mg/dL; ok"))
+    for bad in ('say "x"', "back\\slash", "µg", "new\nline"):
+        assert not _accepts(ll_tokenizer, hf_tokenizer, grammar, verdict(bad)), repr(bad)
+
+
+def test_the_tokenizer_cache_is_written_safely_and_trusted_only_when_intact(
+        hf_tokenizer, tmp_path, monkeypatch):
+    import llguidance.hf
+
+    from evaluator.judges.backends import llg_tokenizer
+    from evaluator.judges.tiny_random import build_tiny_random
+
+    monkeypatch.setenv("EVALUATOR_CACHE", str(tmp_path))
+    folder = build_tiny_random()
+    fresh = llg_tokenizer.from_hf(hf_tokenizer, folder)
+    files = list((tmp_path / "llguidance").iterdir())
+    assert len(files) == 1
+    info = files[0].stat()
+    assert stat.S_IMODE(info.st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "llguidance").stat().st_mode) == 0o700
+
+    calls = []
+    real = llguidance.hf.from_tokenizer
+    monkeypatch.setattr(llguidance.hf, "from_tokenizer",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    cached = llg_tokenizer.from_hf(hf_tokenizer, folder)
+    assert calls == []  # served from the file
+    n = fresh.vocab_size
+    assert cached.vocab_size == n and cached.eos_token == fresh.eos_token
+    assert all(cached.decode_bytes([i]) == fresh.decode_bytes([i]) for i in range(n))
+    assert all(cached.is_special_token(i) == fresh.is_special_token(i) for i in range(n))
+
+    # A tampered token list fails its digest: rebuilt, and the file rewritten.
+    data = json.loads(files[0].read_text())
+    data["tokens"][100] = b"evil".hex()
+    files[0].write_text(json.dumps(data))
+    rebuilt = llg_tokenizer.from_hf(hf_tokenizer, folder)
+    assert calls == [1]
+    assert rebuilt.decode_bytes([100]) == fresh.decode_bytes([100])
+    assert json.loads(files[0].read_text())["tokens"][100] != b"evil".hex()
+
+    # A symlink planted at the cache's name is never read through.
+    target = tmp_path / "elsewhere.json"
+    target.write_text(files[0].read_text())
+    files[0].unlink()
+    files[0].symlink_to(target)
+    llg_tokenizer.from_hf(hf_tokenizer, folder)
+    assert calls == [1, 1]
+    assert not files[0].is_symlink()  # replaced by a regular file of ours
