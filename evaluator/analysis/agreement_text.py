@@ -62,8 +62,8 @@ def _confusion(confusion: Mapping[str, Any]) -> list[str]:
     judge, label = confusion["judge_values"], confusion["label_values"]
     width = max(4, *(len(str(v)) for row in matrix for v in row),
                 *(len(str(v)) for v in judge)) + 1
-    lines = [f"  confusion (rows: label, {confusion['label_axis']}; columns: judge, "
-             f"{confusion['judge_axis']})",
+    lines = [(f"  confusion (rows: label, {confusion['label_axis']}; columns: judge, "
+              f"{confusion['judge_axis']})"),
              "  " + " " * 6 + "".join(f"{v:>{width}}" for v in judge)]
     for value, row in zip(label, matrix):
         lines.append(f"  {value:>6}" + "".join(f"{c:>{width}}" for c in row))
@@ -92,8 +92,8 @@ def _verbosity(verbosity: Mapping[str, Any]) -> list[str]:
 
 def _subgroups(by: str, groups: Mapping[str, Any]) -> list[str]:
     lines = [f"  by {by!r}: each group vs the rest (differences of means, Welch t 95% CI)",
-             f"    {'group':<24}{'n':>5}{'score':>8}{'label':>8}{'exact':>8}{'rho':>8}  "
-             "score diff [CI]          label diff [CI]"]
+             (f"    {'group':<24}{'n':>5}{'score':>8}{'label':>8}{'exact':>8}{'rho':>8}  "
+              "score diff [CI]          label diff [CI]")]
     for name, g in groups.items():
         score, label = g["vs_rest"]["score"], g["vs_rest"]["label"]
         lines.append(f"    {name:<24}{g['n']:>5}{format_number(g['mean_score'], 2):>8}"

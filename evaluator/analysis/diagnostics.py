@@ -23,6 +23,7 @@ import math
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 from evaluator.analysis.intervals import clean, fisher_z_ci, welch_diff_ci
@@ -134,7 +135,7 @@ def circular_fields(fields: Mapping[str, Sequence[str]],
         if n < 10 or any(v is None for v in numbers) or not _is_function(numbers, labels):
             continue
         ordered = [label for _, label in sorted(zip(numbers, labels), key=lambda p: p[0])]
-        changes = sum(1 for a, b in zip(ordered, ordered[1:]) if a != b)
+        changes = sum(1 for a, b in pairwise(ordered) if a != b)
         if changes == label_values - 1:
             found.append({"field": name, "rule": "threshold", "field_values": distinct,
                           "one_to_one": False, "n": n})
