@@ -600,3 +600,17 @@ def test_agreement_warnings_methods_and_bias_figures_in_the_page(unequal_runs, t
     if (runs["n"]) == 109:   # the shared dev data: the reference label gives the label away
         assert "circular labels: 'expert_qrel' can be read from the input field " \
                "'ground_truth_label'" in text
+
+
+def test_agreement_rows_name_the_file_they_belong_to(unequal_runs):
+    runs = unequal_runs
+    report = build_report([runs["a"], runs["c"]], worst_n=0, labels=runs["labels"],
+                          label_field="expert_qrel", agreement_resamples=100)
+    html = render_html(report, plots=False)
+    text = " ".join(parse(html).text)
+    # Judge C (#2) is the constant one: its warnings and * notes say #2, never #1.
+    assert "(#2 judge-c · results.jsonl): the judge gave the same value (2)" in text
+    assert "(#1 judge-a · results.jsonl): the judge gave the same value" not in text
+    assert "* #2 Spearman rho: meaningless here (the judge gives one value)" in text
+    verbosity = [row for row in table_rows(html) if row and row[0].startswith("judge's verdict")]
+    assert [row[1] for row in verbosity] == ["#1", "#2"] * len(report["scored_keys"])
