@@ -4,6 +4,7 @@ calls on the same joined pairs, on the real trial data with a scripted fake judg
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -189,3 +190,289 @@ def test_load_labels_rejects_duplicates(tmp_path):
     path = write_jsonl(tmp_path / "l.jsonl", [{"case_id": "a", "y": 1}, {"case_id": "a", "y": 2}])
     with pytest.raises(AgreementError, match="lines 1 and 2 have the same case id"):
         load_labels(path, "y")
+
+
+# --- issue 17: figures that cannot mislead, and judge-bias diagnostics --------------------
+
+def synthetic_rows(n: int, *, label, answer=lambda i: f"answer {i}", group=lambda i: "g",
+                   ground_truth=lambda i: "Needs Confirmation") -> list[dict]:
+    """Clearly synthetic trial cases (no real text): ``label(i)``, ``answer(i)`` (the
+    evaluated text), ``group(i)`` and ``ground_truth(i)`` chosen by the test."""
+    return [{"case_id": f"s{i}", "patient_profile": f"synthetic patient {i}", "trial_id": "NCT0",
+             "trial_title": "synthetic", "eligibility_criteria": "synthetic",
+             "ground_truth_label": ground_truth(i), "ground_truth_explanation": "",
+             "workflow_answer": answer(i), "expert_qrel": label(i),
+             "generator_model": group(i)} for i in range(n)]
+
+
+def scripted_results(rows: list[dict], out_dir, score, reasoning=lambda i, s: "ok"):
+    """Judge ``rows`` with a scripted fake judge giving ``score(i)`` for every criterion and
+    ``reasoning(i, score)`` as its text (the verdict's length is its completion tokens)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    input_path = write_jsonl(out_dir / "cases.jsonl", rows)
+    outputs = []
+    for i in range(len(rows)):
+        s, text = score(i), reasoning(i, score(i))
+        outputs.append(json.dumps({"hallucination": s, "hallucination_reasoning": text,
+                                   "accuracy": s, "accuracy_reasoning": text,
+                                   "clarity": s, "clarity_reasoning": text}))
+    result = evaluate(Task("trial_eligibility", input_path),
+                      Judge("fake-judge", spec=JudgeSpec(backend="fake"),
+                            backend=FakeBackend(outputs)),
+                      RunOptions(out_dir / "results.jsonl"))
+    return result.results_path, input_path
+
+
+def test_constant_judge_is_said_first_and_every_statistic_marked(tmp_path):
+    rows = synthetic_rows(46, label=lambda i: 1 + (i % 5 < 2))
+    results, cases = scripted_results(rows, tmp_path, score=lambda i: 2)
+    report = agreement(results, cases, "expert_qrel", criteria=["accuracy"], resamples=200)
+    acc = report["criteria"]["accuracy"]
+    assert "same value (2) to all 46 cases" in acc["warnings"][0]
+    # The issue's example: within-one 1.000 against 1-2 labels, exact = share of 2-labels.
+    assert acc["within_one"]["value"] == 1.0 and acc["within_one"]["chance"] == 1.0
+    assert acc["exact"]["value"] == pytest.approx(19 / 46)          # 0.413
+    for key in ("spearman", "kendall_tau_b", "kappa_quadratic", "icc_a1",
+                "krippendorff_alpha_ordinal", "exact", "within_one"):
+        assert acc[key]["meaningless"] == "the judge gives one value", key
+    done = CliRunner().invoke(cli, ["agree", str(results), "--labels", str(cases),
+                                    "--label-field", "expert_qrel", "--criterion", "accuracy",
+                                    "--resamples", "200"])
+    assert done.exit_code == 0, done.output
+    block = done.output.split("accuracy  (n = 46)")[1]
+    assert block.index("WARNING: the judge gave the same value") < block.index("Spearman rho")
+    assert re.search(r"within-one agreement +1\.000\* ", block)
+    assert "meaningless here (the judge gives one value)" in block
+
+
+def test_two_values_of_a_wide_scale_are_warned_and_fixed_figures_marked(tmp_path):
+    # A judge answering only 1 or 5 on a 1-5 scale, labels 1-2: a 1 is always within one of
+    # the label and a 5 never is, so within-one is the judge's share of 1s.
+    rows = synthetic_rows(40, label=lambda i: 1 + (i % 2))
+    results, cases = scripted_results(rows, tmp_path, score=lambda i: 5 if i % 4 else 1)
+    acc = agreement(results, cases, "expert_qrel", criteria=["accuracy"],
+                    resamples=200)["criteria"]["accuracy"]
+    assert any("only 2 of the 5 values of its scale (1, 5)" in w for w in acc["warnings"])
+    assert acc["within_one"]["value"] == pytest.approx(0.25)
+    assert "judge's score distribution alone" in acc["within_one"]["meaningless"]
+    assert "meaningless" not in acc["exact"] and "meaningless" not in acc["spearman"]
+
+
+def test_undefined_resamples_are_counted_and_a_valid_interval_used():
+    from evaluator.analysis.intervals import fisher_z_ci
+
+    # 20 cases, the judge gives 2 on only two of them: ~12% of resamples hold only 1s and
+    # have no correlation, which used to vanish and pull the interval away from zero.
+    judge = [1] * 18 + [2, 2]
+    labels = [1, 2] * 9 + [2, 1]
+    stats = criterion_agreement(judge, labels, resamples=1000)
+    rho = stats["spearman"]
+    assert rho["bootstrap"]["undefined"] > 10   # more than the 1% limit of 1000
+    assert rho["ci_method"].startswith("Fisher z, Bonett-Wright SE (the bootstrap was "
+                                       "unreliable")
+    assert rho["ci95"] == pytest.approx(fisher_z_ci(rho["value"], 20, "spearman")["ci95"])
+    assert rho["ci95"][0] < 0 < rho["ci95"][1]      # agrees with its p-value (about 1)
+    assert stats["kendall_tau_b"]["ci_method"].startswith("Fisher z, Fieller-Hartley-Pearson")
+    assert stats["exact"]["ci_method"] == "Wilson"
+    # A statistic with no valid alternative gets no interval, and the method says why.
+    from evaluator.analysis.intervals import paired_bootstrap
+
+    def rho(a, b):
+        return criterion_agreement.__globals__["_spearman"](a, b)[0]
+
+    out = paired_bootstrap(np.array(judge, float), np.array(labels, float), rho,
+                           resamples=1000, seed=1)
+    assert out["ci95"] is None and not out["reliable"]
+    assert out["method"] == (f"bootstrap: unreliable, {out['undefined']} of 1000 resamples "
+                             "undefined (more than 1%)")
+
+
+def test_a_few_undefined_resamples_are_left_out_and_said():
+    from evaluator.analysis.intervals import paired_bootstrap
+
+    # 100 cases, six 2s: about 0.94^100 = 0.2% of resamples hold only 1s.
+    judge = np.array([1.0] * 94 + [2.0] * 6)
+    labels = np.array([1.0, 2.0] * 50)
+
+    def rho(a, b):
+        return criterion_agreement.__globals__["_spearman"](a, b)[0]
+
+    out = paired_bootstrap(judge, labels, rho, resamples=1000, seed=7)
+    assert 0 < out["undefined"] <= 10 and out["reliable"]
+    assert out["method"] == (f"bootstrap percentile ({out['undefined']} of 1000 resamples "
+                             "undefined, left out)")
+    full = paired_bootstrap(np.arange(30.0), np.arange(30.0) % 7, rho, resamples=500, seed=7)
+    assert full["undefined"] == 0 and full["method"] == "bootstrap BCa, 500 resamples"
+
+
+def test_fisher_z_intervals_follow_their_formulas():
+    from evaluator.analysis.intervals import fisher_z_ci
+
+    r, n = 0.38, 20
+    se = np.sqrt((1 + r * r / 2) / (n - 3))
+    expected = np.tanh(np.arctanh(r) + np.array([-1.959964, 1.959964]) * se)
+    assert fisher_z_ci(r, n, "spearman")["ci95"] == pytest.approx(expected.tolist(), abs=1e-6)
+    se = np.sqrt(0.437 / (n - 4))
+    expected = np.tanh(np.arctanh(r) + np.array([-1.959964, 1.959964]) * se)
+    assert fisher_z_ci(r, n, "kendall")["ci95"] == pytest.approx(expected.tolist(), abs=1e-6)
+    assert fisher_z_ci(0.5, 3, "spearman")["ci95"] is None
+
+
+def test_circular_label_is_named_never_its_values(tmp_path):
+    names = {1: "Needs Confirmation", 2: "Likely Eligible"}
+    rows = synthetic_rows(30, label=lambda i: 1 + (i % 3 == 0),
+                          ground_truth=lambda i: names[1 + (i % 3 == 0)])
+    results, cases = scripted_results(rows, tmp_path, score=lambda i: 1 + 3 * (i % 3 == 0))
+    labels = write_jsonl(tmp_path / "labels.jsonl", [
+        {"case_id": r["case_id"], "grade": r["expert_qrel"]} for r in rows])
+    report = agreement(results, labels, "grade", resamples=100)
+    assert [c["field"] for c in report["circular"]] == ["ground_truth_label"]
+    assert report["circular"][0]["one_to_one"]
+    assert "'ground_truth_label' the judge is shown" in report["warnings"][0]
+    done = CliRunner().invoke(cli, ["agree", str(results), "--labels", str(labels),
+                                    "--label-field", "grade", "--resamples", "100"])
+    assert done.exit_code == 0
+    assert "WARNING: circular labels: 'grade' can be read from the input field " \
+           "'ground_truth_label'" in done.output
+    assert "Likely Eligible" not in done.output and "Needs Confirmation" not in done.output
+    assert "synthetic patient" not in done.output
+    # Control: the same judge with the reference label unrelated to the grade.
+    rows = synthetic_rows(30, label=lambda i: 1 + (i % 3 == 0),
+                          ground_truth=lambda i: names[1 + (i % 2)])
+    results, cases = scripted_results(rows, tmp_path / "control", score=lambda i: 2)
+    report = agreement(results, cases, "expert_qrel", resamples=100)
+    assert report["circular"] == [] and report["warnings"] == []
+
+
+def test_circular_fields_rules():
+    from evaluator.analysis.diagnostics import circular_fields
+
+    labels = [1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2]
+    unique = [f"text {i}" for i in range(12)]           # unique per case: proves nothing
+    numeric = [str(0.5 * i if lab == 2 else -0.5 * i - 1) for i, lab in enumerate(labels)]
+    found = circular_fields({"free_text": unique, "score": numeric}, labels)
+    assert [(f["field"], f["rule"]) for f in found] == [("score", "threshold")]
+    assert circular_fields({"x": ["a"] * 12}, [1] * 12) == []   # constant labels: nothing
+
+
+def test_confusion_axes_from_the_rubric_and_the_label_scale(tmp_path):
+    rows = synthetic_rows(12, label=lambda i: 1 + (i % 2))
+    results, cases = scripted_results(rows, tmp_path, score=lambda i: 2 + (i % 3 == 0))
+    acc = agreement(results, cases, "expert_qrel", criteria=["accuracy"],
+                    resamples=100)["criteria"]["accuracy"]
+    confusion = acc["confusion"]
+    # Judge axis: the rubric's 1-5 (1, 4, 5 never chosen are shown); labels: 1, 2 only (no
+    # all-zero rows for values no label has).
+    assert confusion["judge_values"] == [1, 2, 3, 4, 5]
+    assert confusion["label_values"] == [1, 2]
+    assert confusion["matrix"] == [[0, 4, 2, 0, 0], [0, 4, 2, 0, 0]]
+    declared = agreement(results, cases, "expert_qrel", criteria=["accuracy"], resamples=100,
+                         label_scale=[0.0, 1.0, 2.0])["criteria"]["accuracy"]["confusion"]
+    assert declared["label_values"] == [0, 1, 2] and declared["matrix"][0] == [0] * 5
+    runner = CliRunner()
+    base = ["agree", str(results), "--labels", str(cases), "--label-field", "expert_qrel",
+            "--resamples", "100"]
+    done = runner.invoke(cli, base + ["--label-scale", "0-2"])
+    assert done.exit_code == 0 and "rows: label, --label-scale" in done.output
+    done = runner.invoke(cli, base + ["--label-scale", "1"])
+    assert done.exit_code == 2 and "line 2" in done.output and "--label-scale" in done.output
+    assert len(done.output.strip().splitlines()) == 1 and "Traceback" not in done.output
+    done = runner.invoke(cli, base + ["--label-scale", "a,b"])
+    assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1
+
+
+def test_negative_zero_is_never_printed():
+    from evaluator.analysis.intervals import clean, format_ci, format_number
+
+    assert format_number(-0.0001) == "0.000" and format_number(-0.0) == "0.000"
+    assert format_number(-0.0006) == "-0.001" and format_ci([-0.0004, 0.2]) == "[0.000, 0.200]"
+    assert str(clean(-0.0)) == "0.0"
+    # Uncorrelated data whose statistics are tiny negatives.
+    judge = [1, 2, 3, 4, 5] * 4
+    labels = [3, 1, 5, 2, 4, 4, 2, 5, 1, 3, 2, 4, 1, 3, 5, 5, 3, 1, 4, 2]
+    from evaluator.analysis.agreement_text import format_agreement
+
+    stats = criterion_agreement(judge, labels, resamples=100)
+    text = format_agreement({"labels": "l", "label_field": "y", "results": "r", "joined": 20,
+                             "unmatched_results": 0, "unmatched_labels": 0,
+                             "not_ok_labelled": 0, "note": "n",
+                             "bootstrap": {"resamples": 100, "seed": 1,
+                                           "undefined_limit": 0.01},
+                             "criteria": {"k": stats}})
+    assert "-0.000" not in text and "-0.00 " not in text
+
+
+def test_length_biased_judge_shows_in_the_verbosity_figures(tmp_path):
+    # Scores follow the length of the evaluated text, not the label; the judge's verdict
+    # grows with its score (the default judge's 5s were its longest verdicts).
+    rows = synthetic_rows(40, label=lambda i: 1 + (i % 2),
+                          answer=lambda i: "word " * (5 + (i * 7) % 40))
+    length = [len(r["workflow_answer"]) for r in rows]
+    cut = sorted(length)
+
+    def score(i):
+        return 1 + sum(length[i] > cut[k] for k in (8, 16, 24, 32))
+
+    results, cases = scripted_results(rows, tmp_path, score,
+                                      reasoning=lambda i, s: "because " * (4 * s))
+    report = agreement(results, cases, "expert_qrel", criteria=["accuracy"], resamples=100)
+    assert report["text_field"] == "workflow_answer"
+    verbosity = report["criteria"]["accuracy"]["verbosity"]
+    text = verbosity["text_chars"]
+    assert text["correlation"]["rho"] > 0.95 and text["correlation"]["ci95"][0] > 0.8
+    assert text["given_label"]["rho"] > 0.9 and text["given_label"]["ci95"][0] > 0.5
+    tokens = verbosity["completion_tokens"]
+    assert tokens["correlation"]["rho"] > 0.95
+    medians = tokens["median_by_score"]
+    assert medians["1"]["median"] < medians["5"]["median"]
+    done = CliRunner().invoke(cli, ["agree", str(results), "--labels", str(cases),
+                                    "--label-field", "expert_qrel", "--criterion", "accuracy",
+                                    "--resamples", "100"])
+    assert "evaluated text, characters: rho" in done.output
+    assert "judge's verdict, completion tokens: rho" in done.output
+    assert "word word" not in done.output
+    # Control: an unbiased judge (the label) shows no length effect.
+    fair, cases = scripted_results(rows, tmp_path / "fair", score=lambda i: 1 + 3 * (i % 2))
+    fair_text = agreement(fair, cases, "expert_qrel", criteria=["accuracy"], resamples=100)[
+        "criteria"]["accuracy"]["verbosity"]["text_chars"]["correlation"]
+    assert fair_text["ci95"][0] < 0 < fair_text["ci95"][1]
+
+
+def test_subgroup_biased_judge_is_a_finding_with_a_ci(tmp_path):
+    # Same label distribution in both groups; the judge adds 2 for group "model-a".
+    rows = synthetic_rows(48, label=lambda i: 1 + (i % 4 < 2),
+                          group=lambda i: "model-a" if i % 2 else "model-b")
+    results, cases = scripted_results(
+        rows, tmp_path, score=lambda i: min(5, 1 + (i % 4 < 2) + 2 * (i % 2)))
+    acc = agreement(results, cases, "expert_qrel", criteria=["accuracy"], resamples=100,
+                    by="generator_model")["criteria"]["accuracy"]
+    a = acc["subgroups"]["model-a"]
+    assert a["n"] == 24 and a["mean_score"] - acc["subgroups"]["model-b"]["mean_score"] == 2
+    assert a["vs_rest"]["score"]["difference"] == pytest.approx(2.0)
+    assert a["vs_rest"]["score"]["ci95"][0] > 1.0          # the judge favours model-a
+    low, high = a["vs_rest"]["label"]["ci95"]
+    assert low < 0 < high                                   # the labels do not
+    runner = CliRunner()
+    base = ["agree", str(results), "--labels", str(cases), "--label-field", "expert_qrel",
+            "--criterion", "accuracy", "--resamples", "100"]
+    done = runner.invoke(cli, base + ["--by", "generator_model"])
+    assert done.exit_code == 0 and "by 'generator_model'" in done.output
+    assert "model-a" in done.output
+    done = runner.invoke(cli, base + ["--by", "workflow_answer"])   # free text: refused
+    assert done.exit_code == 2 and "not a grouping column" in done.output
+    assert "answer" not in done.output.replace("'workflow_answer'", "")
+    done = runner.invoke(cli, base + ["--by", "nope"])
+    assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1
+
+
+def test_case_fields_from_another_file_are_refused_in_a_note(tmp_path):
+    rows = synthetic_rows(10, label=lambda i: 1 + (i % 2))
+    results, cases = scripted_results(rows, tmp_path, score=lambda i: 1 + (i % 3))
+    other = write_jsonl(tmp_path / "other.jsonl", list(reversed(rows)))
+    report = agreement(results, cases, "expert_qrel", resamples=100, cases_path=other)
+    assert any("does not match the run" in note for note in report["notes"])
+    assert report["text_field"] is None and "text_chars" not in \
+        report["criteria"]["accuracy"]["verbosity"]
+    done = CliRunner().invoke(cli, ["agree", str(results), "--labels", str(cases),
+                                    "--label-field", "expert_qrel", "--text-field", "nope"])
+    assert done.exit_code == 2 and "--text-field 'nope'" in done.output

@@ -21,7 +21,7 @@ from evaluator.cli.main import cli
 from evaluator.data.results import read_results
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec
-from evaluator.report.build import ReportError, _labels, build_report
+from evaluator.report.build import ReportError, _labels, build_report, status_table
 from evaluator.report.html import CSP, render_html, write_report
 from evaluator.run.runner import evaluate
 from evaluator.run.task import Judge, RunOptions, Task
@@ -530,3 +530,87 @@ def test_the_console_check_catches_errors(two_runs, tmp_path):
     inline.write_text(html.replace("</body>", "<script>1</script></body>"))
     shot = browser.render(inline, tmp_path / "inline.png", height=600)
     assert any("inline" in line for line in shot.console), shot.stderr[-3000:]
+
+
+# --- issue 17: case sets, --common-cases, agreement warnings and bias figures in the page -
+
+@pytest.fixture(scope="module")
+def unequal_runs(trial_rows, tmp_path_factory):
+    """Judge A on every case, judge B on the first third only (a smaller case set), and a
+    constant judge C on every case."""
+    base = tmp_path_factory.mktemp("unequal")
+    rows = [dict(r) for r in trial_rows]
+    third = max(3, len(rows) // 3)
+    a = run_fake(rows, base / "a", "judge-a",
+                 [trial_verdict(1 + 3 * (label_of(r, i) == 2), i) for i, r in enumerate(rows)])
+    b = run_fake(rows[:third], base / "b", "judge-b",
+                 [trial_verdict(2 + (i % 2), i) for i in range(third)])
+    c = run_fake(rows, base / "c", "judge-c", [trial_verdict(2, i) for i in range(len(rows))])
+    labels = write_jsonl(base / "labels.jsonl", [
+        {"case_id": r["case_id"], "expert_qrel": label_of(r, i),
+         "generator_model": r.get("generator_model", f"gen-{i % 2}")}
+        for i, r in enumerate(rows)])
+    return {"a": a, "b": b, "c": c, "labels": labels, "n": len(rows), "third": third}
+
+
+def test_different_case_sets_are_said_and_common_cases_compares_like_with_like(unequal_runs):
+    runs = unequal_runs
+    plain = build_report([runs["a"], runs["b"]], worst_n=0)
+    assert plain["case_sets"] == {"ok_counts": [runs["n"], runs["third"]], "differ": True,
+                                  "common": runs["third"]}
+    assert plain["files"][0]["summary"]["criteria"]["accuracy"]["n"] == runs["n"]
+    html = render_html(plain, plots=False)
+    assert "judged on different case sets" in html and "--common-cases" in html
+    common = build_report([runs["a"], runs["b"]], worst_n=3, common_cases=True,
+                          labels=runs["labels"], label_field="expert_qrel",
+                          agreement_resamples=100)
+    assert common["common_cases"] == {"n": runs["third"], "union": runs["n"]}
+    for entry in common["files"]:
+        assert entry["summary"]["criteria"]["accuracy"]["n"] == runs["third"]
+        assert len(entry["values"]["accuracy"]) == runs["third"]
+    assert [item["result"]["joined"] for item in common["agreement"]["files"]] == \
+        [runs["third"]] * 2
+    assert not common["agreement"]["n_differs"]
+    first_ids = {r.case_id for r in read_results(runs["b"])}
+    assert all(row["case_id"] in first_ids for row in common["worst"]["by_file"][0]["rows"])
+    html = render_html(common, plots=False)
+    assert f"Common cases: n = {runs['third']}</strong>" in html
+    assert "judged on different case sets" not in html
+    # The status table still counts every record.
+    assert status_table(common)[0]["cases"] == runs["n"]
+
+
+def test_agreement_warnings_methods_and_bias_figures_in_the_page(unequal_runs, tmp_path):
+    runs = unequal_runs
+    out = tmp_path / "r.html"
+    result = invoke(runs["a"], runs["c"], "--html", out, "--labels", runs["labels"],
+                    "--label-field", "expert_qrel", "--resamples", 100, "--by",
+                    "generator_model", "--label-scale", "1-2", "--worst", 0)
+    assert result.exit_code == 0, result.output
+    html = out.read_text(encoding="utf-8")
+    text = " ".join(parse(html).text)
+    assert "the judge gave the same value (2) to all" in text            # judge C
+    assert "meaningless here (the judge gives one value)" in text
+    assert "bootstrap BCa, 100 resamples" in text and "Wilson" in text
+    assert "F distribution (pingouin)" in text
+    assert "rows: label, --label-scale; columns: judge, rubric scale" in text
+    assert "verbosity: score vs length" in text and "judge's verdict (completion tokens)" in text
+    assert "generator_model" in text and "score vs rest" in text
+    assert "-0.00" not in text
+    if (runs["n"]) == 109:   # the shared dev data: the reference label gives the label away
+        assert "circular labels: 'expert_qrel' can be read from the input field " \
+               "'ground_truth_label'" in text
+
+
+def test_agreement_rows_name_the_file_they_belong_to(unequal_runs):
+    runs = unequal_runs
+    report = build_report([runs["a"], runs["c"]], worst_n=0, labels=runs["labels"],
+                          label_field="expert_qrel", agreement_resamples=100)
+    html = render_html(report, plots=False)
+    text = " ".join(parse(html).text)
+    # Judge C (#2) is the constant one: its warnings and * notes say #2, never #1.
+    assert "(#2 judge-c · results.jsonl): the judge gave the same value (2)" in text
+    assert "(#1 judge-a · results.jsonl): the judge gave the same value" not in text
+    assert "* #2 Spearman rho: meaningless here (the judge gives one value)" in text
+    verbosity = [row for row in table_rows(html) if row and row[0].startswith("judge's verdict")]
+    assert [row[1] for row in verbosity] == ["#1", "#2"] * len(report["scored_keys"])

@@ -1,7 +1,8 @@
 """Analysis: numbers from verdicts. The per-run summary (statistics over ``ok`` cases,
 status counts), the bootstrap and Wilson intervals, the reduction of several verdicts for
 one case (self-consistency samples, a jury) and the agreement between raters, and the
-agreement of a results file with human labels.
+agreement of a results file with human labels (agreement, with CIs that name their method
+from intervals, and the warnings and judge-bias figures of diagnostics).
 
 May import :mod:`evaluator.common`, :mod:`evaluator.rubrics` and :mod:`evaluator.data`.
 scipy, scikit-learn, krippendorff and pingouin (the ``stats`` extra) are imported inside

@@ -4,10 +4,19 @@
 CSV) by case id and computes, for each integer criterion and aggregate: Spearman and Kendall
 (scipy.stats, with p-values), quadratic-weighted Cohen's kappa (scikit-learn), ICC two-way
 absolute agreement, single rater (pingouin), Krippendorff's alpha, ordinal (krippendorff),
-exact and within-one agreement and the confusion matrix (scikit-learn), with seeded
-bootstrap 95% CIs from resampling case pairs (each resample calls the same library
-function). Kappa, exact/within-one agreement and ICC compare values directly, so they assume
-judge and labels use the same scale; the rank correlations do not.
+exact and within-one agreement with their chance levels, and the confusion matrix
+(scikit-learn; judge axis: the rubric's scale, label axis: ``label_scale`` or the observed
+labels). Every 95% CI names its method (:mod:`evaluator.analysis.intervals`): a seeded BCa
+bootstrap over case pairs whose undefined resamples are counted, a Fisher-z interval for the
+rank correlations when too many are undefined, Wilson for the two agreement shares, the
+F-based interval for the ICC. Kappa, exact/within-one agreement and ICC compare values
+directly, so they assume judge and labels use the same scale; the rank correlations do not.
+
+It also says what would make the figures mislead, before the figures
+(:mod:`evaluator.analysis.diagnostics`): a judge or labels with one value, a judge using two
+values of its scale, statistics that chance alone makes high, labels that can be read from
+an input field the judge is shown; and measures the judge's biases: score against the
+evaluated text's length and the judge's own verdict length, and by subgroup (``by``).
 
 The heavy libraries (the ``stats`` extra) are imported inside the functions.
 """
@@ -17,15 +26,27 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import warnings
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evaluator.analysis import diagnostics
+from evaluator.analysis.case_fields import case_fields, evaluated_field
+from evaluator.analysis.intervals import (
+    UNDEFINED_SHARE_LIMIT,
+    clean,
+    fisher_z_ci,
+    paired_bootstrap,
+    wilson_ci,
+)
 from evaluator.analysis.stats import require_stats
 from evaluator.common.readable import NotARegularFile, check_regular_file
-from evaluator.data.results import read_results
+from evaluator.data.results import ResultRecord, read_results
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
 
 AGREEMENT_RESAMPLES = 1000
 AGREEMENT_SEED = 20141
@@ -84,9 +105,28 @@ def _label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
-def load_labels(path: Path, label_field: str, id_column: str = "case_id") -> dict[str, float]:
-    """Map case id -> numeric label. Every row needs the id and a numeric label; errors name
-    the file, lines and field, never a case id (``id_column`` may hold case text)."""
+def parse_label_scale(text: str) -> list[float]:
+    """``--label-scale``: comma-separated values ("0,1,2") or an integer range ("1-5",
+    "1..5"), sorted."""
+    match = re.fullmatch(r"\s*(-?\d+)\s*(?:-|\.\.)\s*(-?\d+)\s*", text)
+    if match:
+        low, high = int(match.group(1)), int(match.group(2))
+        if low >= high or high - low > 100:
+            raise AgreementError(f"--label-scale {text!r}: a range LOW-HIGH with LOW < HIGH "
+                                 "and at most 101 values")
+        return [float(v) for v in range(low, high + 1)]
+    values = [_number(part) for part in text.split(",")]
+    if not values or any(v is None for v in values) or len(set(values)) != len(values):
+        raise AgreementError(f"--label-scale {text!r}: give distinct numbers separated by "
+                             "commas (0,1,2) or a range (1-5)")
+    return sorted(v for v in values if v is not None)
+
+
+def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
+                label_scale: Sequence[float] | None = None) -> dict[str, float]:
+    """Map case id -> numeric label. Every row needs the id and a numeric label (one of
+    ``label_scale`` when given); errors name the file, lines and field, never a case id
+    (``id_column`` may hold case text)."""
     path = Path(path)
     rows = _label_rows(path)
     if not rows:
@@ -96,6 +136,7 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id") -> dic
         shown = ", ".join(fields[:20]) + (" ..." if len(fields) > 20 else "")
         raise AgreementError(f"{path}: no row has the label field {label_field!r}; "
                              f"fields: {shown}")
+    allowed = set(label_scale) if label_scale is not None else None
     labels: dict[str, float] = {}
     line_of: dict[str, int] = {}
     for number, row in rows:
@@ -110,6 +151,9 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id") -> dic
             raise AgreementError(f"{path} line {number}: field {label_field!r} is not a "
                                  "number "
                                  f"({type(row[label_field]).__name__})")
+        if allowed is not None and value not in allowed:
+            raise AgreementError(f"{path} line {number}: field {label_field!r} is not one of "
+                                 f"--label-scale {', '.join(f'{v:g}' for v in label_scale)}")
         if case_id in labels:
             raise AgreementError(f"{path} lines {line_of[case_id]} and {number} have the same "
                                  f"case id (in {id_column!r})")
@@ -118,8 +162,28 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id") -> dic
     return labels
 
 
-def _finite(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)
+def load_groups(path: Path, column: str, id_column: str = "case_id") -> dict[str, str]:
+    """Case id -> the value of the grouping column ``column`` of the labels file (``--by``);
+    a row without it is in group "(none)". A column with more than
+    :data:`diagnostics.MAX_GROUPS` values, or long values, is refused: it is not a grouping
+    column and its values would be printed."""
+    rows = _label_rows(Path(path))
+    if not any(column in row for _, row in rows):
+        raise AgreementError(f"{path}: no row has the --by column {column!r}")
+    groups: dict[str, str] = {}
+    for number, row in rows:
+        value = row.get(column)
+        text = "(none)" if value is None or str(value).strip() == "" else str(value).strip()
+        if len(text) > diagnostics.MAX_GROUP_NAME or not text.isprintable():
+            raise AgreementError(f"{path} line {number}: the --by column {column!r} holds a "
+                                 f"value longer than {diagnostics.MAX_GROUP_NAME} characters "
+                                 "or with control characters: not a grouping column")
+        groups[str(row.get(id_column))] = text
+    if len(set(groups.values())) > diagnostics.MAX_GROUPS:
+        raise AgreementError(f"{path}: the --by column {column!r} has "
+                             f"{len(set(groups.values()))} values (at most "
+                             f"{diagnostics.MAX_GROUPS}): not a grouping column")
+    return groups
 
 
 def _quiet(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -139,8 +203,7 @@ def _spearman(x: Any, y: Any) -> tuple[float | None, float | None]:
     from scipy.stats import spearmanr
 
     result = _quiet(spearmanr, x, y)
-    return (None, None) if result is None else (_finite(result.statistic),
-                                                _finite(result.pvalue))
+    return (None, None) if result is None else (clean(result.statistic), clean(result.pvalue))
 
 
 def _kendall(x: Any, y: Any) -> tuple[float | None, float | None]:
@@ -148,16 +211,14 @@ def _kendall(x: Any, y: Any) -> tuple[float | None, float | None]:
     from scipy.stats import kendalltau
 
     result = _quiet(kendalltau, x, y)
-    return (None, None) if result is None else (_finite(result.statistic),
-                                                _finite(result.pvalue))
+    return (None, None) if result is None else (clean(result.statistic), clean(result.pvalue))
 
 
 def _kappa(x: Any, y: Any) -> float | None:
     # Imported here: the stats extra, which `import evaluator` never loads.
     from sklearn.metrics import cohen_kappa_score
 
-    return _finite(_quiet(cohen_kappa_score, x.astype(int), y.astype(int),
-                          weights="quadratic"))
+    return clean(_quiet(cohen_kappa_score, x.astype(int), y.astype(int), weights="quadratic"))
 
 
 def _alpha(x: Any, y: Any) -> float | None:
@@ -165,22 +226,10 @@ def _alpha(x: Any, y: Any) -> float | None:
     import krippendorff
     import numpy as np
 
-    return _finite(_quiet(krippendorff.alpha, reliability_data=np.vstack([x, y]),
-                          level_of_measurement="ordinal"))
-
-
-def _exact(x: Any, y: Any) -> float:
-    # Imported here: the stats extra, which `import evaluator` never loads.
-    import numpy as np
-
-    return float(np.mean(x == y))
-
-
-def _within_one(x: Any, y: Any) -> float:
-    # Imported here: the stats extra, which `import evaluator` never loads.
-    import numpy as np
-
-    return float(np.mean(np.abs(x - y) <= 1))
+    if len(set(x.tolist()) | set(y.tolist())) < 2:
+        return None  # one value in all: alpha is undefined (the library divides by zero)
+    return clean(_quiet(krippendorff.alpha, reliability_data=np.vstack([x, y]),
+                        level_of_measurement="ordinal"))
 
 
 def _icc(x: Any, y: Any) -> dict[str, Any]:
@@ -191,6 +240,7 @@ def _icc(x: Any, y: Any) -> dict[str, Any]:
     import pandas as pd
     import pingouin
 
+    method = "F distribution (pingouin)"
     n = len(x)
     data = pd.DataFrame({"case": np.concatenate([np.arange(n), np.arange(n)]),
                          "rater": ["judge"] * n + ["label"] * n,
@@ -198,76 +248,133 @@ def _icc(x: Any, y: Any) -> dict[str, Any]:
     table = _quiet(pingouin.intraclass_corr, data=data, targets="case", raters="rater",
                    ratings="score")
     if table is None:
-        return {"value": None, "ci95": None}
+        return {"value": None, "ci95": None, "ci_method": method}
     row = table[table["Type"].isin(["ICC2", "ICC(A,1)"])].iloc[0]
     low, high = row["CI95"]
-    return {"value": _finite(row["ICC"]), "ci95": [_finite(low), _finite(high)]
-            if _finite(low) is not None else None,
-            "ci_method": "F distribution (pingouin)"}
-
-
-def _bootstrap(x: Any, y: Any, statistic: Callable[[Any, Any], float | None],
-               resamples: int, seed: int) -> list[float] | None:
-    """Percentile 95% CI of ``statistic`` over case pairs resampled with replacement
-    (seeded). Resamples where the statistic is undefined are dropped; None when fewer than
-    half remain."""
-    # Imported here: the stats extra, which `import evaluator` never loads.
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(x), size=(resamples, len(x)))
-    values = [statistic(x[i], y[i]) for i in draws]
-    finite = np.array([v for v in values if v is not None and math.isfinite(v)])
-    if len(finite) < resamples / 2:
-        return None
-    low, high = np.percentile(finite, [2.5, 97.5])
-    return [float(low), float(high)]
+    ci = None if clean(low) is None or clean(high) is None else [clean(low), clean(high)]
+    return {"value": clean(row["ICC"]), "ci95": ci, "ci_method": method}
 
 
 def _is_integral(values: Sequence[float]) -> bool:
     return all(float(v).is_integer() for v in values)
 
 
+def _bootstrapped(value: float | None, x: Any, y: Any,
+                  statistic: Callable[[Any, Any], float | None], resamples: int, seed: int,
+                  fallback: str | None = None) -> dict[str, Any]:
+    """``value`` with its bootstrap CI; when the bootstrap is unreliable (too many undefined
+    resamples) a rank correlation gets its Fisher-z interval (``fallback``: "spearman" or
+    "kendall") and any other statistic no interval."""
+    if value is None:
+        return {"value": None, "ci95": None, "ci_method": "-"}
+    boot = paired_bootstrap(x, y, statistic, resamples=resamples, seed=seed)
+    entry = {"value": value, "ci95": boot["ci95"], "ci_method": boot["method"],
+             "bootstrap": {"resamples": boot["resamples"], "undefined": boot["undefined"]}}
+    if not boot["reliable"] and fallback is not None:
+        alternative = fisher_z_ci(value, len(x), fallback)
+        entry["ci95"] = alternative["ci95"]
+        entry["ci_method"] = (f"{alternative['method']} (the bootstrap was unreliable: "
+                              f"{boot['undefined']} of {boot['resamples']} resamples undefined)")
+    return entry
+
+
+def _p_disagrees(entry: Mapping[str, Any]) -> bool:
+    """Whether a correlation's CI and its p-value disagree about zero (at 5%)."""
+    p, ci = entry.get("p"), entry.get("ci95")
+    if p is None or not ci:
+        return False
+    return (p < 0.05) != (not ci[0] <= 0 <= ci[1])
+
+
+def _confusion(x: Any, y: Any, judge_scale: Sequence[int] | None,
+               label_scale: Sequence[float] | None) -> dict[str, Any] | None:
+    """Rows: the label scale (declared, else observed); columns: the judge's scale (the
+    rubric's allowed values, plus any observed value outside it)."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    from sklearn.metrics import confusion_matrix
+
+    judge_axis = sorted({int(v) for v in (judge_scale or [])} | {int(v) for v in x})
+    label_axis = sorted({int(v) for v in label_scale} if label_scale is not None
+                        else {int(v) for v in y})
+    values = sorted(set(judge_axis) | set(label_axis))
+    # sklearn warns when a single value occurs even though ``labels`` fixes the shape.
+    matrix = _quiet(confusion_matrix, y.astype(int), x.astype(int), labels=values)
+    if matrix is None:
+        return None
+    rows = [values.index(v) for v in label_axis]
+    columns = [values.index(v) for v in judge_axis]
+    return {"rows": "label", "columns": "judge", "label_values": label_axis,
+            "judge_values": judge_axis,
+            "label_axis": "--label-scale" if label_scale is not None else "observed labels",
+            "judge_axis": "rubric scale" if judge_scale else "observed scores",
+            "matrix": [[int(matrix[r][c]) for c in columns] for r in rows]}
+
+
 def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
-                        resamples: int = AGREEMENT_RESAMPLES,
-                        seed: int = AGREEMENT_SEED) -> dict[str, Any]:
-    """Every agreement statistic for one criterion's paired scores (same order)."""
+                        resamples: int = AGREEMENT_RESAMPLES, seed: int = AGREEMENT_SEED,
+                        judge_scale: Sequence[int] | None = None,
+                        label_scale: Sequence[float] | None = None) -> dict[str, Any]:
+    """Every agreement statistic for one criterion's paired scores (same order), each with
+    its CI and the CI's method, after the warnings that decide how to read them.
+
+    ``judge_scale``: the rubric's allowed values for the criterion (None for an aggregate);
+    ``label_scale``: the labels' declared values (None: the observed ones)."""
     require_stats()
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
-    from sklearn.metrics import confusion_matrix
 
     x = np.asarray(judge, dtype=float)
     y = np.asarray(labels, dtype=float)
     out: dict[str, Any] = {"n": len(x)}
     if len(x) < 2:
         out["note"] = "fewer than two joined cases: no statistics"
+        out["warnings"] = []
         return out
+    warned, meaningless = diagnostics.scale_use(x.tolist(), y.tolist(), judge_scale)
+    out["judge_values_used"] = sorted({clean(v) for v in x.tolist()})
+    out["label_values_used"] = sorted({clean(v) for v in y.tolist()})
 
-    def boot(statistic: Callable[[Any, Any], float | None]) -> list[float] | None:
-        return _bootstrap(x, y, statistic, resamples, seed)
+    def boot(value: float | None, statistic: Callable[[Any, Any], float | None],
+             fallback: str | None = None) -> dict[str, Any]:
+        return _bootstrapped(value, x, y, statistic, resamples, seed, fallback)
 
     rho, rho_p = _spearman(x, y)
     tau, tau_p = _kendall(x, y)
-    out["spearman"] = {"value": rho, "p": rho_p, "ci95": boot(lambda a, b: _spearman(a, b)[0])}
-    out["kendall_tau_b"] = {"value": tau, "p": tau_p,
-                            "ci95": boot(lambda a, b: _kendall(a, b)[0])}
+    out["spearman"] = {**boot(rho, lambda a, b: _spearman(a, b)[0], "spearman"), "p": rho_p}
+    out["kendall_tau_b"] = {**boot(tau, lambda a, b: _kendall(a, b)[0], "kendall"), "p": tau_p}
     integral = _is_integral(x) and _is_integral(y)
     # Kappa and the confusion matrix need categories: integer scores only.
-    out["kappa_quadratic"] = ({"value": _kappa(x, y), "ci95": boot(_kappa)} if integral
-                              else {"value": None, "ci95": None,
-                                    "note": "needs integer scores"})
+    out["kappa_quadratic"] = (boot(_kappa(x, y), _kappa) if integral else
+                              {"value": None, "ci95": None, "ci_method": "-",
+                               "note": "needs integer scores"})
     out["icc_a1"] = _icc(x, y)
-    out["krippendorff_alpha_ordinal"] = {"value": _alpha(x, y), "ci95": boot(_alpha)}
-    out["exact"] = {"value": _exact(x, y), "ci95": boot(_exact)}
-    out["within_one"] = {"value": _within_one(x, y), "ci95": boot(_within_one)}
+    out["krippendorff_alpha_ordinal"] = boot(_alpha(x, y), _alpha)
+    for key, within in (("exact", 0.0), ("within_one", 1.0)):
+        hits = int(np.sum(np.abs(x - y) <= within))
+        interval = wilson_ci(hits, len(x))
+        chance = clean(diagnostics.chance_agreement(x, y, within))
+        out[key] = {"value": clean(hits / len(x)), "ci95": interval["ci95"],
+                    "ci_method": interval["method"], "chance": chance}
+        fixed = diagnostics.determined_by_one_side(x.tolist(), y.tolist(), within)
+        if fixed is not None and key not in meaningless:
+            meaningless[key] = fixed
+            warned.append(f"{key.replace('_', '-')} agreement ({hits / len(x):.3f}): {fixed}")
+        elif chance is not None and chance >= diagnostics.CHANCE_CEILING:
+            meaningless.setdefault(key, f"chance alone gives {chance:.3f}")
+            warned.append(f"{key.replace('_', '-')} agreement is {hits / len(x):.3f} but "
+                          f"chance alone gives {chance:.3f} with these score and label "
+                          "distributions: it says nothing about the judge")
+    for key in ("spearman", "kendall_tau_b"):
+        if _p_disagrees(out[key]):
+            warned.append(f"{key}: the 95% CI ({out[key]['ci_method']}) and the p-value "
+                          "disagree about zero: read both with care")
+    for key, why in meaningless.items():
+        out[key]["meaningless"] = why
+    out["warnings"] = warned
     if integral:
-        values = sorted({int(v) for v in np.concatenate([x, y])})
-        # sklearn warns when a single value occurs even though ``labels`` fixes the shape.
-        matrix = _quiet(confusion_matrix, y.astype(int), x.astype(int), labels=values)
-        if matrix is not None:
-            out["confusion"] = {"values": values, "rows": "label", "columns": "judge",
-                                "matrix": matrix.tolist()}
+        confusion = _confusion(x, y, judge_scale, label_scale)
+        if confusion is not None:
+            out["confusion"] = confusion
     return out
 
 
@@ -276,23 +383,58 @@ def _numeric_keys(record_scores: dict[str, Any]) -> list[str]:
             if isinstance(value, int) and not isinstance(value, bool)]
 
 
+def _completion_tokens(record: ResultRecord) -> float | None:
+    """The judge's verdict length: the record's, else the mean over its samples/jury."""
+    if record.completion_tokens is not None:
+        return float(record.completion_tokens)
+    panel = [v.completion_tokens for v in (record.samples or record.jury or [])
+             if v.completion_tokens is not None]
+    return sum(panel) / len(panel) if panel else None
+
+
+def _rubric_for(records: Sequence[ResultRecord],
+                rubrics_dirs: Sequence[Path]) -> tuple[Rubric | None, str | None]:
+    names = sorted({r.rubric for r in records})
+    if len(names) != 1:
+        return None, f"records of {len(names)} rubrics: no rubric scale"
+    try:
+        return load_rubric(names[0], tuple(rubrics_dirs)), None
+    except RubricError as exc:
+        return None, (f"rubric {names[0]!r} cannot be loaded ({exc}): confusion axes from the "
+                      "observed scores, no case fields (give --rubrics-dir)")
+
+
 def agreement(results_path: Path, labels_path: Path, label_field: str, *,
               criteria: Sequence[str] = (), id_column: str = "case_id",
-              resamples: int = AGREEMENT_RESAMPLES, seed: int = AGREEMENT_SEED) -> dict[str, Any]:
+              resamples: int = AGREEMENT_RESAMPLES, seed: int = AGREEMENT_SEED,
+              label_scale: Sequence[float] | None = None, rubrics_dirs: Sequence[Path] = (),
+              cases_path: Path | None = None, mapping: Mapping[str, str] | None = None,
+              case_id_column: str = "case_id", text_field: str | None = None,
+              by: str | None = None, only_ids: set[str] | None = None) -> dict[str, Any]:
     """Join a results file with a labels file and compute agreement per criterion.
 
     ``criteria`` defaults to every integer criterion and aggregate in the ``ok`` records.
-    Records that are not ``ok`` are never scored: they are counted (``not_ok_labelled``)."""
+    Records that are not ``ok`` are never scored: they are counted (``not_ok_labelled``).
+    ``only_ids`` restricts the comparison to those case ids (``--common-cases``). The
+    rubric (found by name, ``rubrics_dirs`` first) gives the judge's scale; the cases file
+    (``cases_path``, else the one the records name; read with ``mapping`` and
+    ``case_id_column``) gives the fields the judge was shown, for the circular-label check,
+    and ``text_field``'s length (default: the rubric's input "being evaluated") for the
+    verbosity figures. ``by`` names a grouping column of the labels file."""
     require_stats()
     results_path, labels_path = Path(results_path), Path(labels_path)
-    labels = load_labels(labels_path, label_field, id_column)
+    labels = load_labels(labels_path, label_field, id_column, label_scale=label_scale)
+    groups = load_groups(labels_path, by, id_column) if by else None
     records = read_results(results_path)
     ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}
     not_ok = [r for r in records if r.case_id not in ok]
-    joined_ids = [case_id for case_id in ok if case_id in labels]
+    joined_ids = [case_id for case_id in ok if case_id in labels
+                  and (only_ids is None or case_id in only_ids)]
     if not joined_ids:
         raise AgreementError(f"no case id of {results_path} ({len(ok)} ok result(s)) is in "
-                             f"{labels_path} ({len(labels)} label(s)); check --id-column")
+                             f"{labels_path} ({len(labels)} label(s))"
+                             + (" among the common cases" if only_ids is not None else "")
+                             + "; check --id-column")
     available: list[str] = []
     for record in ok.values():
         for key in _numeric_keys(record.scores or {}) + list(record.aggregates or {}):
@@ -303,16 +445,48 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
     if unknown:
         raise AgreementError(f"unknown criterion {', '.join(map(repr, unknown))}; results "
                              f"have: {', '.join(available) or '(none)'}")
+    rubric, rubric_note = _rubric_for(records, rubrics_dirs)
+    notes = [rubric_note] if rubric_note else []
+    scales = ({f.key: f.allowed for f in rubric.output if isinstance(f, IntegerCriterion)}
+              if rubric else {})
+    fields: dict[str, dict[str, str]] | None = None
+    if rubric is not None:
+        if text_field is not None and text_field not in rubric.inputs:
+            raise AgreementError(f"--text-field {text_field!r} is not an input of rubric "
+                                 f"{rubric.name!r} (its inputs: {', '.join(rubric.inputs)})")
+        fields, fields_note = case_fields([ok[i] for i in joined_ids], results_path, rubric,
+                                          cases_path=cases_path, mapping=mapping,
+                                          id_column=case_id_column)
+        notes.append(fields_note)
+        text_field = text_field or evaluated_field(rubric)
+    warned: list[str] = []
+    circular: list[dict[str, Any]] = []
+    if fields is not None:
+        shown = {name: [fields[i].get(name, "") for i in joined_ids]
+                 for name in (rubric.inputs if rubric else ())}
+        circular = diagnostics.circular_fields(shown, [labels[i] for i in joined_ids])
+        warned += [diagnostics.circular_warning(label_field, entry) for entry in circular]
     per_criterion: dict[str, Any] = {}
     for key in chosen:
-        pairs = []
+        ids, judge, label = [], [], []
         for case_id in joined_ids:
             record = ok[case_id]
             value = (record.scores or {}).get(key, (record.aggregates or {}).get(key))
             if value is not None:
-                pairs.append((float(value), labels[case_id]))
-        per_criterion[key] = criterion_agreement([p[0] for p in pairs], [p[1] for p in pairs],
-                                                 resamples=resamples, seed=seed)
+                ids.append(case_id)
+                judge.append(float(value))
+                label.append(labels[case_id])
+        stats = criterion_agreement(judge, label, resamples=resamples, seed=seed,
+                                    judge_scale=scales.get(key), label_scale=label_scale)
+        if len(ids) >= 3:
+            chars = ([len(fields[i].get(text_field, "")) for i in ids]
+                     if fields is not None and text_field else None)
+            stats["verbosity"] = diagnostics.verbosity(
+                judge, label, chars, [_completion_tokens(ok[i]) for i in ids])
+            if groups is not None:
+                stats["subgroups"] = diagnostics.subgroups(
+                    [groups.get(i, "(none)") for i in ids], judge, label)
+        per_criterion[key] = stats
     return {
         "results": str(results_path),
         "labels": str(labels_path),
@@ -320,52 +494,20 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
         "results_ok": len(ok),
         "labels_total": len(labels),
         "joined": len(joined_ids),
+        "common_cases": None if only_ids is None else len(only_ids),
         "unmatched_results": len(ok) - len(joined_ids),
         "unmatched_labels": sum(1 for case_id in labels if case_id not in ok),
         "not_ok_labelled": sum(1 for r in not_ok if r.case_id in labels),
         "not_ok_status_counts": dict(sorted(Counter(r.status for r in not_ok).items())),
-        "bootstrap": {"resamples": resamples, "seed": seed, "method": "percentile, case pairs"},
+        "bootstrap": {"resamples": resamples, "seed": seed, "method": "BCa, case pairs",
+                      "undefined_limit": UNDEFINED_SHARE_LIMIT},
+        "label_scale": list(label_scale) if label_scale is not None else None,
+        "text_field": text_field if fields is not None else None,
+        "by": by,
+        "notes": notes,
+        "warnings": warned,
+        "circular": circular,
         "note": SAME_SCALE_NOTE,
         "criteria": per_criterion,
     }
 
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def format_agreement(report: dict[str, Any]) -> str:
-    """A human-readable table of :func:`agreement`'s result."""
-    lines = [f"labels {report['labels']} field {report['label_field']!r} vs {report['results']}",
-             (f"joined {report['joined']} case(s); ok results without a label: "
-             f"{report['unmatched_results']}; labels without an ok result: "
-             f"{report['unmatched_labels']} (of which labelled but not ok: "
-             f"{report['not_ok_labelled']})"),
-             (f"95% CIs: bootstrap over case pairs, {report['bootstrap']['resamples']} "
-             f"resamples, seed {report['bootstrap']['seed']} (ICC: F-based, pingouin)"),
-             f"note: {report['note']}"]
-    rows = (("spearman", "Spearman rho"), ("kendall_tau_b", "Kendall tau-b"),
-            ("kappa_quadratic", "Cohen kappa (quadratic)"), ("icc_a1", "ICC(A,1) / ICC2"),
-            ("krippendorff_alpha_ordinal", "Krippendorff alpha (ordinal)"),
-            ("exact", "exact agreement"), ("within_one", "within-one agreement"))
-    for key, stats in report["criteria"].items():
-        lines += ["", f"{key}  (n = {stats['n']})"]
-        if "spearman" not in stats:
-            lines.append(f"  {stats.get('note', '')}")
-            continue
-        lines.append(f"  {'statistic':<30}{'value':>8}  {'95% CI':<18}{'p':>10}")
-        for name, title in rows:
-            entry = stats[name]
-            ci = entry.get("ci95")
-            ci_text = "-" if not ci else f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
-            p = entry.get("p")
-            p_text = "" if "p" not in entry else ("-" if p is None else f"{p:.2g}")
-            lines.append(f"  {title:<30}{_fmt(entry['value']):>8}  {ci_text:<18}{p_text:>10}")
-        confusion = stats.get("confusion")
-        if confusion:
-            width = max(4, *(len(str(v)) for row in confusion["matrix"] for v in row)) + 1
-            lines.append("  confusion (rows: label, columns: judge)")
-            lines.append("  " + " " * 6 + "".join(f"{v:>{width}}" for v in confusion["values"]))
-            for value, row in zip(confusion["values"], confusion["matrix"]):
-                lines.append(f"  {value:>6}" + "".join(f"{c:>{width}}" for c in row))
-    return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""``evaluator agree``: agreement of a results file with human or reference labels."""
+"""``evaluator agree``: agreement of a results file with human or reference labels, with
+the warnings that decide how to read it and the judge-bias figures."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 
 import click
 
-from evaluator.analysis.agreement import AgreementError, agreement, format_agreement
+from evaluator.analysis.agreement import AgreementError, agreement, parse_label_scale
+from evaluator.analysis.agreement_text import format_agreement
 from evaluator.analysis.stats import StatsUnavailable
 from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.cli.options import parse_mapping, rubrics_dir_option
 from evaluator.data.results import ResultsFileDamaged
 
 
@@ -25,18 +28,44 @@ from evaluator.data.results import ResultsFileDamaged
                    "criterion and aggregate).")
 @click.option("--id-column", default="case_id", show_default=True,
               help="The labels file's case id column.")
+@click.option("--label-scale", default=None, metavar="VALUES",
+              help="The labels' possible values, e.g. 0,1,2 or 1-5 (confusion-matrix rows; "
+                   "default: the values observed). A label outside it is an error.")
+@click.option("--by", default=None, metavar="COLUMN",
+              help="Grouping column of the labels file (e.g. generator_model, site): mean "
+                   "score and agreement per group, each group vs the rest with a CI.")
+@click.option("--cases", "cases_path", default=None,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The cases file the run read (default: the one the records name, beside "
+                   "RESULTS or here): for the circular-label check and text lengths.")
+@click.option("--map", "mappings", multiple=True, metavar="FIELD=COLUMN",
+              help="The --map options the run used to read --cases (repeatable).")
+@click.option("--case-id-column", default="case_id", show_default=True,
+              help="The --id-column the run used to read --cases.")
+@click.option("--text-field", default=None, metavar="FIELD",
+              help="Rubric input whose length the verbosity figures use (default: the input "
+                   "the rubric describes as being evaluated).")
 @click.option("--resamples", type=click.IntRange(min=100), default=1000, show_default=True,
               help="Bootstrap resamples for the CIs.")
 @click.option("--seed", type=int, default=20141, show_default=True, help="Bootstrap seed.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+@rubrics_dir_option
 def agree(results: Path, labels_path: Path, label_field: str, criteria: tuple[str, ...],
-          id_column: str, resamples: int, seed: int, as_json: bool) -> None:
+          id_column: str, label_scale: str | None, by: str | None, cases_path: Path | None,
+          mappings: tuple[str, ...], case_id_column: str, text_field: str | None,
+          resamples: int, seed: int, as_json: bool, rubrics_dirs: tuple[Path, ...]) -> None:
     """Agreement of RESULTS' judge scores with human labels, per criterion: Spearman, Kendall,
-    quadratic kappa, ICC, Krippendorff's alpha, exact/within-one agreement, confusion matrix,
-    with bootstrap 95% CIs. Only 'ok' results are compared; case text is never shown."""
+    quadratic kappa, ICC, Krippendorff's alpha, exact/within-one agreement (with chance
+    levels), confusion matrix, each CI with its method; warnings (a constant judge, circular
+    labels, unreliable intervals) and judge-bias figures (verbosity, --by subgroups). Only
+    'ok' results are compared; case text is never shown."""
     try:
+        scale = parse_label_scale(label_scale) if label_scale is not None else None
         report = agreement(results, labels_path, label_field, criteria=criteria,
-                           id_column=id_column, resamples=resamples, seed=seed)
+                           id_column=id_column, resamples=resamples, seed=seed,
+                           label_scale=scale, rubrics_dirs=rubrics_dirs,
+                           cases_path=cases_path, mapping=parse_mapping(mappings),
+                           case_id_column=case_id_column, text_field=text_field, by=by)
     except (AgreementError, ResultsFileDamaged, StatsUnavailable) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)

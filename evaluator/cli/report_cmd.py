@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from evaluator.analysis.agreement import AgreementError
+from evaluator.analysis.agreement import AgreementError, parse_label_scale
 from evaluator.analysis.stats import StatsUnavailable
 from evaluator.api import USER_ERRORS
 from evaluator.cli.exit_codes import EXIT_USAGE
@@ -31,6 +31,20 @@ from evaluator.report.html import write_report
 @click.option("--label-field", default=None, help="The labels file's field holding the label.")
 @click.option("--label-id-column", default="case_id", show_default=True,
               help="The labels file's case id column.")
+@click.option("--label-scale", default=None, metavar="VALUES",
+              help="The labels' possible values, e.g. 0,1,2 or 1-5 (confusion-matrix rows; "
+                   "default: the values observed).")
+@click.option("--by", default=None, metavar="COLUMN",
+              help="With --labels: a grouping column of the labels file (e.g. "
+                   "generator_model): score and agreement per group, with CIs.")
+@click.option("--cases", "cases_path", default=None,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="With --labels: the cases file the runs read (default: the one the "
+                   "records name), for the circular-label check and text lengths.")
+@click.option("--text-field", default=None, metavar="FIELD",
+              help="With --labels: the rubric input whose length the verbosity figures use.")
+@click.option("--common-cases", is_flag=True,
+              help="Compare every file over the cases judged ok in all of them (n shown).")
 @click.option("--worst-by", default=None, metavar="KEY",
               help="Criterion or aggregate to rank the worst cases by (lowest first; default: "
                    "the first pass-threshold key, else the first criterion).")
@@ -40,15 +54,17 @@ from evaluator.report.html import write_report
               help="Include case text and the judge's written output (PHI!). Without it the "
                    "page holds ids, scores, statuses and failure reasons only.")
 @click.option("--map", "mappings", multiple=True, metavar="FIELD=COLUMN",
-              help="With --show-text: the --map options the run used (repeatable).")
+              help="The --map options the run used (repeatable): for --show-text and for "
+                   "reading the cases with --labels.")
 @click.option("--id-column", default="case_id", show_default=True,
-              help="With --show-text: the --id-column the run used.")
+              help="The --id-column the run used (for --show-text and the cases).")
 @click.option("--resamples", type=click.IntRange(min=100), default=1000, show_default=True,
               help="Bootstrap resamples for the agreement CIs.")
 @rubrics_dir_option
 def report(results: tuple[Path, ...], html_path: Path, overwrite: bool,
            labels_path: Path | None, label_field: str | None, label_id_column: str,
-           worst_by: str | None, worst_n: int,
+           label_scale: str | None, by: str | None, cases_path: Path | None,
+           text_field: str | None, common_cases: bool, worst_by: str | None, worst_n: int,
            show_text: bool, mappings: tuple[str, ...], id_column: str, resamples: int,
            rubrics_dirs: tuple[Path, ...]) -> None:
     """Write an HTML report over RESULTS (results files of one rubric: several judges,
@@ -58,13 +74,16 @@ def report(results: tuple[Path, ...], html_path: Path, overwrite: bool,
     if labels_path is not None and not label_field:
         raise click.UsageError("--labels needs --label-field")
     try:
+        scale = parse_label_scale(label_scale) if label_scale is not None else None
         written = write_report(list(results), html_path, overwrite=overwrite,
                                rubrics_dirs=rubrics_dirs,
                                labels=labels_path, label_field=label_field,
                                label_id_column=label_id_column, worst_by=worst_by,
                                worst_n=worst_n, show_text=show_text,
                                mapping=parse_mapping(mappings), id_column=id_column,
-                               agreement_resamples=resamples)
+                               agreement_resamples=resamples, common_cases=common_cases,
+                               label_scale=scale, by=by, cases_path=cases_path,
+                               text_field=text_field)
     except (ReportError, AgreementError, StatsUnavailable, *USER_ERRORS) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)

@@ -174,7 +174,9 @@ def _worst_rows(files: list[dict[str, Any]], index: int, key: str, n: int) -> li
     same case's value of ``key`` in the other files."""
     this = files[index]
     ranked = sorted(((v, r.case_id, r) for r in this["records"]
-                     if (v := _value(r, key)) is not None), key=lambda t: (t[0], t[1]))
+                     if (v := _value(r, key)) is not None
+                     and r.case_id in this.get("common_ids", this["by_id"])),
+                    key=lambda t: (t[0], t[1]))
     numeric = scored_keys(this["rubric"])
     rows = []
     for _, _, record in ranked[:n]:
@@ -235,21 +237,48 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path]) -> tuple[Rubric, 
 
 
 def _agreement(files: list[dict[str, Any]], labels: Path, label_field: str, id_column: str,
-               resamples: int) -> dict[str, Any]:
-    load_labels(Path(labels), label_field, id_column)  # a bad labels file stops the report
+               resamples: int, options: Mapping[str, Any]) -> dict[str, Any]:
+    load_labels(Path(labels), label_field, id_column,
+                label_scale=options.get("label_scale"))  # a bad labels file stops the report
     per_file = []
     for entry in files:
         try:
             result = agreement(Path(entry["path"]), Path(labels), label_field,
-                               id_column=id_column, resamples=resamples)
+                               id_column=id_column, resamples=resamples,
+                               only_ids=entry.get("common_ids"), **options)
             per_file.append({"label": entry["label"], "result": result, "note": None})
         except AgreementError as exc:  # no overlap for this file: said in the page
             per_file.append({"label": entry["label"], "result": None, "note": str(exc)})
     if all(item["result"] is None for item in per_file):
         raise ReportError(f"no case id of any results file is in {labels} (column "
                           f"{id_column!r}); check --label-id-column")
+    joined = {item["result"]["joined"] for item in per_file if item["result"]}
     return {"labels": str(labels), "label_field": label_field, "id_column": id_column,
-            "resamples": resamples, "note": SAME_SCALE_NOTE, "files": per_file}
+            "resamples": resamples, "note": SAME_SCALE_NOTE, "files": per_file,
+            "by": options.get("by"), "n_differs": len(joined) > 1}
+
+
+def _restrict_to_common(rubric: Rubric, files: list[dict[str, Any]]) -> dict[str, Any]:
+    """``--common-cases``: every file's statistics over the cases judged ``ok`` in all of
+    them (the status table and failed cases still show every record)."""
+    ok_sets = [{r.case_id for r in entry["records"] if r.status == "ok"} for entry in files]
+    common = set.intersection(*ok_sets)
+    union = set().union(*(set(entry["by_id"]) for entry in files))
+    for entry in files:
+        kept = [r for r in entry["records"] if r.case_id in common]
+        entry["common_ids"] = common
+        entry["summary"] = summarize(rubric, entry["judge"], kept)
+        entry["values"] = {key: [v for r in kept if (v := _value(r, key)) is not None]
+                           for key in scored_keys(rubric)}
+    return {"n": len(common), "union": len(union)}
+
+
+def _case_sets(files: list[dict[str, Any]]) -> dict[str, Any]:
+    """The judged (ok) case count per file and whether the files' ok case sets differ."""
+    ok_sets = [frozenset(r.case_id for r in entry["records"] if r.status == "ok")
+               for entry in files]
+    return {"ok_counts": [len(ids) for ids in ok_sets], "differ": len(set(ok_sets)) > 1,
+            "common": len(frozenset.intersection(*ok_sets)) if ok_sets else 0}
 
 
 def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
@@ -257,17 +286,26 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
                  label_id_column: str = "case_id", worst_by: str | None = None,
                  worst_n: int = DEFAULT_WORST, show_text: bool = False,
                  mapping: Mapping[str, str] | None = None, id_column: str = "case_id",
-                 agreement_resamples: int = 1000) -> dict[str, Any]:
+                 agreement_resamples: int = 1000, common_cases: bool = False,
+                 label_scale: Sequence[float] | None = None, by: str | None = None,
+                 cases_path: Path | None = None,
+                 text_field: str | None = None) -> dict[str, Any]:
     """Gather everything the HTML report shows for ``results`` (files of one rubric).
 
     ``labels`` + ``label_field`` add agreement tables; ``worst_by`` picks the key the worst
     ``worst_n`` cases are ranked by (lowest first; default: the first pass-threshold key,
     else the first scored key). ``show_text`` adds case text, read from each record's
     ``input_file`` with ``mapping`` / ``id_column`` as the run used them, and the judge's
-    own text. Raises :class:`ReportError` for unusable input."""
+    own text. ``common_cases`` computes every file's statistics over the cases judged ok
+    in all files. With labels: ``label_scale`` (the labels' values), ``by`` (a grouping
+    column of the labels file), ``cases_path`` and ``text_field`` are passed to
+    :func:`evaluator.analysis.agreement.agreement` (with ``mapping`` and ``id_column`` for
+    reading the cases). Raises :class:`ReportError` for unusable input."""
     if labels is not None and not label_field:
         raise ReportError("--labels needs --label-field")
     rubric, files = _load(results, rubrics_dirs)
+    case_sets = _case_sets(files)
+    common = _restrict_to_common(rubric, files) if common_cases else None
     worst_key = resolve_worst_key(rubric, worst_by) if worst_n > 0 else None
     report: dict[str, Any] = {
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -277,6 +315,7 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
         "aggregates": list(rubric.aggregates), "worst": None, "agreement": None,
         "ci_method": files[0]["summary"]["ci_method"],
         "stats_note": files[0]["summary"].get("stats_note"),
+        "case_sets": case_sets, "common_cases": common,
     }
     if worst_key is not None:
         report["worst"] = {"key": worst_key, "n": worst_n, "columns": scored_keys(rubric),
@@ -284,8 +323,11 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
                                         "rows": _worst_rows(files, i, worst_key, worst_n)}
                                        for i, f in enumerate(files)]}
     if labels is not None:
-        report["agreement"] = _agreement(files, Path(labels), str(label_field),
-                                         label_id_column, agreement_resamples)
+        report["agreement"] = _agreement(
+            files, Path(labels), str(label_field), label_id_column, agreement_resamples,
+            {"label_scale": label_scale, "by": by, "rubrics_dirs": tuple(rubrics_dirs),
+             "cases_path": cases_path, "mapping": mapping, "case_id_column": id_column,
+             "text_field": text_field})
     if show_text:
         attach_text(report, mapping=mapping, id_column=id_column)
     else:

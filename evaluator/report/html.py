@@ -8,13 +8,13 @@ has no JavaScript, and embeds its plots as SVG data URIs: opened offline it need
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from evaluator.analysis.intervals import format_ci, format_number
 from evaluator.data.files import (
     OutputRefused,
     refuse_unsafe_target,
@@ -40,14 +40,12 @@ def _num(value: Any, digits: int = 2) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return f"{value:.{digits}f}" if math.isfinite(value) else "-"
+        return format_number(value, digits)  # never "-0.00"
     return str(value)
 
 
 def _ci(pair: Sequence[float | None] | None, digits: int = 2) -> str:
-    if not pair or pair[0] is None or pair[1] is None:
-        return "-"
-    return f"[{pair[0]:.{digits}f}, {pair[1]:.{digits}f}]"
+    return format_ci(pair, digits)
 
 
 def _pct(rate: float | None) -> str:
@@ -160,8 +158,8 @@ def write_report(results: Sequence[Path], output: Path, *, overwrite: bool = Fal
     ``results``, the labels file or a case file the records name, or a symbolic link
     (:class:`evaluator.data.files.OutputRefused`)."""
     output = Path(output)
-    sources = [Path(p) for p in results] + ([Path(options["labels"])]
-                                            if options.get("labels") else [])
+    sources = [Path(p) for p in results] + [Path(options[name]) for name in
+                                            ("labels", "cases_path") if options.get(name)]
     _check_target(output, sources, overwrite)
     report = build_report(results, **options)
     # The case files the runs read (named in the records) are inputs too.

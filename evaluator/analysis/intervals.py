@@ -1,0 +1,165 @@
+"""Confidence intervals for agreement statistics, each one naming the method that made it.
+
+* :func:`paired_bootstrap` - a seeded BCa bootstrap over case pairs
+  (``scipy.stats.bootstrap(paired=True, method="BCa")``). A resample where the statistic is
+  undefined (a constant column: no correlation, no kappa) is **counted**, never silently
+  dropped. Up to :data:`UNDEFINED_SHARE_LIMIT` of the resamples may be undefined: the
+  interval is then the percentile interval of the defined ones (BCa cannot be computed with
+  holes in the distribution) and says how many were left out. Above that share the dropped
+  resamples bias the interval (away from zero for a correlation), so the result is marked
+  unreliable and carries no interval: callers use a method that stays valid instead.
+* :func:`fisher_z_ci` - the Fisher-z interval of a rank correlation with the Bonett-Wright
+  (2000) standard error for Spearman's rho and the Fieller-Hartley-Pearson (1957) one for
+  Kendall's tau-b: valid whatever the resamples do, for n > 3 (tau: n > 4).
+* :func:`wilson_ci` - the Wilson interval of a proportion (``scipy.stats.binomtest``): for
+  exact and within-one agreement, which are shares of case pairs.
+* :func:`welch_diff_ci` - the Welch t interval of a difference of two means
+  (``scipy.stats.ttest_ind(equal_var=False)``).
+
+scipy and numpy are imported inside the functions (the ``stats`` extra).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+CONFIDENCE = 0.95
+# Undefined bootstrap resamples tolerated before an interval is called unreliable: 1%.
+UNDEFINED_SHARE_LIMIT = 0.01
+_Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975), spelled out to stay import-free
+# Fieller, Hartley & Pearson (1957): var(atanh(tau)) ~ 0.437 / (n - 4).
+_KENDALL_VARIANCE = 0.437
+
+
+def clean(value: float | None) -> float | None:
+    """A finite float (negative zero made 0.0, so "-0.000" is never printed), else None."""
+    if value is None:
+        return None
+    value = float(value)
+    if not math.isfinite(value):
+        return None
+    return 0.0 if value == 0 else value
+
+
+def _interval(low: float | None, high: float | None) -> list[float] | None:
+    low, high = clean(low), clean(high)
+    return None if low is None or high is None else [low, high]
+
+
+def paired_bootstrap(x: Any, y: Any, statistic: Callable[[Any, Any], float | None], *,
+                     resamples: int, seed: int) -> dict[str, Any]:
+    """A seeded bootstrap 95% CI of ``statistic(x, y)`` over case pairs.
+
+    Returns ``ci95`` (None when unreliable or impossible), ``method``, ``resamples``,
+    ``undefined`` (resamples where the statistic was undefined) and ``reliable``."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    def stat(a: Any, b: Any) -> float:
+        value = statistic(a, b)
+        return math.nan if value is None or not math.isfinite(value) else float(value)
+
+    with warnings.catch_warnings():
+        # scipy warns when BCa cannot be computed (NaNs, a degenerate jackknife): that case
+        # is handled below, from the same bootstrap distribution.
+        warnings.simplefilter("ignore")
+        result = bootstrap((np.asarray(x, float), np.asarray(y, float)), stat, paired=True,
+                           vectorized=False, n_resamples=resamples, method="BCa",
+                           confidence_level=CONFIDENCE, rng=np.random.default_rng(seed))
+    distribution = np.asarray(result.bootstrap_distribution, dtype=float)
+    undefined = int(np.count_nonzero(~np.isfinite(distribution)))
+    out: dict[str, Any] = {"resamples": resamples, "undefined": undefined, "reliable": True}
+    share = undefined / resamples
+    if share > UNDEFINED_SHARE_LIMIT:
+        out.update(ci95=None, reliable=False,
+                   method=(f"bootstrap: unreliable, {undefined} of {resamples} resamples "
+                           f"undefined (more than {UNDEFINED_SHARE_LIMIT:.0%})"))
+        return out
+    if undefined == 0:
+        low, high = result.confidence_interval
+        ci = _interval(low, high)
+        if ci is not None:
+            out.update(ci95=ci, method=f"bootstrap BCa, {resamples} resamples")
+            return out
+        # BCa needs a non-degenerate jackknife; the percentile interval does not.
+        why = "BCa not computable"
+    else:
+        why = f"{undefined} of {resamples} resamples undefined, left out"
+    finite = distribution[np.isfinite(distribution)]
+    low, high = np.percentile(finite, [2.5, 97.5])
+    out.update(ci95=_interval(low, high), method=f"bootstrap percentile ({why})")
+    return out
+
+
+def fisher_z_ci(r: float | None, n: int, kind: str) -> dict[str, Any]:
+    """Fisher-z 95% CI of a rank correlation: ``kind`` "spearman" uses the Bonett-Wright
+    standard error sqrt((1 + r^2/2) / (n - 3)), "kendall" the Fieller-Hartley-Pearson
+    sqrt(0.437 / (n - 4)). No interval for an undefined r or too few cases."""
+    minimum = 4 if kind == "spearman" else 5
+    name = ("Fisher z, Bonett-Wright SE" if kind == "spearman"
+            else "Fisher z, Fieller-Hartley-Pearson SE")
+    if r is None or n < minimum:
+        return {"ci95": None, "method": f"{name} (needs n >= {minimum})"}
+    if abs(r) >= 1:
+        return {"ci95": [clean(r), clean(r)], "method": f"{name} (|r| = 1)"}
+    if kind == "spearman":
+        se = math.sqrt((1 + r * r / 2) / (n - 3))
+    else:
+        se = math.sqrt(_KENDALL_VARIANCE / (n - 4))
+    z = math.atanh(r)
+    return {"ci95": _interval(math.tanh(z - _Z95 * se), math.tanh(z + _Z95 * se)),
+            "method": name}
+
+
+def wilson_ci(successes: int, n: int) -> dict[str, Any]:
+    """Wilson 95% CI of ``successes`` / ``n`` (``scipy.stats.binomtest``)."""
+    if n == 0:
+        return {"ci95": None, "method": "Wilson"}
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    from scipy.stats import binomtest
+
+    ci = binomtest(successes, n).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
+    return {"ci95": _interval(ci.low, ci.high), "method": "Wilson"}
+
+
+def welch_diff_ci(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    """mean(a) - mean(b) with its Welch t 95% CI (``scipy.stats.ttest_ind``); the interval
+    is None with fewer than two values on a side, [d, d] when both sides are constant."""
+    if not a or not b:
+        return {"difference": None, "ci95": None, "method": "Welch t"}
+    difference = clean(sum(a) / len(a) - sum(b) / len(b))
+    if len(a) < 2 or len(b) < 2:
+        return {"difference": difference, "ci95": None,
+                "method": "Welch t (needs two cases per group)"}
+    if min(a) == max(a) and min(b) == max(b):
+        return {"difference": difference, "ci95": [difference, difference],
+                "method": "Welch t (both groups constant)"}
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    from scipy.stats import ttest_ind
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = ttest_ind(a, b, equal_var=False)
+        ci = result.confidence_interval(confidence_level=CONFIDENCE)
+    return {"difference": difference, "ci95": _interval(ci.low, ci.high),
+            "p": clean(result.pvalue), "method": "Welch t"}
+
+
+def format_number(value: float | None, digits: int = 3) -> str:
+    """``value`` with ``digits`` decimals, "-" for None; never "-0.000" (a negative number
+    that rounds to zero prints as zero)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def format_ci(ci: Sequence[float | None] | None, digits: int = 3) -> str:
+    """``[low, high]`` with :func:`format_number`, "-" for no interval."""
+    if not ci or ci[0] is None or ci[1] is None:
+        return "-"
+    return f"[{format_number(ci[0], digits)}, {format_number(ci[1], digits)}]"
