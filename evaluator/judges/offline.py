@@ -24,7 +24,8 @@ OFFLINE_ENV = {
     # Ray (the scale-out engine) and Gradio-style UIs some libraries pull in.
     "RAY_USAGE_STATS_ENABLED": "0",
     "GRADIO_ANALYTICS_ENABLED": "False",
-    # outlines' constraint masking would otherwise torch.compile on first use: ~5 s and
+    # llguidance's masking kernel (llguidance.torch) would otherwise torch.compile on first
+    # use: seconds and
     # a C++ compiler for no gain at these batch sizes.
     "TORCHDYNAMO_DISABLE": "1",
     # Tokenizers' Rust thread pool warns (to stderr) after fork otherwise.

