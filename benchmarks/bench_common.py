@@ -108,7 +108,8 @@ def machine() -> dict[str, Any]:
         load = "-"
     return {"cpu": _cpu_model(), "cores": os.cpu_count(), "ram": ram, "load": load,
             "python": platform.python_version(),
-            **{p: _version(p) for p in ("torch", "transformers", "outlines", "outlines-core")}}
+            **{p: _version(p) for p in ("torch", "transformers", "outlines", "outlines-core",
+                                        "llguidance")}}
 
 
 def print_machine(threads: int | None = None) -> None:
@@ -118,7 +119,7 @@ def print_machine(threads: int | None = None) -> None:
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['ram']} RAM, load average "
           f"{info['load']}; Python {info['python']}, torch {info['torch']}, transformers "
           f"{info['transformers']}, outlines {info['outlines']}, outlines-core "
-          f"{info['outlines-core']}{extra}", flush=True)
+          f"{info['outlines-core']}, llguidance {info['llguidance']}{extra}", flush=True)
 
 
 def rerun_command(argv: list[str] | None = None) -> str:

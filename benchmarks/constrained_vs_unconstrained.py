@@ -1,10 +1,14 @@
 """What does guaranteed parsing cost? The same engine, model, cases and number of generated
-tokens, with and without the outlines schema constraint.
+tokens, with and without the schema constraint (llguidance).
 
 transformers backend (CPU): each batch (the judge's batch size) of the cases' prompts, as the
 backend tokenizes them, is generated greedily twice:
 
-- constrained: the backend's compiled outlines logits processor for the rubric's schema,
+- constrained: the backend's logits processor for the rubric's schema (``BatchConstraint``:
+  llguidance matchers, the batch's masks filled and applied in one call each), or with
+  ``--masking`` outlines' own row-by-row processors (``outlines-core``: the index the
+  backend used before llguidance, compiled here first, which takes seconds to minutes;
+  ``outlines-llguidance``: outlines' llguidance processor over the same grammar),
   ``max_new_tokens`` the schema's budget; the batch runs until its last verdict ends, T steps;
 - unconstrained: no processor, ``min_new_tokens == max_new_tokens == T`` (end-of-sequence
   suppressed), so both make exactly T forward passes over the same batch (checked by
@@ -13,7 +17,8 @@ backend tokenizes them, is generated greedily twice:
 The two are interleaved batch by batch, alternating which goes first (ABBA), and repeated;
 the figure is the median over repeats of unconstrained seconds / constrained seconds (1.0:
 the constraint is free; above 1: the constrained run was faster). The one-off
-schema compile is done before timing (``schema_compile.py`` measures it).
+schema compile is done before timing (``schema_compile.py`` measures it; ``mask_cost.py``
+measures the processor's fill + apply alone, without a model).
 
 Re-run:
 
@@ -52,6 +57,7 @@ from bench_common import (  # noqa: E402
     set_threads,
 )
 
+from evaluator.judges.backends.grammar import constraint_schema  # noqa: E402
 from evaluator.judges.models_file import resolve_judge  # noqa: E402
 from evaluator.rubrics.load import load_rubric  # noqa: E402
 from evaluator.rubrics.render import render_messages  # noqa: E402
@@ -110,7 +116,7 @@ def vllm_main(args, rubric, rows, cases: int) -> dict:
     from vllm.sampling_params import StructuredOutputsParams
 
     from evaluator.judges.backends import Sampling
-    from evaluator.judges.backends.vllm_args import sampling_kwargs, structured_regex
+    from evaluator.judges.backends.vllm_args import sampling_kwargs
     from evaluator.judges.backends.vllm_backend import VLLMBackend
     from evaluator.judges.models_file import JudgeSpec
     from evaluator.judges.tiny_random import build_tiny_random
@@ -131,7 +137,8 @@ def vllm_main(args, rubric, rows, cases: int) -> dict:
     schema = output_json_schema(rubric)
     budget = max_new_tokens(schema)
     output_model = build_output_model(rubric)
-    regex = structured_regex(json.dumps(schema, separators=(",", ":")))
+    # What VLLMBackend passes: the guidance backend compiles the same grammar as the CPU path.
+    structured = constraint_schema(schema)
     started = time.perf_counter()
     backend = VLLMBackend(name, spec)
     print(f"engine vllm: started in {time.perf_counter() - started:.0f} s", flush=True)
@@ -143,7 +150,7 @@ def vllm_main(args, rubric, rows, cases: int) -> dict:
     token_prompts = [TokensPrompt(prompt_token_ids=ids) for ids in prompts]
     greedy = sampling_kwargs(Sampling(max_new_tokens=budget), [])
     constrained = [SamplingParams(**greedy, structured_outputs=StructuredOutputsParams(
-        regex=regex)) for _ in prompts]
+        json=structured)) for _ in prompts]
 
     def run(params):
         started = time.perf_counter()
@@ -212,10 +219,12 @@ def main(argv: list[str] | None = None) -> dict:
                         help="override the judge's batch size")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
     parser.add_argument("--data", type=Path, default=None, help="folder of the dev data")
-    parser.add_argument("--masking", choices=("backend", "outlines"), default="backend",
-                        help="the constrained run's logits processor: the backend's (default) "
-                             "or outlines' own row-by-row one over the same index (the "
-                             "backend's before it masked whole batches)")
+    parser.add_argument("--masking", choices=("backend", "outlines-core", "outlines-llguidance"),
+                        default="backend",
+                        help="the constrained run's logits processor: the backend's "
+                             "BatchConstraint (default), outlines' row-by-row outlines-core "
+                             "processor (the backend's engine before llguidance; its index "
+                             "compiles first: slow), or outlines' row-by-row llguidance one")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: tiny-random, drug_monograph_similarity (synthetic "
                              "examples), 2 cases, 1 repeat")
@@ -261,11 +270,16 @@ def main(argv: list[str] | None = None) -> dict:
     started = time.perf_counter()
     inner = backend._processor(schema_text)  # compiled once, as in a run
     compile_s = time.perf_counter() - started
-    if args.masking == "outlines":
+    if args.masking == "outlines-core":
         import outlines
 
+        started = time.perf_counter()
         inner = outlines.Generator(backend._outlines_model, outlines.types.JsonSchema(
-            schema_text, whitespace_pattern="")).logits_processor
+            schema_text, whitespace_pattern=""), backend="outlines_core").logits_processor
+        compile_s = time.perf_counter() - started
+    elif args.masking == "outlines-llguidance":
+        inner = backend._grammars.get_json_schema_logits_processor(
+            constraint_schema(schema_text))
     processor = TimedProcessor(inner)
     print(f"judge {name}: rubric {rubric.name}, {cases} case(s) from {source.name} in "
           f"{len(batches)} batch(es) of up to {size}; prompt tokens "

@@ -106,24 +106,28 @@ def test_overhead_quick(run_quick):
 
 
 def test_schema_compile_quick(run_quick):
-    figures, _ = run_quick("schema_compile", "--no-new-process")
-    assert figures["vocabulary"] > 0
-    (row,) = figures["rubrics"].values()
-    for key in ("cold_s", "rebuilt_s", "from_bytes_s", "index_mb"):
-        assert _positive(row[key]), key
-    assert 0 <= row["cached_s"] < row["cold_s"]
-    assert "new_process_s" not in row
-
-
-@pytest.mark.slow  # starts a second Python that imports torch and transformers
-def test_schema_compile_quick_new_process(run_quick):
     figures, _ = run_quick("schema_compile")
-    (row,) = figures["rubrics"].values()
-    assert _positive(row["new_process_s"])
+    (tokenizer,) = figures["tokenizers"].values()
+    assert tokenizer["vocabulary"] > 0
+    for key in ("from_hf_cold_s", "from_hf_cached_s", "llguidance_hf_s"):
+        assert _positive(tokenizer[key]), key
+    assert tokenizer["rubrics"]
+    for row in tokenizer["rubrics"].values():
+        assert _positive(row["cold_ms"]) and _positive(row["again_ms"])
+    assert figures["worst_cold_ms"] <= 50
+
+
+def test_mask_cost_quick(run_quick):
+    figures, out = run_quick("mask_cost", "--rubric", "trial_eligibility")
+    (tokenizer,) = figures["tokenizers"].values()
+    for batch in tokenizer["batches"].values():
+        assert batch["steps"] > 0 and _positive(batch["ms_per_row"])
+    assert "per row" in out
 
 
 @pytest.mark.parametrize("name", ["batched_vs_loop", "constrained_vs_unconstrained",
-                                  "overhead", "schema_compile"])
+                                  "overhead", "schema_compile", "mask_cost", "parse_rate",
+                                  "real_vocab_run", "vllm_structured_backends"])
 def test_scripts_say_how_to_re_run_them(name):
     text = (BENCHMARKS / f"{name}.py").read_text(encoding="utf-8")
     assert "Re-run" in text and f"benchmarks/{name}.py" in text

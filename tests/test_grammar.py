@@ -215,3 +215,57 @@ def test_the_tokenizer_cache_is_written_safely_and_trusted_only_when_intact(
     llg_tokenizer.from_hf(hf_tokenizer, folder)
     assert calls == [1, 1]
     assert not files[0].is_symlink()  # replaced by a regular file of ours
+
+
+@pytest.mark.parametrize("vocab, logits_width", [(1536, 1536), (151669, 151936), (100, 90)])
+def test_the_cpu_mask_apply_equals_llguidances_kernel(vocab, logits_width):
+    torch = pytest.importorskip("torch", reason="needs a judge extra: make install")
+    from llguidance.torch import allocate_token_bitmask, apply_token_bitmask_inplace
+
+    from evaluator.judges.backends.constraint import apply_on_cpu
+
+    generator = torch.Generator().manual_seed(vocab)
+    mask = allocate_token_bitmask(3, vocab)
+    mask.copy_(torch.randint(-2**31, 2**31 - 1, mask.shape, dtype=torch.int32,
+                             generator=generator))
+    mask[1] = 0
+    mask[1, 0] = 1  # row 1 allows only token 0
+    logits = torch.randn(3, logits_width, generator=generator)
+    theirs, ours = logits.clone(), logits.clone()
+    apply_token_bitmask_inplace(theirs, mask)
+    apply_on_cpu(ours, mask)
+    assert torch.equal(torch.isinf(theirs), torch.isinf(ours))
+    assert torch.equal(theirs, ours)
+    assert torch.isfinite(ours[1]).sum() == 1 and torch.isfinite(ours[1, 0])
+
+
+def test_a_broken_or_unusable_tokenizer_cache_never_stops_the_run(hf_tokenizer, tmp_path,
+                                                                  monkeypatch, caplog):
+    from evaluator.judges.backends import llg_tokenizer
+    from evaluator.judges.backends.llg_tokenizer import _tokens_digest
+    from evaluator.judges.tiny_random import build_tiny_random
+
+    folder = build_tiny_random()
+    n = len(hf_tokenizer)
+    # The cache root cannot be created (a file stands there): a warning, and it works.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setenv("EVALUATOR_CACHE", str(blocker / "cache"))
+    assert llg_tokenizer.from_hf(hf_tokenizer, folder).vocab_size >= n
+    assert "cannot use the llguidance tokenizer cache" in caplog.text
+
+    monkeypatch.setenv("EVALUATOR_CACHE", str(tmp_path / "cache"))
+    llg_tokenizer.from_hf(hf_tokenizer, folder)
+    (file,) = (tmp_path / "cache" / "llguidance").iterdir()
+    # A consistent-looking file (digest recomputed) that does not fit the tokenizer.
+    data = json.loads(file.read_text())
+    for change in ({"tokens": data["tokens"][:100]}, {"eos": 10**9}, {"special": [10**30]}):
+        bad = dict(data, **change)
+        bad["digest"] = _tokens_digest(bad["tokens"], bad["special"], bad["eos"])
+        file.write_text(json.dumps(bad))
+        assert llg_tokenizer.from_hf(hf_tokenizer, folder).vocab_size >= n, change
+        assert json.loads(file.read_text())["tokens"] == data["tokens"]  # rewritten
+    # A folder at the file's name: rebuilt in memory, no crash.
+    file.unlink()
+    file.mkdir()
+    assert llg_tokenizer.from_hf(hf_tokenizer, folder).vocab_size >= n

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
 import torch
 from llguidance import LLExecutor, LLMatcher
 from llguidance.torch import (
@@ -72,9 +73,23 @@ class BatchConstraint:
             self.advance(input_ids[:, -1].tolist())
         mask = self.fill()
         if scores.device.type != "cpu":
-            mask = mask.to(scores.device, non_blocking=True)
-        apply_token_bitmask_inplace(scores, mask)
+            apply_token_bitmask_inplace(scores, mask.to(scores.device, non_blocking=True))
+        else:
+            apply_on_cpu(scores, mask)
         return scores
+
+
+def apply_on_cpu(scores: Any, mask: Any) -> None:
+    """Set the logits of disallowed tokens to -inf: ``llguidance.torch``'s kernel, unpacked
+    with numpy instead of eight torch operations (about 2x faster on CPU,
+    ``benchmarks/mask_cost.py``; the test checks they agree). Logits past the mask's
+    vocabulary (a model's padded vocabulary) are disallowed too."""
+    vocab = scores.shape[1]
+    bits = np.unpackbits(mask.numpy().view(np.uint8), axis=1, bitorder="little")
+    allowed = torch.from_numpy(bits[:, :vocab]).to(torch.bool)
+    scores[:, :allowed.shape[1]].masked_fill_(~allowed, float("-inf"))
+    if vocab > allowed.shape[1]:
+        scores[:, allowed.shape[1]:] = float("-inf")
 
 
 def mask_allows(mask_row: Any, token: int) -> bool:

@@ -74,26 +74,36 @@ class _Encoder:
         return list(self._hf.encode(text, add_special_tokens=False))
 
 
-def _read_cache(path: Path, key: str) -> tuple[list[bytes], list[int], int] | None:
+def _read_cache(path: Path, key: str, hf_tokenizer: Any
+                ) -> tuple[list[bytes], list[int], int] | None:
+    """The cached token list, or None unless it is a regular file of ours whose digest
+    checks out and whose contents fit this tokenizer."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    try:
+        info = os.fstat(fd)
         if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid()
                 or info.st_size > _MAX_CACHE_BYTES):
             return None
-        try:
+        with os.fdopen(os.dup(fd), "rb") as handle:
             data = json.loads(handle.read())
-            tokens, special, eos = data["tokens"], data["special"], data["eos"]
-            if data.get("format") != FORMAT or data.get("key") != key:
-                return None
-            if data.get("digest") != _tokens_digest(tokens, special, eos):
-                return None
-            return [bytes.fromhex(t) for t in tokens], [int(i) for i in special], int(eos)
-        except (ValueError, KeyError, TypeError):
+        tokens, special, eos = data["tokens"], data["special"], data["eos"]
+        if data.get("format") != FORMAT or data.get("key") != key:
             return None
+        if data.get("digest") != _tokens_digest(tokens, special, eos):
+            return None
+        n = len(tokens)
+        if (n < len(hf_tokenizer) or not isinstance(eos, int) or eos != hf_tokenizer.eos_token_id
+                or not all(isinstance(i, int) and 0 <= i < n for i in special)
+                or not all(isinstance(t, str) for t in tokens)):
+            return None
+        return [bytes.fromhex(t) for t in tokens], list(special), eos
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def _write_cache(path: Path, key: str, tokens: list[bytes], special: list[int],
@@ -122,21 +132,37 @@ def from_hf(hf_tokenizer: Any, model_path: Path | None = None, *,
     import llguidance  # the judge extras bring llguidance
     import llguidance.hf
 
-    key = cache_key(hf_tokenizer, model_path) if use_cache else ""
-    path = cache_dir() / "llguidance" / f"{key}.json"
-    cached = _read_cache(path, key) if use_cache else None
-    if cached is None:
-        fresh = llguidance.hf.from_tokenizer(hf_tokenizer, slices=[])
-        tokens = [fresh.decode_bytes([i]) for i in range(fresh.vocab_size)]
-        special = [i for i in range(fresh.vocab_size) if fresh.is_special_token(i)]
-        cached = tokens, special, fresh.eos_token
-        if use_cache:
-            try:
-                _write_cache(path, key, *cached)
-            except OSError as exc:
-                log.warning("cannot cache the judge's llguidance tokenizer in %s (%s); it is "
-                            "rebuilt in each run", path.parent, exc.strerror or exc)
-    tokens, special, eos = cached
+    path: Path | None = None
+    cached = None
+    if use_cache:
+        try:
+            key = cache_key(hf_tokenizer, model_path)
+            path = cache_dir() / "llguidance" / f"{key}.json"
+            cached = _read_cache(path, key, hf_tokenizer)
+        except OSError as exc:
+            log.warning("cannot use the llguidance tokenizer cache (%s); building it in "
+                        "memory", exc.strerror or type(exc).__name__)
+            path = None
+    if cached is not None:
+        try:
+            return _build(hf_tokenizer, *cached)
+        except (ValueError, OverflowError):  # a cache llguidance refuses: rebuilt below
+            cached = None
+    fresh = llguidance.hf.from_tokenizer(hf_tokenizer, slices=[])
+    tokens = [fresh.decode_bytes([i]) for i in range(fresh.vocab_size)]
+    special = [i for i in range(fresh.vocab_size) if fresh.is_special_token(i)]
+    if path is not None:
+        try:
+            _write_cache(path, path.stem, tokens, special, fresh.eos_token)
+        except OSError as exc:
+            log.warning("cannot cache the judge's llguidance tokenizer in %s (%s); it is "
+                        "rebuilt in each run", path.parent, exc.strerror or exc)
+    return _build(hf_tokenizer, tokens, special, fresh.eos_token)
+
+
+def _build(hf_tokenizer: Any, tokens: list[bytes], special: list[int], eos: int) -> Any:
+    import llguidance  # the judge extras bring llguidance
+
     wrapper = llguidance.TokenizerWrapper(_Encoder(hf_tokenizer, tokens, special, eos))
     return llguidance.LLTokenizer(wrapper, n_vocab=len(tokens), eos_token=eos,
                                   slices=tokenizer_slices())
