@@ -45,11 +45,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_common import print_figures, print_machine, rerun_command, set_threads  # noqa: E402
+from bench_common import print_figures, print_machine, rerun_command, set_threads
 
-from evaluator.judges.offline import force_offline  # noqa: E402
-from evaluator.rubrics.load import load_rubric  # noqa: E402
-from evaluator.rubrics.schema import output_json_schema  # noqa: E402
+from evaluator.judges.offline import force_offline
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.schema import output_json_schema
 
 TARGET_MS_PER_ROW = 0.1
 # Filler for explanations: generic ASCII prose, no case text.

@@ -32,12 +32,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_common import print_figures, print_machine, rerun_command, set_threads  # noqa: E402
+from bench_common import print_figures, print_machine, rerun_command, set_threads
 
-from evaluator.judges.offline import force_offline  # noqa: E402
-from evaluator.rubrics.load import load_rubric  # noqa: E402
-from evaluator.rubrics.render import render_messages  # noqa: E402
-from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
+from evaluator.judges.offline import force_offline
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.render import render_messages
+from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema
 
 
 def _rss_mb() -> float:

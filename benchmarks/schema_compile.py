@@ -49,11 +49,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_common import median, print_figures, print_machine, rerun_command  # noqa: E402
+from bench_common import median, print_figures, print_machine, rerun_command
 
-from evaluator.judges.offline import force_offline  # noqa: E402
-from evaluator.rubrics.load import load_rubric  # noqa: E402
-from evaluator.rubrics.schema import output_json_schema  # noqa: E402
+from evaluator.judges.offline import force_offline
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.schema import output_json_schema
 
 RUBRICS = ("drug_monograph_similarity", "pathology_report", "trial_eligibility",
            "ecg_interpretation")

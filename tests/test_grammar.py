@@ -4,7 +4,6 @@ token budget is exactly the longest valid verdict, and the tokenizer cache."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 
 import pytest

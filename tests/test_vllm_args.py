@@ -99,10 +99,9 @@ def test_vllm_compiles_the_cpu_paths_grammar(name):
     """vLLM's guidance backend, given our schema, builds the very grammar the CPU path
     builds through outlines' llguidance backend."""
     pytest.importorskip("vllm", reason="needs vLLM (make test-vllm)")
+    import llguidance
     from vllm.v1.structured_output.backend_guidance import serialize_guidance_grammar
     from vllm.v1.structured_output.request import StructuredOutputOptions
-
-    import llguidance
 
     schema = constraint_schema(json.dumps(output_json_schema(load_rubric(name))))
     theirs = serialize_guidance_grammar(StructuredOutputOptions.JSON, schema,

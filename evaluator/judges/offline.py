@@ -25,8 +25,7 @@ OFFLINE_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "GRADIO_ANALYTICS_ENABLED": "False",
     # llguidance's masking kernel (llguidance.torch) would otherwise torch.compile on first
-    # use: seconds and
-    # a C++ compiler for no gain at these batch sizes.
+    # use: seconds and a C++ compiler for no gain at these batch sizes.
     "TORCHDYNAMO_DISABLE": "1",
     # Tokenizers' Rust thread pool warns (to stderr) after fork otherwise.
     "TOKENIZERS_PARALLELISM": "false",

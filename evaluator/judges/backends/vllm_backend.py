@@ -30,13 +30,13 @@ from evaluator.judges.backends.base import (
     fitting_prompts,
 )
 from evaluator.judges.backends.chat_tokens import encode_chat
+from evaluator.judges.backends.grammar import constraint_schema
 from evaluator.judges.backends.vllm_args import (
     ENGINE_ENV_DEFAULTS,
     engine_kwargs,
     finish_reason,
     sampling_kwargs,
 )
-from evaluator.judges.backends.grammar import constraint_schema
 from evaluator.judges.offline import force_offline
 
 force_offline()
