@@ -24,7 +24,8 @@ from evaluator.data.files import (
 
 log = logging.getLogger(__name__)
 
-RECORD_VERSION = 1
+# 2: adds ``distributions`` (per-score probabilities). Files of version 1 still load.
+RECORD_VERSION = 2
 
 Status = Literal[
     "ok",              # a verdict that parsed and passed the output model
@@ -34,6 +35,28 @@ Status = Literal[
     "input_error",     # the case itself is unusable (missing/empty field, bad row)
     "backend_error",   # the backend raised while judging this case's batch
 ]
+
+
+class ScoreDistribution(BaseModel):
+    """The judge's probability for every value a rubric allows at one score of a verdict.
+
+    ``probabilities``: value (as a JSON key, e.g. ``"4"``) -> P(value | prompt, verdict so
+    far), from the judge's own next-token probabilities at temperature 1 under the grammar,
+    summed over every tokenisation of the value ("10" as one token or as "1","0") and
+    renormalised over the allowed values. ``expected``: the probability-weighted score.
+    ``confidence``: the probability of the value in ``scores`` (None when that value is not
+    an allowed one, e.g. the median 2.5 of two samples). ``entropy``: in bits.
+    ``coverage``: the share of the probability mass the computation saw (1.0: exact; below
+    1 only where a backend returns the top-k log-probabilities and an allowed token was not
+    among them). See :mod:`evaluator.analysis.distributions`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    probabilities: dict[str, float]
+    expected: float
+    confidence: float | None = None
+    entropy: float
+    coverage: float = 1.0
 
 
 class PanelVerdict(BaseModel):
@@ -52,6 +75,7 @@ class PanelVerdict(BaseModel):
     completion_tokens: int | None = None
     settings_hash: str | None = None
     raw_output: str | None = None  # as on ResultRecord: results file only, never logs
+    distributions: dict[str, ScoreDistribution] | None = None
 
 
 class ResultRecord(BaseModel):
@@ -60,7 +84,7 @@ class ResultRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    record_version: Literal[1] = RECORD_VERSION
+    record_version: Literal[1, 2] = RECORD_VERSION
     case_id: str
     rubric: str
     judge: str
@@ -88,6 +112,10 @@ class ResultRecord(BaseModel):
     samples: list[PanelVerdict] | None = None
     jury: list[PanelVerdict] | None = None
     reduction: dict[str, str] | None = None
+    # Per score (path as in evaluator.rubrics.score_paths: "accuracy", "Rhythm[0].Score"):
+    # the judge's probabilities over the allowed values. Several verdicts: the mean of
+    # their distributions. None for record_version 1 and backends without probabilities.
+    distributions: dict[str, ScoreDistribution] | None = None
 
 
 class ResultsFileDamaged(ValueError):

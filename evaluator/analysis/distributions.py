@@ -1,0 +1,121 @@
+"""Score distributions: from per-value probabilities to the expected score, the confidence
+and the entropy; several verdicts' distributions combined; a verdict's scores read as
+expected values (``--score expected``).
+
+A distribution is P(value | prompt, verdict so far) over the values the rubric allows at one
+score (see :class:`evaluator.data.results.ScoreDistribution`). Several verdicts for a case
+(self-consistency samples, a jury) are combined by the mean of their distributions, a
+mixture, so a case the raters split on has a flat combined distribution, not a confident one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from evaluator.data.results import ResultRecord, ScoreDistribution
+from evaluator.rubrics.aggregate import compute_aggregates
+from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric
+from evaluator.rubrics.score_paths import item_path
+
+ScoreMode = Literal["argmax", "expected"]
+SCORE_MODES: tuple[str, ...] = ("argmax", "expected")
+
+
+def _key(value: float | int) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def summarize(probabilities: Mapping[int, float], chosen: float | int | None,
+              coverage: float = 1.0) -> ScoreDistribution:
+    """The record form of one score's distribution. ``probabilities`` need not be
+    normalised (they are, here); ``chosen`` is the value in the verdict."""
+    total = math.fsum(probabilities.values())
+    if not total > 0:
+        raise ValueError("a score distribution needs positive mass")
+    probs = {int(v): p / total for v, p in sorted(probabilities.items())}
+    expected = math.fsum(v * p for v, p in probs.items())
+    entropy = -math.fsum(p * math.log2(p) for p in probs.values() if p > 0)
+    confidence = None
+    if chosen is not None and float(chosen).is_integer() and int(chosen) in probs:
+        confidence = probs[int(chosen)]
+    return ScoreDistribution(probabilities={_key(v): p for v, p in probs.items()},
+                             expected=expected, confidence=confidence,
+                             entropy=max(entropy, 0.0), coverage=coverage)
+
+
+def as_probabilities(distribution: ScoreDistribution) -> dict[int, float]:
+    """A stored distribution's probabilities keyed by integer value."""
+    return {int(v): p for v, p in distribution.probabilities.items()}
+
+
+def mean_distributions(rubric: Rubric,
+                       members: Sequence[Mapping[str, ScoreDistribution] | None],
+                       scores: Mapping[str, Any]) -> dict[str, ScoreDistribution] | None:
+    """The mean of several verdicts' distributions, per path, with the confidence of the
+    reduced ``scores``. Only paths every verdict has are combined (items criteria are the
+    first verdict's, as written, so their paths are combined where the others have them too);
+    None when some verdict has no distributions at all."""
+    if not members or any(m is None for m in members):
+        return None
+    present = [m for m in members if m is not None]
+    paths = [p for p in present[0] if all(p in m for m in present)]
+    out: dict[str, ScoreDistribution] = {}
+    for path in paths:
+        mixture: dict[int, float] = {}
+        for member in present:
+            for value, p in as_probabilities(member[path]).items():
+                mixture[value] = mixture.get(value, 0.0) + p / len(present)
+        coverage = min(m[path].coverage for m in present)
+        out[path] = summarize(mixture, _value_at(rubric, scores, path), coverage)
+    return out or None
+
+
+def _value_at(rubric: Rubric, scores: Mapping[str, Any], path: str) -> float | None:
+    if path in scores and not isinstance(scores[path], list):
+        return scores[path]
+    for field in rubric.output:
+        if isinstance(field, ItemsCriterion) and path.startswith(f"{field.key}["):
+            index = int(path[len(field.key) + 1:path.index("]")])
+            items = scores.get(field.key) or []
+            return items[index][field.score_key] if index < len(items) else None
+    return None
+
+
+def expected_verdict(rubric: Rubric, record: ResultRecord,
+                     ) -> tuple[dict[str, Any], dict[str, float | None] | None] | None:
+    """``(scores, aggregates)`` of an ``ok`` record with every score replaced by its
+    expected value and the aggregates recomputed from them; None when the record has no
+    distribution for some score (record_version 1, or a backend without probabilities)."""
+    if record.status != "ok" or record.scores is None or not record.distributions:
+        return None
+    dists = record.distributions
+    scores = dict(record.scores)
+    for field in rubric.output:
+        if isinstance(field, IntegerCriterion):
+            if field.key not in dists:
+                return None
+            scores[field.key] = dists[field.key].expected
+        elif isinstance(field, ItemsCriterion):
+            items = []
+            for i, item in enumerate(scores[field.key]):
+                path = item_path(field.key, i, field.score_key)
+                if path not in dists:
+                    return None
+                items.append(dict(item, **{field.score_key: dists[path].expected}))
+            scores[field.key] = items
+    aggregates = compute_aggregates(rubric, scores) or None
+    return scores, aggregates
+
+
+def verdict_view(rubric: Rubric, record: ResultRecord, mode: ScoreMode,
+                 ) -> tuple[dict[str, Any], dict[str, float | None] | None] | None:
+    """A record's ``(scores, aggregates)`` as ``mode`` reads them: ``argmax`` the verdict
+    as written (reduced, for several verdicts); ``expected`` see :func:`expected_verdict`.
+    None when the record has no scores in that mode."""
+    if mode == "argmax":
+        if record.status != "ok" or record.scores is None:
+            return None
+        return dict(record.scores), record.aggregates
+    return expected_verdict(rubric, record)
