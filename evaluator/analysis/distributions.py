@@ -23,11 +23,11 @@ ScoreMode = Literal["argmax", "expected"]
 SCORE_MODES: tuple[str, ...] = ("argmax", "expected")
 
 
-def _key(value: float | int) -> str:
+def _key(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def summarize(probabilities: Mapping[int, float], chosen: float | int | None,
+def summarize(probabilities: Mapping[int, float], chosen: float | None,
               coverage: float = 1.0) -> ScoreDistribution:
     """The record form of one score's distribution. ``probabilities`` need not be
     normalised (they are, here); ``chosen`` is the value in the verdict."""

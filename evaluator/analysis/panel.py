@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from statistics import fmean, median, median_low, multimode
 from typing import Any, Literal
 
+from evaluator.analysis.distributions import mean_distributions
 from evaluator.data.results import PanelVerdict, ResultRecord
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
@@ -82,13 +83,15 @@ def combine_verdicts(rubric: Rubric, records: Sequence[ResultRecord], reduce: st
     verdicts = [PanelVerdict(status=r.status, scores=r.scores, aggregates=r.aggregates,
                              reason=r.reason, finish_reason=r.finish_reason,
                              completion_tokens=r.completion_tokens,
+                             distributions=r.distributions,
                              **({"sample": rater, "raw_output": r.raw_output}
                                 if kind == "samples"
                                 else {"judge": rater, "settings_hash": r.settings_hash}))
                 for rater, r in zip(raters, records, strict=True)]
     fields = records[0].model_dump(exclude={"status", "scores", "aggregates", "reason",
                                             "raw_output", "finish_reason", "completion_tokens",
-                                            "cached_tokens", "samples", "jury", "reduction"})
+                                            "cached_tokens", "samples", "jury", "reduction",
+                                            "distributions"})
     cached = [r.cached_tokens for r in records if r.cached_tokens is not None]
     fields.update({kind: verdicts, "reduction": reduction_of(reduce),
                    "completion_tokens": sum(r.completion_tokens or 0 for r in records),
@@ -103,7 +106,9 @@ def combine_verdicts(rubric: Rubric, records: Sequence[ResultRecord], reduce: st
                             **fields)
     scores, aggregates = reduce_verdicts(
         rubric, [(r.scores or {}, r.aggregates) for r in records], reduce)
+    distributions = mean_distributions(rubric, [r.distributions for r in records], scores)
     return ResultRecord(status="ok", scores=scores, aggregates=aggregates,
+                        distributions=distributions,
                         finish_reason=records[0].finish_reason, **fields)
 
 

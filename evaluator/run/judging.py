@@ -19,14 +19,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evaluator.analysis.distributions import summarize
 from evaluator.analysis.panel import combine_verdicts
 from evaluator.data.cases import Case, InputProblem
 from evaluator.data.results import ResultRecord, ResultWriter
-from evaluator.judges.backends import Backend, Generation, Sampling
+from evaluator.judges.backends import Backend, Generation, Sampling, ScoreAnchor, ScoringBackend
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.rubrics.aggregate import compute_aggregates
 from evaluator.rubrics.render import render_messages
 from evaluator.rubrics.rubric import Rubric
+from evaluator.rubrics.score_paths import ScoreSlot, score_slots, value_offsets
 from evaluator.run.manifest import prompt_hash
 from evaluator.run.preflight import template_errors
 from evaluator.run.resume import ResumePlan
@@ -170,11 +172,49 @@ def judge_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> lis
     if wrong is not None:
         reason = f"backend returned {wrong} generations for {len(batch)} prompts"
         return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
+    judged = [[judge_generation(setup.rubric, setup.output_model, generation,
+                                dict(base, batch_seconds=elapsed))
+               for generation, base in zip(gens, bases)] for gens in runs]
+    if isinstance(backend, ScoringBackend):
+        for gens, sample_records in zip(runs, judged):
+            add_distributions(setup, backend, gens, sample_records)
     records = []
-    for index, base in enumerate(bases):
-        per_sample = [judge_generation(setup.rubric, setup.output_model, gens[index],
-                                       dict(base, batch_seconds=elapsed)) for gens in runs]
+    for index in range(len(bases)):
+        per_sample = [sample_records[index] for sample_records in judged]
         records.append(per_sample[0] if setup.samples == 1
                        else combine_verdicts(setup.rubric, per_sample, setup.reduce, "samples",
                                              list(range(setup.samples))))
     return records
+
+
+def add_distributions(setup: RunSetup, backend: ScoringBackend, generations: Sequence[Generation],
+                      records: list[ResultRecord]) -> None:
+    """Give every ``ok`` record of one generate call its score distributions (in place).
+    A failure here costs only the distributions: the verdicts are kept, and logged."""
+    wanted: list[int] = []
+    slots: list[list[ScoreSlot]] = []
+    anchors: list[list[ScoreAnchor]] = []
+    for index, (generation, record) in enumerate(zip(generations, records)):
+        if record.status != "ok" or record.scores is None:
+            continue
+        found = score_slots(setup.rubric, record.scores)
+        offsets = value_offsets(setup.rubric, record.scores, generation.text or "")
+        if not found or offsets is None:
+            continue
+        wanted.append(index)
+        slots.append(found)
+        anchors.append([ScoreAnchor(s.path, offsets[s.path], s.allowed) for s in found])
+    if not wanted:
+        return
+    try:
+        dists = backend.score_distributions(setup.schema_text,
+                                            [generations[i] for i in wanted], anchors)
+    except Exception as exc:  # the verdicts stand without their distributions
+        log.error("score distributions failed for a batch of %d verdict(s): %s",
+                  len(wanted), type(exc).__name__)
+        return
+    for index, found, per_anchor in zip(wanted, slots, dists, strict=True):
+        out = {slot.path: summarize(dist.probabilities, slot.value, dist.coverage)
+               for slot, dist in zip(found, per_anchor, strict=True) if dist is not None}
+        if out:
+            records[index] = records[index].model_copy(update={"distributions": out})

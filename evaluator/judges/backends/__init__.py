@@ -11,6 +11,9 @@ from evaluator.judges.backends.base import (
     Chat,
     Generation,
     Sampling,
+    ScoreAnchor,
+    ScoringBackend,
+    ValueDistribution,
 )
 
 if TYPE_CHECKING:
@@ -56,4 +59,4 @@ def load_backend(judge_name: str, spec: JudgeSpec) -> Backend:
 
 
 __all__ = ["BACKENDS", "Backend", "BackendUnavailable", "Chat", "Generation", "Sampling",
-           "load_backend"]
+           "ScoreAnchor", "ScoringBackend", "ValueDistribution", "load_backend"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 Chat = Sequence[Mapping[str, str]]
@@ -40,6 +40,28 @@ class Generation:
     completion_tokens: int | None = None
     detail: str | None = None
     cached_tokens: int | None = None
+    # The token ids behind ``text`` and its prompt (for score distributions; never written).
+    prompt_ids: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+    token_ids: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ScoreAnchor:
+    """One score in a verdict: its path, the byte offset of its value in the verdict's text
+    and the values the grammar allows there."""
+
+    path: str
+    offset: int
+    values: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ValueDistribution:
+    """P(value | prompt, verdict before the value) for one score, over the allowed values;
+    ``coverage``: the share of the probability mass that was seen (1.0: exact)."""
+
+    probabilities: dict[int, float]
+    coverage: float = 1.0
 
 
 def context_overflow(prompt_tokens: int, max_new_tokens: int,
@@ -101,4 +123,16 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release the model (memory, GPU)."""
+        ...
+
+
+@runtime_checkable
+class ScoringBackend(Backend, Protocol):
+    """A backend that can also give each score's distribution over its allowed values."""
+
+    def score_distributions(self, json_schema: str, generations: Sequence[Generation],
+                            anchors: Sequence[Sequence[ScoreAnchor]],
+                            ) -> list[list[ValueDistribution | None]]:
+        """Per generation, per anchor: the value distribution (None where it cannot be
+        computed, e.g. a generation without token ids)."""
         ...

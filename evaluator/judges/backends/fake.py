@@ -2,7 +2,9 @@
 
 Queued outputs are returned in order (strings become ``stop`` generations; a
 :class:`Generation` is returned as is, so tests can script truncations and overflows).
-With the queue empty it answers the smallest valid verdict for the schema.
+With the queue empty it answers the smallest valid verdict for the schema. Its score
+distributions are made up (:data:`FAKE_CONFIDENCE` on the value written), so pipeline tests
+see records of the real shape; the real computation is tested on the real model.
 """
 
 from __future__ import annotations
@@ -12,7 +14,16 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from evaluator.judges.backends.base import Chat, Generation, Sampling
+from evaluator.judges.backends.base import (
+    Chat,
+    Generation,
+    Sampling,
+    ScoreAnchor,
+    ValueDistribution,
+)
+
+# The fake judge's probability of the value it wrote; the rest is spread evenly.
+FAKE_CONFIDENCE = 0.7
 
 if TYPE_CHECKING:
     from evaluator.judges.models_file import JudgeSpec
@@ -79,6 +90,26 @@ class FakeBackend:
                                   completion_tokens=len(item))
             results.append(item)
         return results
+
+    def score_distributions(self, json_schema: str, generations: Sequence[Generation],
+                            anchors: Sequence[Sequence[ScoreAnchor]],
+                            ) -> list[list[ValueDistribution | None]]:
+        """A made-up distribution per anchor: :data:`FAKE_CONFIDENCE` on the value in the
+        text, the rest spread evenly over the other allowed values."""
+        out = []
+        for generation, wanted in zip(generations, anchors, strict=True):
+            text = (generation.text or "").encode()
+            row: list[ValueDistribution | None] = []
+            for anchor in wanted:
+                digits = text[anchor.offset:].split(b",", 1)[0].split(b"}", 1)[0]
+                chosen = int(digits)
+                others = [v for v in anchor.values if v != chosen]
+                share = (1 - FAKE_CONFIDENCE) / len(others) if others else 0.0
+                probs = {v: (FAKE_CONFIDENCE if others else 1.0) if v == chosen else share
+                         for v in anchor.values}
+                row.append(ValueDistribution(probs))
+            out.append(row)
+        return out
 
     def close(self) -> None:
         """Nothing to release."""

@@ -26,18 +26,22 @@ from evaluator.judges.backends.base import (
     Chat,
     Generation,
     Sampling,
+    ScoreAnchor,
+    ValueDistribution,
     fitting_prompts,
 )
 from evaluator.judges.backends.chat_tokens import encode_chat
 from evaluator.judges.backends.constraint import BatchConstraint
 from evaluator.judges.backends.grammar import constraint_schema
 from evaluator.judges.backends.llg_tokenizer import from_hf
+from evaluator.judges.backends.value_walk import Context, NodeDist, normalise, score_distributions
 from evaluator.judges.embedded_judge import prepare_embedded_judge
 from evaluator.judges.offline import force_offline
 from evaluator.judges.tiny_random import build_tiny_random
 
 force_offline()
 
+import numpy as np
 import outlines
 import torch
 from llguidance import LLExecutor
@@ -196,8 +200,57 @@ class TransformersBackend:
                 tokens, finish, used = row, "length", len(row)
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
             generations.append(Generation(text=text, finish_reason=finish,
-                                          prompt_tokens=len(prompt), completion_tokens=used))
+                                          prompt_tokens=len(prompt), completion_tokens=used,
+                                          prompt_ids=tuple(prompt), token_ids=tuple(tokens)))
         return generations
+
+    def score_distributions(self, json_schema: str, generations: Sequence[Generation],
+                            anchors: Sequence[Sequence[ScoreAnchor]],
+                            ) -> list[list[ValueDistribution | None]]:
+        """Each anchor's exact value distribution (:mod:`evaluator.judges.backends.value_walk`),
+        the next-token distributions from forward passes of this model."""
+        processor = self._processor(json_schema)
+        return score_distributions(processor.tokenizer, processor.grammar, generations,
+                                   anchors, self._next_token_dists)
+
+    _SCORING_BATCH = 8
+
+    def _next_token_dists(self, contexts: Sequence[Context], bases: Sequence[Sequence[int]],
+                          allowed: Sequence[np.ndarray]) -> list[NodeDist]:
+        """The model's next-token distribution after each context, over its allowed tokens.
+        Contexts that are prefixes of one verdict are read from a single forward pass of it
+        (``logits_to_keep`` the positions wanted); the others (paths off the verdict) are
+        batched, left-padded with their position ids."""
+        out: list[NodeDist | None] = [None] * len(contexts)
+        plain: dict[int, list[int]] = {}
+        off: list[int] = []
+        for i, context in enumerate(contexts):
+            (plain.setdefault(context.base, []) if not context.extra else off).append(i)
+        with torch.inference_mode():
+            for base, wanted in plain.items():
+                end = max(contexts[i].length for i in wanted)
+                ids = torch.tensor([list(bases[base][:end])], device=self.device)
+                keep = torch.tensor([contexts[i].length - 1 for i in wanted], device=self.device)
+                logits = self.model(input_ids=ids, logits_to_keep=keep).logits[0]
+                logprobs = torch.log_softmax(logits.float(), dim=-1).cpu().numpy()
+                for row, i in enumerate(wanted):
+                    out[i] = normalise(logprobs[row], allowed[i])
+            for start in range(0, len(off), self._SCORING_BATCH):
+                chunk = off[start:start + self._SCORING_BATCH]
+                seqs = [list(bases[contexts[i].base][:contexts[i].length]) + list(contexts[i].extra)
+                        for i in chunk]
+                width = max(len(s) for s in seqs)
+                pad = self.tokenizer.pad_token_id
+                ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=self.device)
+                mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs],
+                                    device=self.device)
+                positions = (mask.cumsum(-1) - 1).clamp(min=0)
+                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                    logits_to_keep=1).logits[:, -1]
+                logprobs = torch.log_softmax(logits.float(), dim=-1).cpu().numpy()
+                for row, i in enumerate(chunk):
+                    out[i] = normalise(logprobs[row], allowed[i])
+        return [dist for dist in out if dist is not None]
 
     def close(self) -> None:
         """Drop the model and free accelerator memory."""
