@@ -21,7 +21,7 @@ SAMPLED = JudgeSpec(backend="fake", sampling=SamplingConfig(temperature=0.8, see
 def _verdict(c, a, comp, o):
     return json.dumps({"critical_finding_concordance": c, "factual_accuracy": a,
                        "factual_completeness": comp, "overall_equivalence": o,
-                       "reasoning": "r"})
+                       "reasoning": "r"}, separators=(",", ":"))
 
 
 def _rows(n):
@@ -127,3 +127,35 @@ def test_real_model_samples_differ_and_all_parse(tmp_path, tiny_backend):
     assert set(result.summary["self_consistency"]["alpha"]) == {
         "critical_finding_concordance", "factual_accuracy", "factual_completeness",
         "overall_equivalence"}
+    # Every sample has the real model's distributions; the case's is their mean (a mixture).
+    for record in records:
+        paths = set(record.distributions)
+        assert paths == {"critical_finding_concordance", "factual_accuracy",
+                         "factual_completeness", "overall_equivalence"}
+        for path in paths:
+            members = [v.distributions[path] for v in record.samples]
+            mixed = record.distributions[path]
+            assert mixed.probabilities == pytest.approx(
+                {k: sum(m.probabilities[k] for m in members) / 3 for k in mixed.probabilities})
+            assert mixed.expected == pytest.approx(sum(m.expected for m in members) / 3)
+            assert sum(mixed.probabilities.values()) == pytest.approx(1.0)
+            for member, verdict in zip(members, record.samples):
+                assert member.confidence == member.probabilities[str(verdict.scores[path])]
+                assert member.coverage == pytest.approx(1.0)
+            assert mixed.confidence == mixed.probabilities[str(record.scores[path])]
+
+
+def test_split_samples_give_a_flat_mixture_not_a_confident_one(tmp_path):
+    """Fake distributions put 0.7 on the value written: samples that wrote 1 and 4 mix to
+    0.35 on each, and the median 2.5 is no allowed value, so it has no confidence."""
+    backend = FakeBackend([_verdict(1, 2, 3, 4), _verdict(4, 2, 3, 4)])
+    result = _run(tmp_path, backend, _rows(1), samples=2)
+    [record] = read_results(result.results_path)
+    dist = record.distributions["critical_finding_concordance"]
+    assert dist.probabilities["1"] == pytest.approx(0.35 + 0.1 / 2)
+    assert dist.probabilities["4"] == pytest.approx(0.35 + 0.1 / 2)
+    assert record.scores["critical_finding_concordance"] == 2.5
+    assert dist.confidence is None
+    agreed = record.distributions["factual_accuracy"]
+    assert agreed.confidence == pytest.approx(0.7) and record.scores["factual_accuracy"] == 2
+    assert agreed.expected == pytest.approx(0.7 * 2 + 0.15 * 1 + 0.15 * 3)
