@@ -222,3 +222,42 @@ def test_evaluate_runs_every_rubric_through_vllm(vllm_backend, vllm_spec, tmp_pa
         assert record["status"] == "ok", record.get("reason")
         assert record["finish_reason"] == "stop" and record["prompt_tokens"] > 100
         assert 0 < record["completion_tokens"] <= record["max_new_tokens"]
+
+
+@pytest.mark.parametrize("name", ["drug_monograph_similarity", "ecg_interpretation"])
+def test_distributions_match_the_transformers_path(vllm_backend, trial_rows, name):
+    """The same weights on both paths: vLLM's distributions (one-token requests with top-k
+    log-probabilities) equal the transformers path's (full forward passes), value by value,
+    for 0-10 (10 is "10" or "1","0") and 0/50/80/100."""
+    from evaluator.judges.backends import ScoreAnchor
+    from evaluator.rubrics.score_paths import score_slots, value_offsets
+
+    rubric, chats = _distinct_chats(name, trial_rows, count=4)
+    schema_text, budget = _schema(rubric)
+    gens = vllm_backend.generate(chats, schema_text,
+                                 Sampling(max_new_tokens=budget, temperature=1.0, seed=5),
+                                 rubric.chat_template_kwargs)
+    model = build_output_model(rubric)
+    anchors = []
+    for gen in gens:
+        scores = model.model_validate_json(gen.text).model_dump(mode="json")
+        offsets = value_offsets(rubric, scores, gen.text)
+        anchors.append([ScoreAnchor(s.path, offsets[s.path], s.allowed)
+                        for s in score_slots(rubric, scores)][:3])
+    got = vllm_backend.score_distributions(schema_text, gens, anchors)
+    reference_backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random",
+                                                              device="cpu"))
+    try:
+        expected = reference_backend.score_distributions(schema_text, gens, anchors)
+    finally:
+        reference_backend.close()
+    compared = 0
+    for row, reference_row in zip(got, expected):
+        for dist, reference in zip(row, reference_row):
+            assert dist is not None and reference is not None
+            assert dist.coverage > 0.999
+            assert set(dist.probabilities) == set(reference.probabilities)
+            for value, p in reference.probabilities.items():
+                assert dist.probabilities[value] == pytest.approx(p, abs=1e-4)
+            compared += 1
+    assert compared >= 4

@@ -153,7 +153,9 @@ def _roots(tokenizer: LLTokenizer, grammar: str, base: int, generation: Generati
            anchors: Sequence[ScoreAnchor], tallies: list[_Tally]) -> list[_Node] | None:
     """The walk's start for every anchor of one generation, or None when its tokens do not
     spell its text (then it gets no distributions)."""
-    tokens = generation.token_ids or ()
+    tokens = list(generation.token_ids or ())
+    while tokens and tokenizer.is_special_token(tokens[-1]):
+        tokens.pop()  # the end-of-sequence token some engines keep in the output
     pieces = [tokenizer.decode_bytes([t]) for t in tokens]
     text = (generation.text or "").encode()
     if b"".join(pieces) != text:

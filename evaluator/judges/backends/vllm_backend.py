@@ -27,10 +27,14 @@ from evaluator.judges.backends.base import (
     Chat,
     Generation,
     Sampling,
+    ScoreAnchor,
+    ValueDistribution,
     fitting_prompts,
 )
 from evaluator.judges.backends.chat_tokens import encode_chat
-from evaluator.judges.backends.grammar import constraint_schema
+from evaluator.judges.backends.grammar import build_grammar, constraint_schema
+from evaluator.judges.backends.llg_tokenizer import from_hf
+from evaluator.judges.backends.value_walk import Context, NodeDist, normalise, score_distributions
 from evaluator.judges.backends.vllm_args import (
     ENGINE_ENV_DEFAULTS,
     engine_kwargs,
@@ -54,6 +58,7 @@ except Exception as _exc:  # installed but broken, e.g. CUDA torchvision next to
         "installed (PyPI's builds are CUDA builds): pip uninstall torchvision torchaudio "
         "torchcodec") from None
 
+import numpy as np
 from transformers import AutoTokenizer
 from vllm import LLM, SamplingParams
 from vllm.inputs import TokensPrompt
@@ -121,6 +126,9 @@ class VLLMBackend:
             ) from exc
         self.max_model_len: int | None = self.llm.llm_engine.model_config.max_model_len
         self._schemas: dict[str, str] = {}
+        self._path = path
+        self._llg_tokenizer: Any = None
+        self._grammars: dict[str, str] = {}
 
     def _structured(self, json_schema: str) -> StructuredOutputsParams:
         schema = self._schemas.get(json_schema)
@@ -158,7 +166,38 @@ class VLLMBackend:
         return Generation(text=completion.text, finish_reason=finish,
                           prompt_tokens=prompt_tokens,
                           completion_tokens=len(completion.token_ids), detail=detail,
-                          cached_tokens=getattr(output, "num_cached_tokens", None))
+                          cached_tokens=getattr(output, "num_cached_tokens", None),
+                          prompt_ids=tuple(output.prompt_token_ids or ()),
+                          token_ids=tuple(completion.token_ids))
+
+    def score_distributions(self, json_schema: str, generations: Sequence[Generation],
+                            anchors: Sequence[Sequence[ScoreAnchor]],
+                            ) -> list[list[ValueDistribution | None]]:
+        """Each anchor's value distribution (:mod:`evaluator.judges.backends.value_walk`):
+        the walk's next-token distributions are one-token requests with the engine's
+        maximum of log-probabilities (the prompt is in the prefix cache), renormalised over
+        the tokens the grammar allows; an allowed token outside the top-k lowers
+        ``coverage`` by at most its bound."""
+        if self._llg_tokenizer is None:
+            self._llg_tokenizer = from_hf(self.tokenizer, self._path)
+        grammar = self._grammars.get(json_schema)
+        if grammar is None:
+            grammar = self._grammars[json_schema] = build_grammar(json_schema)
+        return score_distributions(self._llg_tokenizer, grammar, generations, anchors,
+                                   self._next_token_dists)
+
+    def _next_token_dists(self, contexts: Sequence[Context], bases: Sequence[Sequence[int]],
+                          allowed: Sequence[np.ndarray]) -> list[NodeDist]:
+        top = self.llm.llm_engine.model_config.max_logprobs
+        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=top, detokenize=False)
+        prompts = [TokensPrompt(prompt_token_ids=list(bases[c.base][:c.length]) + list(c.extra))
+                   for c in contexts]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        dists = []
+        for output, ok in zip(outputs, allowed, strict=True):
+            logprobs = {int(t): float(lp.logprob) for t, lp in output.outputs[0].logprobs[0].items()}
+            dists.append(normalise(logprobs, ok, floor=min(logprobs.values())))
+        return dists
 
     def close(self) -> None:
         """Shut the engine down (its processes too) and free accelerator memory."""
