@@ -24,7 +24,7 @@ __all__ = ["GET_DISTRIBUTIONS", "MODE_MEANING", "NO_DISTRIBUTIONS", "SCORE_MODES
 
 NO_DISTRIBUTIONS = "record_version 1, or a backend without probabilities"
 MODE_MEANING = {
-    "argmax": "each score as the judge chose it (the verdict as written)",
+    "argmax": "each score as the judge chose it: the verdict as written",
     "expected": ("each score replaced by its expected value under the judge's probabilities "
                  "over the allowed values; aggregates recomputed from them"),
 }
