@@ -244,3 +244,29 @@ def test_an_unknown_mode_is_refused():
         from evaluator.analysis.score_mode import score_view
 
         score_view(load_rubric("trial_eligibility"), [], "median", "x")
+
+
+def test_items_criteria_pool_their_items_and_aggregates_read_as_numbers():
+    from evaluator.analysis.score_mode import score_view
+    from evaluator.rubrics.rubric import ItemsCriterion
+    from evaluator.rubrics.score_paths import item_path
+
+    rubric = load_rubric("ecg_interpretation")
+    scores, dists = {}, {}
+    for field in rubric.output:
+        if isinstance(field, ItemsCriterion):
+            low = min(field.allowed)
+            scores[field.key] = [{field.score_key: low, field.explanation_key: SECRET},
+                                 {field.score_key: low + 1, field.explanation_key: SECRET}]
+            for i, item in enumerate(scores[field.key]):
+                dists[item_path(field.key, i, field.score_key)] = distribution(
+                    {low: 0.3, low + 1: 0.7}, item[field.score_key])
+    ecg = ResultRecord(case_id="e1", rubric=rubric.name, judge="j", status="ok",
+                       scores=scores, distributions=dists)
+    data = judge_confidence(rubric, [ecg], low_n=2)
+    assert data["criteria"]["DiagnosisAccuracy[*].Score"]["values"] == pytest.approx([0.3, 0.7])
+    assert data["lowest"][0]["path"].endswith("[0].Score")
+    assert data["lowest"][0]["criterion"].endswith("[*].Score")
+    # An aggregate named like its items criterion reads as the aggregate's number.
+    view = score_view(rubric, [ecg], "expected", "x")
+    assert isinstance(view.value("e1", "DiagnosisAccuracy"), float)
