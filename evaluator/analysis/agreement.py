@@ -35,6 +35,7 @@ from typing import Any
 
 from evaluator.analysis import diagnostics
 from evaluator.analysis.case_fields import case_fields, evaluated_field
+from evaluator.analysis.gates import POSITIVE_CLASS, Gate, gate_table
 from evaluator.analysis.intervals import (
     UNDEFINED_SHARE_LIMIT,
     clean,
@@ -42,6 +43,7 @@ from evaluator.analysis.intervals import (
     paired_bootstrap,
     wilson_ci,
 )
+from evaluator.analysis.score_mode import ScoredView, mode_block, score_view
 from evaluator.analysis.stats import require_stats
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.results import ResultRecord, read_results
@@ -53,6 +55,9 @@ AGREEMENT_SEED = 20141
 SAME_SCALE_NOTE = ("kappa, ICC, exact and within-one agreement compare values directly: they "
                    "assume the judge and the labels use the same scale; Spearman and Kendall "
                    "do not")
+# --score expected: statistics that need categories are not computed (docs/statistics.md).
+NOT_CATEGORIES = ("not applicable to expected scores (they are not categories); ICC, "
+                  "Krippendorff's alpha and the mean absolute difference compare them")
 
 
 class AgreementError(ValueError):
@@ -255,6 +260,13 @@ def _icc(x: Any, y: Any) -> dict[str, Any]:
     return {"value": clean(row["ICC"]), "ci95": ci, "ci_method": method}
 
 
+def _mean_abs(x: Any, y: Any) -> float | None:
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    import numpy as np
+
+    return clean(float(np.mean(np.abs(x - y)))) if len(x) else None
+
+
 def _is_integral(values: Sequence[float]) -> bool:
     return all(float(v).is_integer() for v in values)
 
@@ -313,12 +325,16 @@ def _confusion(x: Any, y: Any, judge_scale: Sequence[int] | None,
 def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
                         resamples: int = AGREEMENT_RESAMPLES, seed: int = AGREEMENT_SEED,
                         judge_scale: Sequence[int] | None = None,
-                        label_scale: Sequence[float] | None = None) -> dict[str, Any]:
+                        label_scale: Sequence[float] | None = None,
+                        continuous: bool = False) -> dict[str, Any]:
     """Every agreement statistic for one criterion's paired scores (same order), each with
     its CI and the CI's method, after the warnings that decide how to read them.
 
     ``judge_scale``: the rubric's allowed values for the criterion (None for an aggregate);
-    ``label_scale``: the labels' declared values (None: the observed ones)."""
+    ``label_scale``: the labels' declared values (None: the observed ones). ``continuous``
+    (``--score expected``): the judge's scores are expected values, not categories, so
+    kappa, exact and within-one agreement and the confusion matrix are not applicable
+    (``not_applicable`` says so) and the scale-use warning is not made."""
     require_stats()
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
@@ -330,7 +346,8 @@ def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
         out["note"] = "fewer than two joined cases: no statistics"
         out["warnings"] = []
         return out
-    warned, meaningless = diagnostics.scale_use(x.tolist(), y.tolist(), judge_scale)
+    warned, meaningless = diagnostics.scale_use(x.tolist(), y.tolist(),
+                                                None if continuous else judge_scale)
     out["judge_values_used"] = sorted({clean(v) for v in x.tolist()})
     out["label_values_used"] = sorted({clean(v) for v in y.tolist()})
 
@@ -342,14 +359,19 @@ def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
     tau, tau_p = _kendall(x, y)
     out["spearman"] = {**boot(rho, lambda a, b: _spearman(a, b)[0], "spearman"), "p": rho_p}
     out["kendall_tau_b"] = {**boot(tau, lambda a, b: _kendall(a, b)[0], "kendall"), "p": tau_p}
-    integral = _is_integral(x) and _is_integral(y)
+    integral = not continuous and _is_integral(x) and _is_integral(y)
     # Kappa and the confusion matrix need categories: integer scores only.
     out["kappa_quadratic"] = (boot(_kappa(x, y), _kappa) if integral else
                               {"value": None, "ci95": None, "ci_method": "-",
                                "note": "needs integer scores"})
     out["icc_a1"] = _icc(x, y)
     out["krippendorff_alpha_ordinal"] = boot(_alpha(x, y), _alpha)
-    for key, within in (("exact", 0.0), ("within_one", 1.0)):
+    out["mean_abs_difference"] = boot(_mean_abs(x, y), _mean_abs)
+    if continuous:
+        for key in ("kappa_quadratic", "exact", "within_one"):
+            out[key] = {"value": None, "ci95": None, "ci_method": "-",
+                        "not_applicable": NOT_CATEGORIES}
+    for key, within in (() if continuous else (("exact", 0.0), ("within_one", 1.0))):
         hits = int(np.sum(np.abs(x - y) <= within))
         interval = wilson_ci(hits, len(x))
         chance = clean(diagnostics.chance_agreement(x, y, within))
@@ -369,12 +391,15 @@ def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
             warned.append(f"{key}: the 95% CI ({out[key]['ci_method']}) and the p-value "
                           "disagree about zero: read both with care")
     for key, why in meaningless.items():
-        out[key]["meaningless"] = why
+        if not out[key].get("not_applicable"):
+            out[key]["meaningless"] = why
     out["warnings"] = warned
     if integral:
         confusion = _confusion(x, y, judge_scale, label_scale)
         if confusion is not None:
             out["confusion"] = confusion
+    elif continuous:
+        out["confusion_note"] = f"no confusion matrix: {NOT_CATEGORIES}"
     return out
 
 
@@ -410,7 +435,8 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
               label_scale: Sequence[float] | None = None, rubrics_dirs: Sequence[Path] = (),
               cases_path: Path | None = None, mapping: Mapping[str, str] | None = None,
               case_id_column: str = "case_id", text_field: str | None = None,
-              by: str | None = None, only_ids: set[str] | None = None) -> dict[str, Any]:
+              by: str | None = None, only_ids: set[str] | None = None,
+              score_mode: str = "argmax", gates: Sequence[Gate] = ()) -> dict[str, Any]:
     """Join a results file with a labels file and compute agreement per criterion.
 
     ``criteria`` defaults to every integer criterion and aggregate in the ``ok`` records.
@@ -420,7 +446,13 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
     (``cases_path``, else the one the records name; read with ``mapping`` and
     ``case_id_column``) gives the fields the judge was shown, for the circular-label check,
     and ``text_field``'s length (default: the rubric's input "being evaluated") for the
-    verbosity figures. ``by`` names a grouping column of the labels file."""
+    verbosity figures. ``by`` names a grouping column of the labels file.
+
+    ``score_mode`` (:mod:`evaluator.analysis.score_mode`): ``expected`` compares the
+    judge's expected scores (records without distributions are left out and counted;
+    statistics that need categories are marked not applicable). ``gates``: pass rules
+    (``--pass``), each the judge's pass/fail against the labels' with the same threshold
+    (:mod:`evaluator.analysis.gates`)."""
     require_stats()
     results_path, labels_path = Path(results_path), Path(labels_path)
     labels = load_labels(labels_path, label_field, id_column, label_scale=label_scale)
@@ -428,7 +460,12 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
     records = read_results(results_path)
     ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}
     not_ok = [r for r in records if r.case_id not in ok]
-    joined_ids = [case_id for case_id in ok if case_id in labels
+    rubric, rubric_note = _rubric_for(records, rubrics_dirs)
+    if score_mode != "argmax" and rubric is None:
+        raise AgreementError(f"--score {score_mode} needs the rubric: {rubric_note}")
+    view = (score_view(rubric, records, score_mode, str(results_path)) if rubric is not None
+            else _argmax_view(ok.values()))
+    joined_ids = [case_id for case_id in ok if case_id in labels and case_id in view.values
                   and (only_ids is None or case_id in only_ids)]
     if not joined_ids:
         raise AgreementError(f"no case id of {results_path} ({len(ok)} ok result(s)) is in "
@@ -445,7 +482,7 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
     if unknown:
         raise AgreementError(f"unknown criterion {', '.join(map(repr, unknown))}; results "
                              f"have: {', '.join(available) or '(none)'}")
-    rubric, rubric_note = _rubric_for(records, rubrics_dirs)
+    gates = [_known_gate(gate, available, rubric) for gate in gates]
     notes = [rubric_note] if rubric_note else []
     scales = ({f.key: f.allowed for f in rubric.output if isinstance(f, IntegerCriterion)}
               if rubric else {})
@@ -466,18 +503,24 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
                  for name in (rubric.inputs if rubric else ())}
         circular = diagnostics.circular_fields(shown, [labels[i] for i in joined_ids])
         warned += [diagnostics.circular_warning(label_field, entry) for entry in circular]
-    per_criterion: dict[str, Any] = {}
-    for key in chosen:
+    continuous = score_mode == "expected"
+
+    def paired(key: str) -> tuple[list[str], list[float], list[float]]:
         ids, judge, label = [], [], []
         for case_id in joined_ids:
-            record = ok[case_id]
-            value = (record.scores or {}).get(key, (record.aggregates or {}).get(key))
+            value = view.value(case_id, key)
             if value is not None:
                 ids.append(case_id)
                 judge.append(float(value))
                 label.append(labels[case_id])
+        return ids, judge, label
+
+    per_criterion: dict[str, Any] = {}
+    for key in chosen:
+        ids, judge, label = paired(key)
         stats = criterion_agreement(judge, label, resamples=resamples, seed=seed,
-                                    judge_scale=scales.get(key), label_scale=label_scale)
+                                    judge_scale=scales.get(key), label_scale=label_scale,
+                                    continuous=continuous)
         if len(ids) >= 3:
             chars = ([len(fields[i].get(text_field, "")) for i in ids]
                      if fields is not None and text_field else None)
@@ -486,6 +529,8 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
             if groups is not None:
                 stats["subgroups"] = diagnostics.subgroups(
                     [groups.get(i, "(none)") for i in ids], judge, label)
+            if continuous:
+                _drop_categories(stats)
         per_criterion[key] = stats
     return {
         "results": str(results_path),
@@ -495,7 +540,7 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
         "labels_total": len(labels),
         "joined": len(joined_ids),
         "common_cases": None if only_ids is None else len(only_ids),
-        "unmatched_results": len(ok) - len(joined_ids),
+        "unmatched_results": len(ok) - view.left_out - len(joined_ids),
         "unmatched_labels": sum(1 for case_id in labels if case_id not in ok),
         "not_ok_labelled": sum(1 for r in not_ok if r.case_id in labels),
         "not_ok_status_counts": dict(sorted(Counter(r.status for r in not_ok).items())),
@@ -508,6 +553,36 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
         "warnings": warned,
         "circular": circular,
         "note": SAME_SCALE_NOTE,
+        "score_mode": mode_block(score_mode, view.left_out),
         "criteria": per_criterion,
+        "gates": [gate_table(gate, *paired(gate.key)[1:]) for gate in gates],
+        "gates_note": POSITIVE_CLASS if gates else None,
     }
+
+
+def _argmax_view(records: Any) -> ScoredView:
+    """The verdicts as written, without a rubric (its file could not be loaded)."""
+    view = ScoredView(mode="argmax")
+    for record in records:
+        view.ok += 1
+        view.values[record.case_id] = {**(record.scores or {}), **(record.aggregates or {})}
+    return view
+
+
+def _known_gate(gate: Gate, available: Sequence[str], rubric: Rubric | None) -> Gate:
+    """``gate`` on a criterion or aggregate the results have (an alias is accepted)."""
+    key = rubric.aliases.get(gate.key, gate.key) if rubric is not None else gate.key
+    if key not in available:
+        raise AgreementError(f"--pass {gate.rule!r}: unknown criterion {gate.key!r}; results "
+                             f"have: {', '.join(available) or '(none)'}")
+    return Gate(key, gate.op, gate.threshold)
+
+
+def _drop_categories(stats: dict[str, Any]) -> None:
+    """Expected scores: no median length per score value (one per case) and no exact
+    agreement per group."""
+    for entry in (stats.get("verbosity") or {}).values():
+        entry.pop("median_by_score", None)
+    for group in (stats.get("subgroups") or {}).values():
+        group["exact"] = None
 

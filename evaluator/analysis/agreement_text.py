@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from evaluator.analysis.gates import format_gates
 from evaluator.analysis.intervals import format_ci, format_number
 
 STATISTICS = (("spearman", "Spearman rho"), ("kendall_tau_b", "Kendall tau-b"),
               ("kappa_quadratic", "Cohen kappa (quadratic)"), ("icc_a1", "ICC(A,1) / ICC2"),
               ("krippendorff_alpha_ordinal", "Krippendorff alpha (ordinal)"),
+              ("mean_abs_difference", "mean |judge - label|"),
               ("exact", "exact agreement"), ("within_one", "within-one agreement"))
 LENGTHS = (("text_chars", "evaluated text, characters"),
            ("completion_tokens", "judge's verdict, completion tokens"))
@@ -35,6 +37,11 @@ def _header(report: Mapping[str, Any]) -> list[str]:
               f" resamples over case pairs, seed {report['bootstrap']['seed']}, unreliable "
               f"above {report['bootstrap']['undefined_limit']:.0%} undefined resamples"),
              f"note: {report['note']}"]
+    mode = report.get("score_mode")
+    if mode:
+        lines.append(f"score mode: {mode['mode']} ({mode['meaning']})")
+        if mode.get("note"):
+            lines.append(f"note: {mode['note']}")
     lines += [f"note: {note}" for note in report.get("notes", [])]
     lines += [f"WARNING: {text}" for text in report.get("warnings", [])]
     return lines
@@ -44,8 +51,13 @@ def _statistics(stats: Mapping[str, Any]) -> list[str]:
     lines = [f"  {'statistic':<30}{'value':>8}  {'95% CI':<18}{'p':>8}  CI method"]
     marks = []
     for name, title in STATISTICS:
-        entry = stats[name]
+        entry = stats.get(name)
+        if entry is None:
+            continue
         value = format_number(entry["value"])
+        if entry.get("not_applicable"):
+            lines.append(f"  {title:<30}{'n/a':>8}  {entry['not_applicable']}")
+            continue
         if entry.get("meaningless"):
             marks.append(f"  * {title}: meaningless here ({entry['meaningless']})")
             value += "*"
@@ -84,9 +96,10 @@ def _verbosity(verbosity: Mapping[str, Any]) -> list[str]:
             text += (f"; same label: partial rho {format_number(given['rho'])} "
                      f"{format_ci(given['ci95'])}")
         lines.append(text)
-        medians = ", ".join(f"{score}: {format_number(v['median'], 0)} (n {v['n']})"
-                            for score, v in entry["median_by_score"].items())
-        lines.append(f"      median length by score: {medians}")
+        if entry.get("median_by_score"):
+            medians = ", ".join(f"{score}: {format_number(v['median'], 0)} (n {v['n']})"
+                                for score, v in entry["median_by_score"].items())
+            lines.append(f"      median length by score: {medians}")
     return lines
 
 
@@ -117,8 +130,12 @@ def format_agreement(report: Mapping[str, Any]) -> str:
         lines += _statistics(stats)
         if stats.get("confusion"):
             lines += _confusion(stats["confusion"])
+        elif stats.get("confusion_note"):
+            lines.append(f"  {stats['confusion_note']}")
         if stats.get("verbosity"):
             lines += _verbosity(stats["verbosity"])
         if stats.get("subgroups"):
             lines += _subgroups(report["by"], stats["subgroups"])
+    lines += format_gates(report.get("gates") or [],
+                          (report.get("score_mode") or {}).get("mode", "argmax"))
     return "\n".join(lines)

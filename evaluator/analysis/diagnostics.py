@@ -32,8 +32,8 @@ from evaluator.analysis.intervals import clean, fisher_z_ci, welch_diff_ci
 # at least this high says nothing about the judge.
 CHANCE_CEILING = 0.9
 # Value-comparing statistics (the rank correlations are meaningless only when constant).
-VALUE_STATISTICS = ("kappa_quadratic", "icc_a1", "krippendorff_alpha_ordinal", "exact",
-                    "within_one")
+VALUE_STATISTICS = ("kappa_quadratic", "icc_a1", "krippendorff_alpha_ordinal",
+                    "mean_abs_difference", "exact", "within_one")
 ALL_STATISTICS = ("spearman", "kendall_tau_b", *VALUE_STATISTICS)
 # --by: a grouping column, not free text.
 MAX_GROUPS = 20

@@ -15,7 +15,14 @@ from pathlib import Path
 from statistics import fmean, median, stdev
 from typing import Any
 
+from evaluator.analysis.distributions import verdict_view
 from evaluator.analysis.panel import rater_agreement
+from evaluator.analysis.score_mode import (
+    GET_DISTRIBUTIONS,
+    NO_DISTRIBUTIONS,
+    ScoreModeError,
+    mode_block,
+)
 from evaluator.analysis.stats import (
     BOOTSTRAP_RESAMPLES,
     STATS_EXTRA_HINT,
@@ -44,9 +51,16 @@ def describe(values: Sequence[float]) -> dict[str, float | int | None]:
     }
 
 
-def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord]) -> dict[str, Any]:
+def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord], *,
+              score_mode: str = "argmax", source: str = "the results") -> dict[str, Any]:
     """Build the summary dict written to ``summary.json``, in one pass over ``records``
-    (streamed from the results file: only the numbers are kept)."""
+    (streamed from the results file: only the numbers are kept).
+
+    ``score_mode`` (:mod:`evaluator.analysis.score_mode`): ``expected`` computes every figure
+    from the expected scores; ``ok`` records without distributions are then left out and
+    counted (``score_mode.left_out_no_distributions``), and :class:`ScoreModeError` (naming
+    ``source``) is raised when no ``ok`` record has any. The panel blocks
+    (``self_consistency``, ``inter_judge``) compare the verdicts as written in either mode."""
     integer_keys = [f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
     by_key: dict[str, array[float]] = {key: array("d") for key in integer_keys}
     by_key.update({agg.name: array("d") for agg in rubric.aggregates})
@@ -54,6 +68,7 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord]) -> di
     failed: list[str] = []
     # Per panel kind (samples, jury): the first such record and each case's verdicts.
     panels: dict[str, tuple[ResultRecord, list[Any]] | None] = {"samples": None, "jury": None}
+    ok = left_out = 0
     for record in records:
         statuses[record.status] += 1
         for attribute, kept in panels.items():
@@ -66,18 +81,32 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord]) -> di
         if record.status != "ok" or record.scores is None:
             failed.append(record.case_id)
             continue
+        ok += 1
+        view = verdict_view(rubric, record, score_mode)  # type: ignore[arg-type]
+        if view is None:  # expected scores of a record without distributions
+            left_out += 1
+            continue
+        scores, aggregates = view
         for key in integer_keys:
-            by_key[key].append(float(record.scores[key]))
+            by_key[key].append(float(scores[key]))
         for agg in rubric.aggregates:
-            value = (record.aggregates or {}).get(agg.name)
+            value = (aggregates or {}).get(agg.name)
             if value is not None:
                 by_key[agg.name].append(float(value))
-    return _assemble(rubric, judge, by_key, statuses, failed, panels)
+    if score_mode == "expected" and ok and left_out == ok:
+        raise ScoreModeError(f"{source}: --score expected needs score distributions, and none "
+                             f"of its {ok} ok record(s) has any ({NO_DISTRIBUTIONS}); "
+                             f"{GET_DISTRIBUTIONS}")
+    summary = _assemble(rubric, judge, by_key, statuses, failed, panels,
+                        categorical=score_mode != "expected")
+    summary["score_mode"] = mode_block(score_mode, left_out)
+    return summary
 
 
 def _assemble(rubric: Rubric, judge: str, by_key: dict[str, array[float]],
               statuses: Counter[str], failed: list[str],
-              panels: dict[str, tuple[ResultRecord, list[Any]] | None]) -> dict[str, Any]:
+              panels: dict[str, tuple[ResultRecord, list[Any]] | None],
+              categorical: bool = True) -> dict[str, Any]:
     with_stats = stats_available()
     criteria: dict[str, Any] = {}
     for field in rubric.output:
@@ -86,10 +115,13 @@ def _assemble(rubric: Rubric, judge: str, by_key: dict[str, array[float]],
             counts = Counter(values)
             entry = describe(values)
             entry["ci95"] = mean_ci(values) if with_stats else None
-            entry["counts"] = {str(v): counts.get(float(v), 0) for v in field.allowed}
-            # Reduced scores (several samples or judges) can fall between allowed values.
-            entry["counts"].update({f"{v:g}": n for v, n in sorted(counts.items())
-                                    if v not in field.allowed})
+            if categorical:
+                entry["counts"] = {str(v): counts.get(float(v), 0) for v in field.allowed}
+                # Reduced scores (several samples or judges) can fall between allowed values.
+                entry["counts"].update({f"{v:g}": n for v, n in sorted(counts.items())
+                                        if v not in field.allowed})
+            else:
+                entry["counts"] = None  # expected scores are not categories
             alias = rubric.alias_of(field.key)
             if alias:
                 entry["alias"] = alias

@@ -11,9 +11,11 @@ import click
 
 from evaluator.analysis.agreement import AgreementError, agreement, parse_label_scale
 from evaluator.analysis.agreement_text import format_agreement
+from evaluator.analysis.gates import Gate, GateError, parse_gate
+from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.analysis.stats import StatsUnavailable
 from evaluator.cli.exit_codes import EXIT_USAGE
-from evaluator.cli.options import parse_mapping, rubrics_dir_option
+from evaluator.cli.options import parse_mapping, rubrics_dir_option, score_option
 from evaluator.data.results import ResultsFileDamaged
 
 
@@ -48,25 +50,40 @@ from evaluator.data.results import ResultsFileDamaged
 @click.option("--resamples", type=click.IntRange(min=100), default=1000, show_default=True,
               help="Bootstrap resamples for the CIs.")
 @click.option("--seed", type=int, default=20141, show_default=True, help="Bootstrap seed.")
+@score_option
+@click.option("--pass", "gates", multiple=True, metavar="CRITERION>=THRESHOLD",
+              callback=lambda ctx, param, values: _gates(values),
+              help="A pass/fail gate (repeatable; also >, <=, <): the judge's pass/fail "
+                   "against the labels' with the same threshold (pass is the positive "
+                   "class): TP/FP/FN/TN, sensitivity, specificity, PPV, NPV with Wilson CIs.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 @rubrics_dir_option
 def agree(results: Path, labels_path: Path, label_field: str, criteria: tuple[str, ...],
           id_column: str, label_scale: str | None, by: str | None, cases_path: Path | None,
           mappings: tuple[str, ...], case_id_column: str, text_field: str | None,
-          resamples: int, seed: int, as_json: bool, rubrics_dirs: tuple[Path, ...]) -> None:
+          resamples: int, seed: int, score_mode: str, gates: tuple[Gate, ...], as_json: bool,
+          rubrics_dirs: tuple[Path, ...]) -> None:
     """Agreement of RESULTS' judge scores with human labels, per criterion: Spearman, Kendall,
     quadratic kappa, ICC, Krippendorff's alpha, exact/within-one agreement (with chance
     levels), confusion matrix, each CI with its method; warnings (a constant judge, circular
-    labels, unreliable intervals) and judge-bias figures (verbosity, --by subgroups). Only
-    'ok' results are compared; case text is never shown."""
+    labels, unreliable intervals) and judge-bias figures (verbosity, --by subgroups); --pass
+    gates. Only 'ok' results are compared; case text is never shown."""
     try:
         scale = parse_label_scale(label_scale) if label_scale is not None else None
         report = agreement(results, labels_path, label_field, criteria=criteria,
                            id_column=id_column, resamples=resamples, seed=seed,
                            label_scale=scale, rubrics_dirs=rubrics_dirs,
                            cases_path=cases_path, mapping=parse_mapping(mappings),
-                           case_id_column=case_id_column, text_field=text_field, by=by)
-    except (AgreementError, ResultsFileDamaged, StatsUnavailable) as exc:
+                           case_id_column=case_id_column, text_field=text_field, by=by,
+                           score_mode=score_mode, gates=gates)
+    except (AgreementError, ResultsFileDamaged, StatsUnavailable, ScoreModeError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     click.echo(json.dumps(report, indent=2) if as_json else format_agreement(report))
+
+
+def _gates(values: tuple[str, ...]) -> tuple[Gate, ...]:
+    try:
+        return tuple(parse_gate(value) for value in values)
+    except GateError as exc:
+        raise click.BadParameter(str(exc), param_hint="--pass") from None

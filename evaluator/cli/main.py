@@ -17,6 +17,7 @@ from evaluator.cli import (
     report_cmd,
     rubrics_cmd,
     run_cmd,
+    summary_cmd,
     validate_cmd,
 )
 from evaluator.cli.exit_codes import (
@@ -85,5 +86,6 @@ def cli(verbose: int) -> None:
 
 
 for command in (run_cmd.run, rubrics_cmd.rubrics, models_cmd.models, validate_cmd.validate,
-                prepare_cmd.prepare_judge, agree_cmd.agree, report_cmd.report):
+                prepare_cmd.prepare_judge, agree_cmd.agree, report_cmd.report,
+                summary_cmd.summary):
     cli.add_command(command)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from evaluator.analysis.score_mode import SCORE_MODES
+
 # Control and format characters (terminal escape sequences, bidi overrides, line and
 # paragraph separators): config text printed with them could rewrite the terminal.
 _UNPRINTABLE = {"Cc", "Cf", "Zl", "Zp"}
@@ -20,6 +22,13 @@ models_file_option = click.option(
     "--models-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None, envvar="EVALUATOR_MODELS_FILE",
     help="models.yaml to use (default: $EVALUATOR_MODELS_FILE, else the project's).")
+
+score_option = click.option(
+    "--score", "score_mode", type=click.Choice(SCORE_MODES), default="argmax",
+    show_default=True,
+    help="Which scores every figure uses: argmax (the verdict as written) or expected (each "
+         "score's expected value under the judge's probabilities; records without "
+         "distributions are left out and counted).")
 
 
 def parse_mapping(values: tuple[str, ...]) -> dict[str, str]:

@@ -11,7 +11,7 @@ from evaluator.analysis.agreement import AgreementError, parse_label_scale
 from evaluator.analysis.stats import StatsUnavailable
 from evaluator.api import USER_ERRORS
 from evaluator.cli.exit_codes import EXIT_USAGE
-from evaluator.cli.options import parse_mapping, rubrics_dir_option
+from evaluator.cli.options import parse_mapping, rubrics_dir_option, score_option
 from evaluator.report.build import ReportError
 from evaluator.report.html import write_report
 
@@ -60,17 +60,22 @@ from evaluator.report.html import write_report
               help="The --id-column the run used (for --show-text and the cases).")
 @click.option("--resamples", type=click.IntRange(min=100), default=1000, show_default=True,
               help="Bootstrap resamples for the agreement CIs.")
+@score_option
+@click.option("--low-confidence", "low_confidence", type=click.IntRange(min=0), default=10,
+              show_default=True,
+              help="Lowest-confidence scores listed per file (case id, path, chosen score, "
+                   "confidence, expected score; 0: none). Needs score distributions.")
 @rubrics_dir_option
 def report(results: tuple[Path, ...], html_path: Path, overwrite: bool,
            labels_path: Path | None, label_field: str | None, label_id_column: str,
            label_scale: str | None, by: str | None, cases_path: Path | None,
            text_field: str | None, common_cases: bool, worst_by: str | None, worst_n: int,
            show_text: bool, mappings: tuple[str, ...], id_column: str, resamples: int,
-           rubrics_dirs: tuple[Path, ...]) -> None:
+           score_mode: str, low_confidence: int, rubrics_dirs: tuple[Path, ...]) -> None:
     """Write an HTML report over RESULTS (results files of one rubric: several judges,
     systems or runs side by side): distributions, means and pass rates with 95% CIs,
-    statuses, agreement with labels, worst cases. Works offline; no case text unless
-    --show-text."""
+    statuses, agreement with labels, the judge's confidence, worst cases, from the scores
+    --score names. Works offline; no case text unless --show-text."""
     if labels_path is not None and not label_field:
         raise click.UsageError("--labels needs --label-field")
     try:
@@ -83,7 +88,8 @@ def report(results: tuple[Path, ...], html_path: Path, overwrite: bool,
                                mapping=parse_mapping(mappings), id_column=id_column,
                                agreement_resamples=resamples, common_cases=common_cases,
                                label_scale=scale, by=by, cases_path=cases_path,
-                               text_field=text_field)
+                               text_field=text_field, score_mode=score_mode,
+                               low_confidence=low_confidence)
     except (ReportError, AgreementError, StatsUnavailable, *USER_ERRORS) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)

@@ -28,6 +28,18 @@ from evaluator.analysis.agreement import (
     agreement,
     load_labels,
 )
+from evaluator.analysis.confidence import (
+    DEFAULT_LOW_CONFIDENCE,
+    confidence_criteria,
+    judge_confidence,
+)
+from evaluator.analysis.score_mode import (
+    MODE_MEANING,
+    NO_DISTRIBUTIONS,
+    ScoredView,
+    left_out_note,
+    score_view,
+)
 from evaluator.analysis.summary import summarize, summary_path_for
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.common.version import __version__
@@ -161,12 +173,13 @@ def resolve_worst_key(rubric: Rubric, key: str | None) -> str | None:
     return key
 
 
-def _value(record: ResultRecord, key: str) -> int | float | None:
-    """A judged record's score or aggregate ``key`` (integer scores stay integers)."""
+def _value(entry: Mapping[str, Any], record: ResultRecord, key: str) -> int | float | None:
+    """A judged record's score or aggregate ``key`` in the report's score mode (integer
+    scores stay integers in argmax mode); None when not judged or not readable."""
     if record.status != "ok":
         return None
-    value = (record.scores or {}).get(key, (record.aggregates or {}).get(key))
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    view: ScoredView = entry["view"]
+    return view.value(record.case_id, key)
 
 
 def _worst_rows(files: list[dict[str, Any]], index: int, key: str, n: int) -> list[dict[str, Any]]:
@@ -174,7 +187,7 @@ def _worst_rows(files: list[dict[str, Any]], index: int, key: str, n: int) -> li
     same case's value of ``key`` in the other files."""
     this = files[index]
     ranked = sorted(((v, r.case_id, r) for r in this["records"]
-                     if (v := _value(r, key)) is not None
+                     if (v := _value(this, r, key)) is not None
                      and r.case_id in this.get("common_ids", this["by_id"])),
                     key=lambda t: (t[0], t[1]))
     numeric = scored_keys(this["rubric"])
@@ -185,17 +198,18 @@ def _worst_rows(files: list[dict[str, Any]], index: int, key: str, n: int) -> li
             if j == index:
                 continue
             match = other["by_id"].get(record.case_id)
-            shown = ("absent" if match is None else _value(match, key)
+            shown = ("absent" if match is None else _value(other, match, key)
                      if match.status == "ok" else match.status)
             others.append(shown)
         rows.append({"case_id": record.case_id, "status": record.status,
                      "input_line": record.input_line,
-                     "values": [_value(record, k) for k in numeric], "others": others,
+                     "values": [_value(this, record, k) for k in numeric], "others": others,
                      "record": record})
     return rows
 
 
-def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path]) -> tuple[Rubric, list[dict]]:
+def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str = "argmax",
+          low_n: int = DEFAULT_LOW_CONFIDENCE) -> tuple[Rubric, list[dict]]:
     if not paths:
         raise ReportError("no results files given")
     seen: set[Path] = set()
@@ -220,19 +234,24 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path]) -> tuple[Rubric, 
     files = []
     for (path, records, _, judge), label in zip(loaded, labels):
         blocks, notes = _summary_file(path)
-        summary = summarize(rubric, judge, records)
-        files.append({
+        view = score_view(rubric, records, score_mode, str(path))
+        summary = summarize(rubric, judge, records, score_mode=score_mode, source=str(path))
+        entry: dict[str, Any] = {
+            "view": view,
             "path": str(path), "label": label, "judge": judge, "rubric": rubric,
             "records": records, "by_id": {r.case_id: r for r in records},
             "summary": summary, "notes": notes + _rubric_note(path, rubric),
+            "left_out": left_out_note(view.left_out),
             "settings_hashes": sorted({r.settings_hash or "-" for r in records}),
             "blocks": {name: _block_view(block) for name, block in blocks.items()},
-            "values": {key: [v for r in records if (v := _value(r, key)) is not None]
-                       for key in scored_keys(rubric)},
+            "confidence": judge_confidence(rubric, records, low_n),
             "failed": [{"case_id": r.case_id, "status": r.status, "reason": r.reason,
                         "input_line": r.input_line, "record": r}
                        for r in records if r.status != "ok"],
-        })
+        }
+        entry["values"] = {key: [v for r in records if (v := _value(entry, r, key)) is not None]
+                           for key in scored_keys(rubric)}
+        files.append(entry)
     return rubric, files
 
 
@@ -245,7 +264,8 @@ def _agreement(files: list[dict[str, Any]], labels: Path, label_field: str, id_c
         try:
             result = agreement(Path(entry["path"]), Path(labels), label_field,
                                id_column=id_column, resamples=resamples,
-                               only_ids=entry.get("common_ids"), **options)
+                               only_ids=entry.get("common_ids"),
+                               score_mode=entry["view"].mode, **options)
             per_file.append({"label": entry["label"], "result": result, "note": None})
         except AgreementError as exc:  # no overlap for this file: said in the page
             per_file.append({"label": entry["label"], "result": None, "note": str(exc)})
@@ -261,22 +281,22 @@ def _agreement(files: list[dict[str, Any]], labels: Path, label_field: str, id_c
 def _restrict_to_common(rubric: Rubric, files: list[dict[str, Any]]) -> dict[str, Any]:
     """``--common-cases``: every file's statistics over the cases judged ``ok`` in all of
     them (the status table and failed cases still show every record)."""
-    ok_sets = [{r.case_id for r in entry["records"] if r.status == "ok"} for entry in files]
+    ok_sets = [set(entry["view"].values) for entry in files]
     common = set.intersection(*ok_sets)
     union = set().union(*(set(entry["by_id"]) for entry in files))
     for entry in files:
         kept = [r for r in entry["records"] if r.case_id in common]
         entry["common_ids"] = common
-        entry["summary"] = summarize(rubric, entry["judge"], kept)
-        entry["values"] = {key: [v for r in kept if (v := _value(r, key)) is not None]
+        entry["summary"] = summarize(rubric, entry["judge"], kept,
+                                     score_mode=entry["view"].mode, source=entry["path"])
+        entry["values"] = {key: [v for r in kept if (v := _value(entry, r, key)) is not None]
                            for key in scored_keys(rubric)}
     return {"n": len(common), "union": len(union)}
 
 
 def _case_sets(files: list[dict[str, Any]]) -> dict[str, Any]:
     """The judged (ok) case count per file and whether the files' ok case sets differ."""
-    ok_sets = [frozenset(r.case_id for r in entry["records"] if r.status == "ok")
-               for entry in files]
+    ok_sets = [frozenset(entry["view"].values) for entry in files]
     return {"ok_counts": [len(ids) for ids in ok_sets], "differ": len(set(ok_sets)) > 1,
             "common": len(frozenset.intersection(*ok_sets)) if ok_sets else 0}
 
@@ -288,8 +308,9 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
                  mapping: Mapping[str, str] | None = None, id_column: str = "case_id",
                  agreement_resamples: int = 1000, common_cases: bool = False,
                  label_scale: Sequence[float] | None = None, by: str | None = None,
-                 cases_path: Path | None = None,
-                 text_field: str | None = None) -> dict[str, Any]:
+                 cases_path: Path | None = None, text_field: str | None = None,
+                 score_mode: str = "argmax",
+                 low_confidence: int = DEFAULT_LOW_CONFIDENCE) -> dict[str, Any]:
     """Gather everything the HTML report shows for ``results`` (files of one rubric).
 
     ``labels`` + ``label_field`` add agreement tables; ``worst_by`` picks the key the worst
@@ -300,10 +321,15 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
     in all files. With labels: ``label_scale`` (the labels' values), ``by`` (a grouping
     column of the labels file), ``cases_path`` and ``text_field`` are passed to
     :func:`evaluator.analysis.agreement.agreement` (with ``mapping`` and ``id_column`` for
-    reading the cases). Raises :class:`ReportError` for unusable input."""
+    reading the cases). ``score_mode`` (``argmax`` or ``expected``, see
+    :mod:`evaluator.analysis.score_mode`) says which scores every figure uses;
+    ``low_confidence`` how many lowest-confidence scores are listed per file. Raises
+    :class:`ReportError` for unusable input (and
+    :class:`evaluator.analysis.score_mode.ScoreModeError` for expected scores of a file
+    without distributions)."""
     if labels is not None and not label_field:
         raise ReportError("--labels needs --label-field")
-    rubric, files = _load(results, rubrics_dirs)
+    rubric, files = _load(results, rubrics_dirs, score_mode, low_confidence)
     case_sets = _case_sets(files)
     common = _restrict_to_common(rubric, files) if common_cases else None
     worst_key = resolve_worst_key(rubric, worst_by) if worst_n > 0 else None
@@ -316,6 +342,10 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
         "ci_method": files[0]["summary"]["ci_method"],
         "stats_note": files[0]["summary"].get("stats_note"),
         "case_sets": case_sets, "common_cases": common,
+        "score_mode": {"mode": score_mode, "meaning": MODE_MEANING[score_mode]},
+        "expected": score_mode == "expected",
+        "confidence_criteria": confidence_criteria(rubric),
+        "low_confidence": low_confidence, "no_distributions": NO_DISTRIBUTIONS,
     }
     if worst_key is not None:
         report["worst"] = {"key": worst_key, "n": worst_n, "columns": scored_keys(rubric),

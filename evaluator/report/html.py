@@ -70,7 +70,18 @@ def _plots(report: dict[str, Any], statuses: list[dict[str, Any]]) -> dict[str, 
     plots: dict[str, Any] = {"status": rp.status_plot(report["statuses"], statuses)}
     for field in report["criteria"]:
         series = [dict(f["summary"]["criteria"][field.key]) for f in files]
-        plots[field.key] = rp.criterion_plot(field.key, field.allowed, series)
+        if report.get("expected"):
+            # Expected scores are not categories: a histogram, like an aggregate's.
+            series = [dict(item, values=f["values"][field.key])
+                      for item, f in zip(series, files)]
+            plots[field.key] = rp.aggregate_plot(f"{field.key} (expected score)", series)
+        else:
+            plots[field.key] = rp.criterion_plot(field.key, field.allowed, series)
+    for name in report.get("confidence_criteria", []):
+        series = [{"values": f["confidence"]["criteria"].get(name, {}).get("values", [])}
+                  for f in files]
+        if any(item["values"] for item in series):
+            plots[f"confidence:{name}"] = rp.confidence_plot(name, series)
     for agg in report["aggregates"]:
         series = [dict(f["summary"]["aggregates"][agg.name], values=f["values"][agg.name])
                   for f in files]

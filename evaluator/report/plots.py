@@ -180,3 +180,30 @@ def pass_rate_plot(keys: Sequence[str], series: Sequence[dict[str, Any]]) -> str
         axes.grid(axis="y", alpha=0.3)
 
     return _render(draw, 2.6)
+
+
+def confidence_plot(name: str, series: Sequence[dict[str, Any]], bins: int = 10) -> str:
+    """Histogram of the judge's confidence (the probability of the value it chose) for one
+    criterion, ``bins`` equal bins over [0, 1], one outline per file. ``series`` items:
+    ``values`` (the confidences)."""
+
+    def draw(figure: Any) -> None:
+        # Imported here: matplotlib (the report extra), which `import evaluator` never loads.
+        import numpy as np
+
+        axes = figure.subplots()
+        edges = np.linspace(0.0, 1.0, bins + 1)
+        drawn = False
+        for index, item in enumerate(series):
+            if item["values"]:
+                axes.hist(item["values"], bins=edges, histtype="step", linewidth=1.5,
+                          color=_colour(index), label=f"#{index + 1}")
+                drawn = True
+        axes.set_xlim(0, 1)
+        axes.set_xlabel(f"{name}: confidence (probability of the chosen value)")
+        axes.set_ylabel("scores")
+        if drawn:
+            _legend(axes, len(series))
+        axes.grid(axis="y", alpha=0.3)
+
+    return _render(draw, 2.4)

@@ -5,6 +5,7 @@ and the Ray engine (which unwraps them from Ray's own exceptions) agree on what 
 
 from __future__ import annotations
 
+from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.data.cases import InputFileError
 from evaluator.data.files import OutputRefused
 from evaluator.data.results import ResultsFileDamaged
@@ -20,5 +21,5 @@ from evaluator.run.resume import ResumeConflict
 USER_ERRORS: tuple[type[Exception], ...] = (
     RubricError, JudgeConfigError, InputFileError, BackendUnavailable, UnboundedSchemaError,
     EmbeddedJudgeError, ResumeConflict, ResultsFileDamaged, RayClusterError, OutputRefused,
-    ModelFolderError, OutputPathError,
+    ModelFolderError, OutputPathError, ScoreModeError,
 )
