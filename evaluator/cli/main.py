@@ -15,6 +15,7 @@ from evaluator.cli import (
     models_cmd,
     prepare_cmd,
     report_cmd,
+    review_cmd,
     rubrics_cmd,
     run_cmd,
     validate_cmd,
@@ -85,5 +86,6 @@ def cli(verbose: int) -> None:
 
 
 for command in (run_cmd.run, rubrics_cmd.rubrics, models_cmd.models, validate_cmd.validate,
-                prepare_cmd.prepare_judge, agree_cmd.agree, report_cmd.report):
+                prepare_cmd.prepare_judge, agree_cmd.agree, report_cmd.report,
+                review_cmd.review):
     cli.add_command(command)
