@@ -338,3 +338,26 @@ def test_write_review_refuses_a_symlinked_worksheet(results, tmp_path):
     os.symlink(tmp_path / "elsewhere.csv", out / "review.csv")
     with pytest.raises(ReviewError, match="--force"):
         write_review(sheet, out)
+
+
+def test_items_criteria_rank_by_their_least_sure_item_and_label_their_aggregate(tmp_path):
+    # ecg_interpretation scores lists of items; agree compares their aggregates (same names).
+    path = tmp_path / "ecg.jsonl"
+    with ResultWriter(path) as writer:
+        for case_id, second in (("e1", {2: 0.9, 1: 0.1}), ("e2", {1: 0.55, 2: 0.45})):
+            items = [{"Score": 2, "Explanation": "ok"}, {"Score": max(second, key=second.get),
+                                                         "Explanation": "ok"}]
+            dists = {"DiagnosisAccuracy[0].Score": summarize({2: 0.8, 0: 0.2}, 2),
+                     "DiagnosisAccuracy[1].Score": summarize(second, items[1]["Score"])}
+            writer.write(ResultRecord(case_id=case_id, rubric="ecg_interpretation",
+                                      judge="j", status="ok",
+                                      scores={"DiagnosisAccuracy": items},
+                                      aggregates={"DiagnosisAccuracy": 0.5},
+                                      distributions=dists))
+    sheet = build_review([path], criteria=["DiagnosisAccuracy"])
+    assert [r["case_id"] for r in sheet.rows] == ["e2", "e1"]
+    assert sheet.rows[0]["reason"] == "lowest confidence: P 0.55 on DiagnosisAccuracy[1].Score"
+    assert sheet.rows[0]["DiagnosisAccuracy.score"] == "[2,1]"
+    assert sheet.rows[0]["DiagnosisAccuracy.confidence"] == "0.55"
+    assert sheet.rows[0]["DiagnosisAccuracy.aggregate"] == "0.5"
+    assert sheet.label_columns == ["DiagnosisAccuracy.label"]

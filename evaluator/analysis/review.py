@@ -304,6 +304,8 @@ def _files_spread(records: Sequence[ResultRecord],
 
 def _gate_margin(rubric: Rubric, record: ResultRecord, gates: Sequence[PassGate],
                  ) -> tuple[float, str] | None:
+    if not gates:
+        return None
     view, source = verdict_view(rubric, record, "expected"), "expected"
     if view is None:
         view, source = verdict_view(rubric, record, "argmax"), "score"
@@ -378,7 +380,8 @@ def _criterion_cells(f: IntegerCriterion | ItemsCriterion, record: ResultRecord,
     """A criterion's score, expected score, confidence and distribution in a record."""
     dists = record.distributions or {}
     paths = _paths(f, record)
-    scores = [_value_at(f, p, record.scores) for p in paths]
+    scores = [None if v is None else int(v) if v.is_integer() else v
+              for v in (_value_at(f, p, record.scores) for p in paths)]
     got = {p: dists[p] for p in paths if p in dists}
     expected = [_rounded(got[p].expected) if p in got else None for p in paths]
     confidences = [_confidence_of(d) for d in got.values()]
@@ -454,7 +457,9 @@ def _estimates(rubric: Rubric, files: Sequence[tuple[Path, list[ResultRecord]]],
         for record in records:
             if record.status != "ok" or record.case_id not in labels:
                 continue
-            value = (record.scores or {}).get(key, (record.aggregates or {}).get(key))
+            value = (record.scores or {}).get(key)
+            if not isinstance(value, (int, float)):  # an aggregate (maybe of an items key)
+                value = (record.aggregates or {}).get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 judge.append(float(value))
                 label.append(labels[record.case_id])
@@ -530,10 +535,14 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
         if fields is None:
             raise ReviewError(note)
         texts = fields
-    label_keys = [f.key for f in chosen if isinstance(f, IntegerCriterion)]
+    # What agree compares: integer criteria, and the aggregates of the chosen criteria.
+    aggregates = [a.name for a in rubric.aggregates if a.of in {f.key for f in chosen}]
+    label_keys = list(dict.fromkeys(
+        [f.key for f in chosen if isinstance(f, IntegerCriterion)] + aggregates))
     columns = [*FIXED_COLUMNS,
                *(f"{f.key}.{part}" for f in chosen
                  for part in ("score", "expected", "confidence", "distribution")),
+               *(f"{name}.aggregate" for name in aggregates),
                *(f"{k}.label" for k in label_keys),
                *((f"input.{name}" for name in rubric.inputs) if show_text else ())]
     if len(set(columns)) != len(columns):
@@ -546,10 +555,13 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
             "rank": rank, "reason": case.reason,
             "min_confidence": _rounded(case.confidence), "max_spread": _rounded(case.spread),
             "gate_margin": _rounded(case.margin), "criteria": cells,
+            "aggregates": {name: (case.record.aggregates or {}).get(name) for name in aggregates},
             **{f"{k}.label": None for k in label_keys}}
         row = {col: _cell(record_out.get(col)) for col in FIXED_COLUMNS}
         for key, cell in cells.items():
             row.update({f"{key}.{part}": _cell(value) for part, value in cell.items()})
+        row.update({f"{name}.aggregate": _cell(record_out["aggregates"][name])
+                    for name in aggregates})
         row.update({f"{k}.label": "" for k in label_keys})
         if show_text:
             text = texts.get(case.case_id, {})
