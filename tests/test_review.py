@@ -21,10 +21,10 @@ from evaluator.analysis.distributions import summarize
 from evaluator.analysis.review import (
     ReviewError,
     build_review,
-    parse_gate,
-    read_labelled,
     write_review,
 )
+from evaluator.analysis.review_inputs import read_labelled
+from evaluator.analysis.review_signals import parse_gate
 from evaluator.analysis.sample_size import halfwidth_estimate
 from evaluator.cli.main import cli
 from evaluator.data.results import PanelVerdict, ResultRecord, ResultWriter

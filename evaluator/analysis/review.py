@@ -1,28 +1,15 @@
 """A review worksheet: the cases most worth a clinician's time, and how many more labels an
 agreement CI needs.
 
-:func:`build_review` reads the ``ok`` records of one or more results files (one rubric) and
-ranks their cases by three signals, each a list of its own:
-
-* **confidence** - the lowest, over the chosen criteria's scores, of the judge's probability
-  of the value it gave (``ScoreDistribution.confidence``; the largest probability where the
-  given value is not an allowed one, e.g. a median of 2.5); lowest first. Several files:
-  the lowest over them. Cases without distributions are not in this list.
-* **disagreement** - the spread (max - min) of the scores several verdicts gave one score:
-  self-consistency samples or jury members in a record, and the judges of the RESULTS files
-  when there are several; divided by the width of the criterion's scale so that scales
-  compare; largest first, only cases with a spread above 0.
-* **gate** (with ``--pass KEY>=T``) - how close the expected score (from the distribution,
-  aggregates recomputed from expected scores; the verdict's own score where there is no
-  distribution) is to the threshold: |expected - T|, divided by the scale's width for an
-  integer criterion (an aggregate's margin is used as it is); the smallest over the gates,
-  smallest first.
-
-The worksheet takes the head of each list in turn (confidence, disagreement, gate), skipping
-cases already taken, until it has ``n`` cases or the lists run out; ties within a list go by
-case id, so the same inputs give the same sheet. Each row says which list picked it
-(``reason``) and carries all three figures. Cases with a label already (``labels``) are not
-proposed again; rows never hold case text unless ``show_text``.
+:func:`build_review` ranks the ``ok`` cases of one or more results files of one rubric
+(:mod:`evaluator.analysis.review_signals`: lowest confidence, disagreeing verdicts, nearest
+a pass threshold, in turn), leaves out the cases labelled already
+(:mod:`evaluator.analysis.review_inputs`), and lays the worksheet out: per criterion the
+score, expected score, confidence and distribution, and an empty ``<key>.label`` column that
+``evaluator agree --labels review.csv --label-field <key>.label`` reads back. With labels, it
+estimates how many more an agreement CI needs (:mod:`evaluator.analysis.sample_size`).
+:func:`write_review` writes ``review.csv`` and ``review.jsonl``. Rows never hold case text
+unless ``show_text``.
 """
 
 from __future__ import annotations
@@ -30,73 +17,37 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evaluator.analysis.case_fields import case_fields
-from evaluator.analysis.distributions import verdict_view
+from evaluator.analysis.review_inputs import check_input_file, read_labelled
+from evaluator.analysis.review_signals import (
+    PassGate,
+    ReviewError,
+    case_candidate,
+    confidence_of,
+    criterion_paths,
+    rank_candidates,
+    score_at,
+)
 from evaluator.analysis.sample_size import TARGET_STATISTICS, halfwidth_estimate
-from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.files import atomic_writer, same_file, show_path
-from evaluator.data.results import ResultRecord, ResultsFileDamaged, ScoreDistribution, read_results
+from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric, RubricError
-from evaluator.rubrics.score_paths import item_path
 
 REVIEW_CSV = "review.csv"
 REVIEW_JSONL = "review.jsonl"
 DEFAULT_N = 50
-SIGNALS = ("confidence", "disagreement", "gate")
 FIXED_COLUMNS = ("case_id", "rubric", "judge", "rank", "reason", "min_confidence",
                  "max_spread", "gate_margin")
 PHI_WARNING = ("WARNING: the worksheet now holds case text (PHI) from --cases: keep it "
                "inside the hospital, like the cases file itself")
 # A spreadsheet runs a cell that starts with one of these as a formula.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_GATE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*>=\s*([-+]?\d+(?:\.\d+)?)\s*")
-
-
-class ReviewError(ValueError):
-    """The worksheet cannot be built or written (a wrong path, an unknown criterion, a
-    worksheet already there); the message names files, lines and fields, never case text."""
-
-
-@dataclass(frozen=True)
-class PassGate:
-    """``--pass KEY>=T``: a pass threshold on an integer criterion or aggregate."""
-
-    key: str
-    threshold: float
-
-    def __str__(self) -> str:
-        return f"{self.key}>={self.threshold:g}"
-
-
-def parse_gate(text: str) -> PassGate:
-    """``"accuracy>=3"`` -> :class:`PassGate`."""
-    match = _GATE.fullmatch(text)
-    if not match:
-        raise ReviewError(f"--pass {text!r}: expected CRITERION>=THRESHOLD, e.g. accuracy>=3")
-    return PassGate(match.group(1), float(match.group(2)))
-
-
-@dataclass
-class Candidate:
-    """One case's signals over every results file, and the verdict its row shows."""
-
-    case_id: str
-    record: ResultRecord
-    confidence: float | None = None
-    confidence_text: str = ""
-    spread: float | None = None
-    spread_text: str = ""
-    margin: float | None = None
-    margin_text: str = ""
-    reason: str = ""
 
 
 @dataclass
@@ -118,257 +69,14 @@ class ReviewSheet:
     notes: list[str] = field(default_factory=list)
 
 
-def _check_file(path: Path, what: str) -> None:
-    try:
-        check_regular_file(path, what)
-    except FileNotFoundError:
-        raise ReviewError(f"{what} {show_path(path)} does not exist") from None
-    except NotARegularFile as exc:
-        raise ReviewError(str(exc)) from None
-    except OSError as exc:
-        raise ReviewError(f"cannot read {what} {show_path(path)} ({exc.strerror})") from None
-
-
 def _read_results(path: Path) -> list[ResultRecord]:
-    _check_file(path, "results file")
+    check_input_file(path, "results file")
     try:
         return read_results(path)
     except ResultsFileDamaged as exc:
         raise ReviewError(str(exc)) from None
     except OSError as exc:
         raise ReviewError(f"cannot read results file {show_path(path)} ({exc.strerror})") from None
-
-
-def _label_value(value: object) -> float | None | str:
-    """A label: a float, None for "not labelled yet" (empty or null), or "bad"."""
-    if value is None or (isinstance(value, str) and value.strip() == ""):
-        return None
-    if isinstance(value, bool):
-        return "bad"
-    try:
-        number = float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return "bad"
-    return number if math.isfinite(number) else "bad"
-
-
-def _label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    suffix = path.suffix.lower()
-    if suffix not in (".csv", ".jsonl"):
-        raise ReviewError(f"labels file {show_path(path)}: must be a .csv or .jsonl file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ReviewError(f"labels file {show_path(path)} is not UTF-8 text") from None
-    except OSError as exc:
-        raise ReviewError(f"cannot read labels file {show_path(path)} ({exc.strerror})") from None
-    if suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        try:
-            return [(reader.line_num, row) for row in reader]
-        except csv.Error as exc:
-            raise ReviewError(f"labels file {show_path(path)} line {reader.line_num}: not "
-                              f"valid CSV ({exc})") from None
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ReviewError(f"labels file {show_path(path)} line {number}: not valid JSON "
-                              f"({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise ReviewError(f"labels file {show_path(path)} line {number}: expected a JSON "
-                              "object")
-        rows.append((number, row))
-    return rows
-
-
-def read_labelled(path: Path, label_field: str, id_column: str = "case_id") -> dict[str, float]:
-    """Case id -> label for every row of a labels file (CSV or JSONL) with a label. Unlike
-    ``evaluator agree``, a row whose label is empty (or null) is "not labelled yet" and left
-    out, so a half-filled worksheet can be read; a label that is not a number, a row
-    without an id and a repeated id are errors naming the line, never the id."""
-    path = Path(path)
-    _check_file(path, "labels file")
-    rows = _label_rows(path)
-    if not any(label_field in row for _, row in rows):
-        raise ReviewError(f"labels file {show_path(path)}: no row has the label field "
-                          f"{label_field!r}")
-    labels: dict[str, float] = {}
-    first: dict[str, int] = {}
-    for number, row in rows:
-        case_id = row.get(id_column)
-        if case_id is None or str(case_id).strip() == "":
-            raise ReviewError(f"labels file {show_path(path)} line {number}: no case id in "
-                              f"{id_column!r} (--id-column)")
-        case_id = str(case_id)
-        if case_id in first:
-            raise ReviewError(f"labels file {show_path(path)} lines {first[case_id]} and "
-                              f"{number} have the same case id (in {id_column!r})")
-        first[case_id] = number
-        value = _label_value(row.get(label_field))
-        if value == "bad":
-            raise ReviewError(f"labels file {show_path(path)} line {number}: field "
-                              f"{label_field!r} is not a number")
-        if isinstance(value, float):
-            labels[case_id] = value
-    return labels
-
-
-def _width(criterion: IntegerCriterion | ItemsCriterion) -> float:
-    allowed = criterion.allowed
-    return float(max(allowed) - min(allowed)) or 1.0
-
-
-def _item_paths(field_: ItemsCriterion, scores: Mapping[str, Any] | None) -> list[str]:
-    items = (scores or {}).get(field_.key) or []
-    return [item_path(field_.key, i, field_.score_key) for i in range(len(items))]
-
-
-def _value_at(field_: IntegerCriterion | ItemsCriterion, path: str,
-              scores: Mapping[str, Any] | None) -> float | None:
-    scores = scores or {}
-    if isinstance(field_, IntegerCriterion):
-        value = scores.get(field_.key)
-    else:
-        index = int(path[len(field_.key) + 1:path.index("]")])
-        items = scores.get(field_.key) or []
-        item = items[index] if index < len(items) else None
-        value = item.get(field_.score_key) if isinstance(item, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _paths(field_: IntegerCriterion | ItemsCriterion, record: ResultRecord) -> list[str]:
-    return [field_.key] if isinstance(field_, IntegerCriterion) else _item_paths(field_, record.scores)
-
-
-def _confidence_of(dist: ScoreDistribution) -> float:
-    return dist.confidence if dist.confidence is not None else max(dist.probabilities.values())
-
-
-def _lowest_confidence(record: ResultRecord, chosen: Sequence[IntegerCriterion | ItemsCriterion],
-                       ) -> tuple[float, str] | None:
-    found = [(_confidence_of(record.distributions[p]), p)
-             for f in chosen for p in _paths(f, record)
-             if record.distributions and p in record.distributions]
-    return min(found) if found else None
-
-
-def _spread(values: Sequence[float], width: float) -> float:
-    return (max(values) - min(values)) / width
-
-
-def _fmt(value: float) -> str:
-    return f"{value:g}" if float(value).is_integer() else f"{value:.2f}"
-
-
-def _panel_spread(record: ResultRecord, chosen: Sequence[IntegerCriterion | ItemsCriterion],
-                  ) -> tuple[float, str] | None:
-    panel = [v for v in (record.samples or record.jury or []) if v.status == "ok" and v.scores]
-    if len(panel) < 2:
-        return None
-    kind = "samples" if record.samples else "jury members"
-    best: tuple[float, str] | None = None
-    for f in chosen:
-        for path in _paths(f, record):
-            values = [v for v in (_value_at(f, path, p.scores) for p in panel) if v is not None]
-            if len(values) < 2:
-                continue
-            spread = _spread(values, _width(f))
-            if best is None or spread > best[0]:
-                best = (spread, f"{kind} disagree: {', '.join(map(_fmt, values))} on {path}")
-    return best
-
-
-def _files_spread(records: Sequence[ResultRecord],
-                  chosen: Sequence[IntegerCriterion | ItemsCriterion]) -> tuple[float, str] | None:
-    if len(records) < 2:
-        return None
-    best: tuple[float, str] | None = None
-    for f in chosen:
-        for path in _paths(f, records[0]):
-            pairs = [(r.judge, v) for r in records
-                     if (v := _value_at(f, path, r.scores)) is not None]
-            if len(pairs) < 2:
-                continue
-            spread = _spread([v for _, v in pairs], _width(f))
-            if best is None or spread > best[0]:
-                shown = ", ".join(f"{judge} {_fmt(v)}" for judge, v in pairs)
-                best = (spread, f"judges disagree: {shown} on {path}")
-    return best
-
-
-def _gate_margin(rubric: Rubric, record: ResultRecord, gates: Sequence[PassGate],
-                 ) -> tuple[float, str] | None:
-    if not gates:
-        return None
-    view, source = verdict_view(rubric, record, "expected"), "expected"
-    if view is None:
-        view, source = verdict_view(rubric, record, "argmax"), "score"
-    if view is None:
-        return None
-    scores, aggregates = view
-    by_key = {f.key: f for f in rubric.output if isinstance(f, IntegerCriterion)}
-    best: tuple[float, str] | None = None
-    for gate in gates:
-        value = scores.get(gate.key) if gate.key in by_key else (aggregates or {}).get(gate.key)
-        if value is None or isinstance(value, (bool, list, str)):
-            continue
-        margin = abs(float(value) - gate.threshold)
-        if gate.key in by_key:
-            margin /= _width(by_key[gate.key])
-        if best is None or margin < best[0]:
-            best = (margin, f"near pass gate {gate}: {source} {float(value):.2f}")
-    return best
-
-
-def _candidate(rubric: Rubric, case_id: str, records: Sequence[ResultRecord],
-               chosen: Sequence[IntegerCriterion | ItemsCriterion],
-               gates: Sequence[PassGate]) -> Candidate:
-    lowest = [(c, r) for r in records if (c := _lowest_confidence(r, chosen)) is not None]
-    shown = min(lowest, key=lambda cr: cr[0][0])[1] if lowest else records[0]
-    out = Candidate(case_id, shown)
-    if lowest:
-        (value, path), _ = min(lowest, key=lambda cr: cr[0][0])
-        out.confidence, out.confidence_text = value, f"lowest confidence: P {value:.2f} on {path}"
-    spreads = [s for s in [_files_spread(records, chosen),
-                           *(_panel_spread(r, chosen) for r in records)] if s is not None]
-    if spreads:
-        out.spread, out.spread_text = max(spreads, key=lambda s: s[0])
-    margins = [m for r in records if (m := _gate_margin(rubric, r, gates)) is not None]
-    if margins:
-        out.margin, out.margin_text = min(margins, key=lambda m: m[0])
-    return out
-
-
-def rank_candidates(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
-    """The worksheet's cases: the head of each signal's list in turn (confidence lowest
-    first, disagreement largest first, gate margin smallest first; ties by case id),
-    skipping cases already taken, until ``n`` or the lists run out. Sets ``reason``."""
-    lists = [
-        sorted((c for c in candidates if c.confidence is not None),
-               key=lambda c: (c.confidence, c.case_id)),
-        sorted((c for c in candidates if c.spread is not None and c.spread > 0),
-               key=lambda c: (-(c.spread or 0.0), c.case_id)),
-        sorted((c for c in candidates if c.margin is not None),
-               key=lambda c: (c.margin, c.case_id)),
-    ]
-    texts = [lambda c: c.confidence_text, lambda c: c.spread_text, lambda c: c.margin_text]
-    taken: dict[str, Candidate] = {}
-    heads = [0, 0, 0]
-    while len(taken) < n and any(heads[i] < len(lists[i]) for i in range(3)):
-        for i, ranked in enumerate(lists):
-            while heads[i] < len(ranked) and ranked[heads[i]].case_id in taken:
-                heads[i] += 1
-            if heads[i] < len(ranked) and len(taken) < n:
-                case = ranked[heads[i]]
-                case.reason = texts[i](case)
-                taken[case.case_id] = case
-    return list(taken.values())
 
 
 def _rounded(value: float | None) -> float | None:
@@ -379,12 +87,12 @@ def _criterion_cells(f: IntegerCriterion | ItemsCriterion, record: ResultRecord,
                      ) -> dict[str, Any]:
     """A criterion's score, expected score, confidence and distribution in a record."""
     dists = record.distributions or {}
-    paths = _paths(f, record)
+    paths = criterion_paths(f, record)
     scores = [None if v is None else int(v) if v.is_integer() else v
-              for v in (_value_at(f, p, record.scores) for p in paths)]
+              for v in (score_at(f, p, record.scores) for p in paths)]
     got = {p: dists[p] for p in paths if p in dists}
     expected = [_rounded(got[p].expected) if p in got else None for p in paths]
-    confidences = [_confidence_of(d) for d in got.values()]
+    confidences = [confidence_of(d) for d in got.values()]
     distribution = {p: {v: round(prob, 4) for v, prob in d.probabilities.items()}
                     for p, d in got.items()}
     if isinstance(f, IntegerCriterion):
@@ -521,7 +229,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                 by_case.setdefault(record.case_id, []).append(record)
             else:
                 not_ok.add(record.case_id)
-    candidates = [_candidate(rubric, case_id, records, chosen, gates)
+    candidates = [case_candidate(rubric, case_id, records, chosen, gates)
                   for case_id, records in sorted(by_case.items()) if case_id not in labels]
     picked = rank_candidates(candidates, n)
     without = sum(1 for c in candidates

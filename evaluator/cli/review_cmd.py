@@ -16,9 +16,9 @@ from evaluator.analysis.review import (
     ReviewError,
     ReviewSheet,
     build_review,
-    parse_gate,
     write_review,
 )
+from evaluator.analysis.review_signals import parse_gate
 from evaluator.analysis.sample_size import TARGET_STATISTICS
 from evaluator.analysis.stats import StatsUnavailable
 from evaluator.api import USER_ERRORS
