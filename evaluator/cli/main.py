@@ -15,6 +15,7 @@ from evaluator.cli import (
     models_cmd,
     prepare_cmd,
     report_cmd,
+    review_cmd,
     rubrics_cmd,
     run_cmd,
     summary_cmd,
@@ -87,5 +88,5 @@ def cli(verbose: int) -> None:
 
 for command in (run_cmd.run, rubrics_cmd.rubrics, models_cmd.models, validate_cmd.validate,
                 prepare_cmd.prepare_judge, agree_cmd.agree, report_cmd.report,
-                summary_cmd.summary):
+                summary_cmd.summary, review_cmd.review):
     cli.add_command(command)

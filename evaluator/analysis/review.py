@@ -1,0 +1,328 @@
+"""A review worksheet: the cases most worth a clinician's time, and how many more labels an
+agreement CI needs.
+
+:func:`build_review` ranks the ``ok`` cases of one or more results files of one rubric
+(:mod:`evaluator.analysis.review_signals`: lowest confidence, disagreeing verdicts, nearest
+a pass threshold, in turn), leaves out the cases labelled already
+(:mod:`evaluator.analysis.review_inputs`), and lays the worksheet out: per criterion the
+score, expected score, confidence and distribution, and an empty ``<key>.label`` column that
+``evaluator agree --labels review.csv --label-field <key>.label`` reads back. With labels, it
+estimates how many more an agreement CI needs (:mod:`evaluator.analysis.sample_size`).
+:func:`write_review` writes ``review.csv`` and ``review.jsonl``. Rows never hold case text
+unless ``show_text``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluator.analysis.case_fields import case_fields
+from evaluator.analysis.review_inputs import check_input_file, read_labelled
+from evaluator.analysis.review_signals import (
+    PassGate,
+    ReviewError,
+    case_candidate,
+    confidence_of,
+    criterion_paths,
+    rank_candidates,
+    score_at,
+)
+from evaluator.analysis.sample_size import TARGET_STATISTICS, halfwidth_estimate
+from evaluator.data.files import atomic_writer, same_file, show_path
+from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric, RubricError
+
+REVIEW_CSV = "review.csv"
+REVIEW_JSONL = "review.jsonl"
+DEFAULT_N = 50
+FIXED_COLUMNS = ("case_id", "rubric", "judge", "rank", "reason", "min_confidence",
+                 "max_spread", "gate_margin")
+PHI_WARNING = ("WARNING: the worksheet now holds case text (PHI) from --cases: keep it "
+               "inside the hospital, like the cases file itself")
+# A spreadsheet runs a cell that starts with one of these as a formula.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+@dataclass
+class ReviewSheet:
+    """The worksheet (``rows`` for the CSV, ``records`` for the JSONL, in rank order) and
+    what was left out and why."""
+
+    rubric: str
+    columns: list[str]
+    rows: list[dict[str, str]]
+    records: list[dict[str, Any]]
+    candidates: int
+    labelled_skipped: int
+    not_ok: int
+    without_signal: int
+    show_text: bool
+    label_columns: list[str]
+    estimates: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _read_results(path: Path) -> list[ResultRecord]:
+    check_input_file(path, "results file")
+    try:
+        return read_results(path)
+    except ResultsFileDamaged as exc:
+        raise ReviewError(str(exc)) from None
+    except OSError as exc:
+        raise ReviewError(f"cannot read results file {show_path(path)} ({exc.strerror})") from None
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _criterion_cells(f: IntegerCriterion | ItemsCriterion, record: ResultRecord,
+                     ) -> dict[str, Any]:
+    """A criterion's score, expected score, confidence and distribution in a record."""
+    dists = record.distributions or {}
+    paths = criterion_paths(f, record)
+    scores = [None if v is None else int(v) if v.is_integer() else v
+              for v in (score_at(f, p, record.scores) for p in paths)]
+    got = {p: dists[p] for p in paths if p in dists}
+    expected = [_rounded(got[p].expected) if p in got else None for p in paths]
+    confidences = [confidence_of(d) for d in got.values()]
+    distribution = {p: {v: round(prob, 4) for v, prob in d.probabilities.items()}
+                    for p, d in got.items()}
+    if isinstance(f, IntegerCriterion):
+        return {"score": scores[0], "expected": expected[0],
+                "confidence": _rounded(confidences[0]) if confidences else None,
+                "distribution": distribution.get(f.key)}
+    return {"score": scores, "expected": expected,
+            "confidence": _rounded(min(confidences)) if confidences else None,
+            "distribution": distribution or None}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else str(round(value, 4))
+    return str(value)
+
+
+def _safe_text(text: str) -> str:
+    """Case text for a CSV cell that a spreadsheet will not run as a formula."""
+    return f"'{text}" if text.startswith(_FORMULA_START) else text
+
+
+def _chosen_criteria(rubric: Rubric, criteria: Sequence[str],
+                     ) -> list[IntegerCriterion | ItemsCriterion]:
+    scored = [f for f in rubric.output if isinstance(f, (IntegerCriterion, ItemsCriterion))]
+    if not criteria:
+        return scored
+    by_key = {f.key: f for f in scored}
+    unknown = [k for k in criteria if k not in by_key]
+    if unknown:
+        raise ReviewError(f"unknown --criterion {', '.join(map(repr, unknown))}; rubric "
+                          f"{rubric.name!r} scores: {', '.join(by_key)}")
+    return [by_key[k] for k in dict.fromkeys(criteria)]
+
+
+def _check_gates(rubric: Rubric, gates: Sequence[PassGate]) -> None:
+    keys = ([f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
+            + [a.name for a in rubric.aggregates])
+    for gate in gates:
+        if gate.key not in keys:
+            raise ReviewError(f"--pass {gate}: {gate.key!r} is neither an integer criterion "
+                              f"nor an aggregate of rubric {rubric.name!r} ({', '.join(keys)})")
+
+
+def _estimate_key(rubric: Rubric, label_field: str, criteria: Sequence[str]) -> str | None:
+    """The criterion the labels rate: ``<key>.label`` (a worksheet's column) names it;
+    else the first --criterion that agree compares; else the rubric's first integer one."""
+    comparable = ([f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
+                  + [a.name for a in rubric.aggregates])
+    if label_field.endswith(".label") and label_field[:-6] in comparable:
+        return label_field[:-6]
+    return next((k for k in [*criteria, *comparable] if k in comparable), None)
+
+
+def _estimates(rubric: Rubric, files: Sequence[tuple[Path, list[ResultRecord]]],
+               labels: Mapping[str, float], key: str | None, *, statistic: str,
+               target_halfwidth: float, resamples: int, seed: int) -> list[dict[str, Any]]:
+    if key is None:
+        return [{"note": "no integer criterion or aggregate to compare with the labels: no "
+                         "estimate"}]
+    scale = next((f.allowed for f in rubric.output
+                  if isinstance(f, IntegerCriterion) and f.key == key), None)
+    out = []
+    for path, records in files:
+        judge, label = [], []
+        for record in records:
+            if record.status != "ok" or record.case_id not in labels:
+                continue
+            value = (record.scores or {}).get(key)
+            if not isinstance(value, (int, float)):  # an aggregate (maybe of an items key)
+                value = (record.aggregates or {}).get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                judge.append(float(value))
+                label.append(labels[record.case_id])
+        entry = halfwidth_estimate(judge, label, statistic=statistic,
+                                   target_halfwidth=target_halfwidth, judge_scale=scale,
+                                   resamples=resamples, seed=seed)
+        out.append({"results": str(path), "criterion": key, **entry})
+    return out
+
+
+def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Sequence[str] = (),
+                 gates: Sequence[PassGate] = (), labels_path: Path | None = None,
+                 label_field: str | None = None, id_column: str = "case_id",
+                 show_text: bool = False, cases_path: Path | None = None,
+                 mapping: Mapping[str, str] | None = None, case_id_column: str = "case_id",
+                 rubrics_dirs: Sequence[Path] = (), target_halfwidth: float = 0.1,
+                 target_statistic: str = "weighted_kappa", resamples: int = 1000,
+                 seed: int = 20141) -> ReviewSheet:
+    """The worksheet of the ``n`` cases most worth a clinician's time (see the module
+    docstring for the ranking). ``labels_path``/``label_field``/``id_column``: labels
+    already given (their cases are skipped; with them, :func:`halfwidth_estimate` says how
+    many more labelled cases bring ``target_statistic``'s CI half-width under
+    ``target_halfwidth``). ``show_text`` adds the rubric's input fields, read from
+    ``cases_path`` with the run's ``mapping`` and ``case_id_column``."""
+    if not results:
+        raise ReviewError("give at least one results file")
+    if n < 1:
+        raise ReviewError("--n must be at least 1")
+    if (labels_path is None) != (label_field is None):
+        raise ReviewError("--labels and --label-field go together")
+    if show_text and cases_path is None:
+        raise ReviewError("--show-text needs --cases (the cases file the run read)")
+    if target_statistic not in TARGET_STATISTICS:
+        raise ReviewError(f"--target-statistic {target_statistic!r}: one of "
+                          f"{', '.join(TARGET_STATISTICS)}")
+    if not target_halfwidth > 0:
+        raise ReviewError("--target-halfwidth must be above 0")
+    files = [(Path(p), _read_results(Path(p))) for p in results]
+    names = sorted({r.rubric for _, records in files for r in records})
+    if len(names) != 1:
+        raise ReviewError("the results files hold no records" if not names else
+                          f"the results files hold records of {len(names)} rubrics "
+                          f"({', '.join(names)}); review one rubric at a time")
+    try:
+        rubric = load_rubric(names[0], tuple(rubrics_dirs))
+    except RubricError as exc:
+        raise ReviewError(f"rubric {names[0]!r} cannot be loaded ({exc}); give "
+                          "--rubrics-dir") from None
+    chosen = _chosen_criteria(rubric, criteria)
+    _check_gates(rubric, gates)
+    labels: dict[str, float] = {}
+    if labels_path is not None and label_field is not None:
+        labels = read_labelled(Path(labels_path), label_field, id_column)
+    by_case: dict[str, list[ResultRecord]] = {}
+    not_ok: set[str] = set()
+    for _, records in files:
+        for record in records:
+            if record.status == "ok" and record.scores is not None:
+                by_case.setdefault(record.case_id, []).append(record)
+            else:
+                not_ok.add(record.case_id)
+    candidates = [case_candidate(rubric, case_id, records, chosen, gates)
+                  for case_id, records in sorted(by_case.items()) if case_id not in labels]
+    picked = rank_candidates(candidates, n)
+    without = sum(1 for c in candidates
+                  if c.confidence is None and not c.spread and c.margin is None)
+    texts: dict[str, dict[str, str]] = {}
+    notes: list[str] = []
+    if show_text and picked:
+        fields, note = case_fields([c.record for c in picked], files[0][0], rubric,
+                                   cases_path=cases_path, mapping=mapping,
+                                   id_column=case_id_column)
+        if fields is None:
+            raise ReviewError(note)
+        texts = fields
+    # What agree compares: integer criteria, and the aggregates of the chosen criteria.
+    aggregates = [a.name for a in rubric.aggregates if a.of in {f.key for f in chosen}]
+    label_keys = list(dict.fromkeys(
+        [f.key for f in chosen if isinstance(f, IntegerCriterion)] + aggregates))
+    columns = [*FIXED_COLUMNS,
+               *(f"{f.key}.{part}" for f in chosen
+                 for part in ("score", "expected", "confidence", "distribution")),
+               *(f"{name}.aggregate" for name in aggregates),
+               *(f"{k}.label" for k in label_keys),
+               *((f"input.{name}" for name in rubric.inputs) if show_text else ())]
+    if len(set(columns)) != len(columns):
+        raise ReviewError("the rubric's keys give two worksheet columns the same name")
+    rows, records_out = [], []
+    for rank, case in enumerate(picked, start=1):
+        cells = {f.key: _criterion_cells(f, case.record) for f in chosen}
+        record_out: dict[str, Any] = {
+            "case_id": case.case_id, "rubric": case.record.rubric, "judge": case.record.judge,
+            "rank": rank, "reason": case.reason,
+            "min_confidence": _rounded(case.confidence), "max_spread": _rounded(case.spread),
+            "gate_margin": _rounded(case.margin), "criteria": cells,
+            "aggregates": {name: (case.record.aggregates or {}).get(name) for name in aggregates},
+            **{f"{k}.label": None for k in label_keys}}
+        row = {col: _cell(record_out.get(col)) for col in FIXED_COLUMNS}
+        for key, cell in cells.items():
+            row.update({f"{key}.{part}": _cell(value) for part, value in cell.items()})
+        row.update({f"{name}.aggregate": _cell(record_out["aggregates"][name])
+                    for name in aggregates})
+        row.update({f"{k}.label": "" for k in label_keys})
+        if show_text:
+            text = texts.get(case.case_id, {})
+            record_out["input"] = {name: text.get(name, "") for name in rubric.inputs}
+            row.update({f"input.{name}": _safe_text(text.get(name, ""))
+                        for name in rubric.inputs})
+        rows.append(row)
+        records_out.append(record_out)
+    if len(picked) < n:
+        notes.append(f"{len(picked)} of the {n} cases asked for: of {len(candidates)} "
+                     f"unlabelled judged case(s), {without} have no signal (no distributions, "
+                     "one verdict, no --pass gate)")
+    estimates: list[dict[str, Any]] = []
+    if labels and label_field is not None:
+        estimates = _estimates(rubric, files, labels, _estimate_key(rubric, label_field, criteria),
+                               statistic=target_statistic, target_halfwidth=target_halfwidth,
+                               resamples=resamples, seed=seed)
+    return ReviewSheet(rubric=rubric.name, columns=columns, rows=rows, records=records_out,
+                       candidates=len(candidates),
+                       labelled_skipped=sum(1 for c in by_case if c in labels),
+                       not_ok=len(not_ok - set(by_case)), without_signal=without,
+                       show_text=show_text, label_columns=[f"{k}.label" for k in label_keys],
+                       estimates=estimates, notes=notes)
+
+
+def review_paths(out_dir: Path) -> tuple[Path, Path]:
+    """The worksheet's two files in ``out_dir``: CSV and JSONL."""
+    return Path(out_dir) / REVIEW_CSV, Path(out_dir) / REVIEW_JSONL
+
+
+def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
+                 inputs: Sequence[Path] = ()) -> tuple[Path, Path]:
+    """Write ``review.csv`` and ``review.jsonl`` in ``out_dir`` (created 0700; files 0600,
+    each replaced atomically). An existing worksheet (a clinician may be filling it in) is
+    replaced only with ``force``, and never when it is one of ``inputs`` (the labels read)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ReviewError(f"--out {show_path(out_dir)} exists and is not a folder")
+    targets = review_paths(out_dir)
+    for target in targets:
+        if any(Path(i).exists() and target.exists() and same_file(target, Path(i))
+               for i in inputs):
+            raise ReviewError(f"{show_path(target)} is also an input (it holds the labels "
+                              "read); write the new worksheet to another --out folder")
+        if (target.exists() or target.is_symlink()) and not force:
+            raise ReviewError(f"{show_path(target)} exists (a worksheet that may hold labels "
+                              "already); pass --force to replace it, or choose another --out")
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=sheet.columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(sheet.rows)
+    jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in sheet.records)
+    for target, data in zip(targets, (buffer.getvalue(), jsonl), strict=True):
+        with atomic_writer(target) as handle:
+            handle.write(data.encode("utf-8"))
+    return targets

@@ -1,0 +1,125 @@
+"""``evaluator review``: a worksheet of the cases most worth a clinician's time, and an
+estimate of how many more labels an agreement CI needs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.analysis.agreement import AgreementError
+from evaluator.analysis.intervals import format_ci
+from evaluator.analysis.review import (
+    DEFAULT_N,
+    PHI_WARNING,
+    ReviewError,
+    ReviewSheet,
+    build_review,
+    write_review,
+)
+from evaluator.analysis.review_signals import parse_gate
+from evaluator.analysis.sample_size import TARGET_STATISTICS
+from evaluator.analysis.stats import StatsUnavailable
+from evaluator.api import USER_ERRORS
+from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.cli.options import parse_mapping, rubrics_dir_option
+from evaluator.data.files import show_path
+
+
+def _estimate_lines(sheet: ReviewSheet) -> list[str]:
+    lines = []
+    for e in sheet.estimates:
+        if "statistic" not in e:
+            lines.append(f"estimate: {e['note']}")
+            continue
+        head = f"estimate for {e['results']}, {e['criterion']}, {e['name']} (n = {e['n']} labelled)"
+        if e["n_needed"] is None:
+            lines.append(f"{head}: {e['note']}")
+            continue
+        lines.append(f"{head}: {e['value']:.3f} {format_ci(e['ci95'])} ({e['ci_method']}), "
+                     f"half-width {e['halfwidth']:.3f}; about {e['n_needed']} labelled cases "
+                     f"({e['more']} more) for a half-width of {e['target_halfwidth']:g} "
+                     f"[{e['method']}]")
+        lines += [f"  {e[k]}" for k in ("warning", "note") if e.get(k)]
+    return lines
+
+
+@click.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Folder for review.csv and review.jsonl (created 0700; files 0600).")
+@click.option("--n", "n", type=click.IntRange(min=1), default=DEFAULT_N, show_default=True,
+              help="Cases on the worksheet.")
+@click.option("--criterion", "criteria", multiple=True, metavar="KEY",
+              help="Criterion to rank and show (repeatable; default: every scored criterion).")
+@click.option("--pass", "gates", multiple=True, metavar="CRITERION>=T",
+              help="Pass threshold: cases whose expected score is near it rank high "
+                   "(repeatable; an integer criterion or aggregate).")
+@click.option("--labels", "labels_path", default=None, type=click.Path(path_type=Path),
+              help="Labels so far (.csv or .jsonl, e.g. a filled-in review.csv): their "
+                   "cases are skipped, and the sample-size estimate is made from them.")
+@click.option("--label-field", default=None, help="The labels file's field holding the label.")
+@click.option("--id-column", default="case_id", show_default=True,
+              help="The labels file's case id column.")
+@click.option("--target-halfwidth", type=click.FloatRange(min=0, min_open=True), default=0.1,
+              show_default=True, help="With --labels: the 95% CI half-width to reach.")
+@click.option("--target-statistic", type=click.Choice(list(TARGET_STATISTICS)),
+              default="weighted_kappa", show_default=True,
+              help="With --labels: the agreement statistic whose CI the estimate is for.")
+@click.option("--show-text", is_flag=True,
+              help="Add the cases' input fields from --cases (PHI!). Without it the "
+                   "worksheet holds ids and scores only.")
+@click.option("--cases", "cases_path", default=None, type=click.Path(path_type=Path),
+              help="The cases file the run read (for --show-text).")
+@click.option("--map", "mappings", multiple=True, metavar="FIELD=COLUMN",
+              help="The --map options the run used to read --cases (repeatable).")
+@click.option("--case-id-column", default="case_id", show_default=True,
+              help="The --id-column the run used to read --cases.")
+@click.option("--force", is_flag=True, help="Replace a worksheet already in --out.")
+@click.option("--resamples", type=click.IntRange(min=100), default=1000, show_default=True,
+              help="Bootstrap resamples for the estimate's CI.")
+@click.option("--seed", type=int, default=20141, show_default=True, help="Bootstrap seed.")
+@rubrics_dir_option
+def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str, ...],
+           gates: tuple[str, ...], labels_path: Path | None, label_field: str | None,
+           id_column: str, target_halfwidth: float, target_statistic: str, show_text: bool,
+           cases_path: Path | None, mappings: tuple[str, ...], case_id_column: str,
+           force: bool, resamples: int, seed: int, rubrics_dirs: tuple[Path, ...]) -> None:
+    """Write a worksheet (OUT/review.csv and OUT/review.jsonl) of the N cases of RESULTS
+    most worth a clinician's time: lowest judge confidence, samples or judges disagreeing,
+    closest to a --pass threshold, each row saying why, with an empty '<criterion>.label'
+    column per criterion for `evaluator agree --labels review.csv`. Cases labelled in
+    --labels are skipped, and the labels so far give an estimate of how many more a CI
+    needs. No case text unless --show-text."""
+    try:
+        sheet = build_review(
+            list(results), n=n, criteria=criteria, gates=[parse_gate(g) for g in gates],
+            labels_path=labels_path, label_field=label_field, id_column=id_column,
+            show_text=show_text, cases_path=cases_path, mapping=parse_mapping(mappings),
+            case_id_column=case_id_column, rubrics_dirs=rubrics_dirs,
+            target_halfwidth=target_halfwidth, target_statistic=target_statistic,
+            resamples=resamples, seed=seed)
+        inputs = [*results, *([labels_path] if labels_path else []),
+                  *([cases_path] if cases_path else [])]
+        csv_path, jsonl_path = write_review(sheet, out_dir, force=force, inputs=inputs)
+    except (ReviewError, AgreementError, StatsUnavailable, *USER_ERRORS) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:
+        where = show_path(exc.filename) if exc.filename else show_path(out_dir)
+        click.echo(f"error: cannot write {where} ({exc.strerror})", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(f"review: {len(sheet.rows)} case(s) in {show_path(csv_path)} and "
+               f"{show_path(jsonl_path)} ({sheet.candidates} unlabelled judged case(s); "
+               f"{sheet.labelled_skipped} labelled already, skipped; {sheet.not_ok} without "
+               "an ok verdict)")
+    if sheet.label_columns:
+        first = sheet.label_columns[0]
+        click.echo(f"label columns: {', '.join(sheet.label_columns)} (fill one in, then: "
+                   f"evaluator agree RESULTS --labels {show_path(csv_path)} --label-field "
+                   f"{first} --criterion {first.removesuffix('.label')})")
+    for line in [*sheet.notes, *_estimate_lines(sheet)]:
+        click.echo(line)
+    if show_text:
+        click.echo(PHI_WARNING, err=True)

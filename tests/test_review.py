@@ -1,0 +1,363 @@
+"""``evaluator review`` and :mod:`evaluator.analysis.review`: the worksheet's ranking and
+reasons on hand-built records with distributions, labelled cases skipped, the round trip
+through ``evaluator agree``, no case text without --show-text, refusals, and the
+sample-size estimate (:mod:`evaluator.analysis.sample_size`)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import pytest
+
+pytest.importorskip("scipy", reason="needs the stats extra")
+pytest.importorskip("sklearn", reason="needs the stats extra")
+pytest.importorskip("pingouin", reason="needs the stats extra")
+
+from click.testing import CliRunner
+
+from evaluator.analysis.distributions import summarize
+from evaluator.analysis.review import (
+    ReviewError,
+    build_review,
+    write_review,
+)
+from evaluator.analysis.review_inputs import read_labelled
+from evaluator.analysis.review_signals import parse_gate
+from evaluator.analysis.sample_size import halfwidth_estimate
+from evaluator.cli.main import cli
+from evaluator.data.results import PanelVerdict, ResultRecord, ResultWriter
+from tests.conftest import write_jsonl
+
+SECRET = "SECRET-PATIENT-TEXT Mrs Example, 71, metastatic"
+SURE = {4: 0.95, 5: 0.05}
+# accuracy distribution, accuracy given; case-04 has disagreeing samples and no
+# distributions; case-06 is the one labelled already (and the least confident of all).
+CASES = {
+    "case-01": ({5: 0.95, 4: 0.05}, 5),  # confident, expected 4.95
+    "case-02": ({2: 0.40, 3: 0.35, 1: 0.25}, 2),  # confidence 0.40, expected 2.10
+    "case-03": ({4: 0.60, 5: 0.40}, 4),  # confidence 0.60, expected 4.40
+    "case-05": ({3: 0.90, 4: 0.10}, 3),  # confident, expected 3.10: near accuracy>=3
+    "case-06": ({1: 0.30, 2: 0.30, 3: 0.40}, 3),  # confidence 0.40, ties case-02
+}
+
+
+def scores(accuracy: int) -> dict:
+    return {"hallucination": 4, "hallucination_reasoning": "ok", "accuracy": accuracy,
+            "accuracy_reasoning": "ok", "clarity": 4, "clarity_reasoning": "ok"}
+
+
+def record(case_id: str, line: int, probs: dict | None, accuracy: int, *,
+           samples: list[int] | None = None, judge: str = "judge-a") -> ResultRecord:
+    dists = None
+    if probs is not None:
+        dists = {"hallucination": summarize(SURE, 4), "accuracy": summarize(probs, accuracy),
+                 "clarity": summarize(SURE, 4)}
+    panel = None
+    if samples is not None:
+        panel = [PanelVerdict(sample=k, status="ok", scores=scores(v))
+                 for k, v in enumerate(samples)]
+    return ResultRecord(case_id=case_id, rubric="trial_eligibility", judge=judge, status="ok",
+                        scores=scores(accuracy), distributions=dists, samples=panel,
+                        input_file="cases.jsonl", input_line=line)
+
+
+def case_row(case_id: str) -> dict:
+    return {"case_id": case_id, "patient_profile": f"{SECRET} ({case_id})", "trial_id": "NCT1",
+            "trial_title": "A trial", "eligibility_criteria": "adults",
+            "ground_truth_label": "eligible", "ground_truth_explanation": "meets all",
+            "workflow_answer": "eligible"}
+
+
+@pytest.fixture
+def results(tmp_path):
+    """A results file of six hand-built records (and the cases file they name)."""
+    ids = sorted([*CASES, "case-04"])
+    write_jsonl(tmp_path / "cases.jsonl", [case_row(i) for i in ids])
+    path = tmp_path / "results.jsonl"
+    with ResultWriter(path) as writer:
+        for line, case_id in enumerate(ids, start=1):
+            if case_id == "case-04":
+                writer.write(record(case_id, line, None, 3, samples=[1, 5]))
+            else:
+                probs, accuracy = CASES[case_id]
+                writer.write(record(case_id, line, probs, accuracy))
+        writer.write(ResultRecord(case_id="case-07", rubric="trial_eligibility",
+                                  judge="judge-a", status="truncated", reason="token limit"))
+    return path
+
+
+@pytest.fixture
+def labels(tmp_path):
+    return write_jsonl(tmp_path / "labels.jsonl",
+                       [{"case_id": "case-06", "expert": 2}, {"case_id": "case-01", "expert": ""}])
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(map(str, args)))
+
+
+def read_csv(path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    return lines[0]
+
+
+def test_ranking_takes_each_signal_in_turn_with_its_reason(results, labels):
+    sheet = build_review([results], gates=[parse_gate("accuracy>=3")], labels_path=labels,
+                         label_field="expert")
+    # confidence, disagreement, gate, then again: case-04 (a margin of 0 by its score) is
+    # taken by disagreement already, so the gate's head is case-05.
+    assert [r["case_id"] for r in sheet.rows] == ["case-02", "case-04", "case-05", "case-03",
+                                                  "case-01"]
+    reasons = [r["reason"] for r in sheet.rows]
+    assert reasons[0] == "lowest confidence: P 0.40 on accuracy"
+    assert reasons[1] == "samples disagree: 1, 5 on accuracy"
+    assert reasons[2] == "near pass gate accuracy>=3: expected 3.10"
+    assert reasons[3] == "lowest confidence: P 0.60 on accuracy"
+    assert reasons[4] == "near pass gate accuracy>=3: expected 4.95"
+    assert [r["rank"] for r in sheet.rows] == ["1", "2", "3", "4", "5"]
+    first = sheet.rows[0]
+    assert first["accuracy.score"] == "2" and first["accuracy.expected"] == "2.1"
+    assert first["accuracy.confidence"] == "0.4"
+    assert json.loads(first["accuracy.distribution"]) == {"1": 0.25, "2": 0.4, "3": 0.35}
+    assert sheet.rows[1]["max_spread"] == "1" and sheet.rows[1]["min_confidence"] == ""
+    assert sheet.labelled_skipped == 1 and sheet.not_ok == 1 and sheet.candidates == 5
+    # Deterministic: the same inputs give the same sheet.
+    again = build_review([results], gates=[parse_gate("accuracy>=3")], labels_path=labels,
+                         label_field="expert")
+    assert again.rows == sheet.rows
+
+
+def test_without_gates_or_labels_the_least_confident_case_comes_first(results):
+    sheet = build_review([results], n=2)
+    assert [r["case_id"] for r in sheet.rows] == ["case-02", "case-04"]
+    # case-06 ties case-02 at P 0.40 on accuracy: the tie goes by case id.
+    sheet = build_review([results], n=3)
+    assert [r["case_id"] for r in sheet.rows] == ["case-02", "case-04", "case-06"]
+
+
+def test_several_results_files_judges_disagreeing_is_a_signal(results, tmp_path):
+    other = tmp_path / "other.jsonl"
+    with ResultWriter(other) as writer:
+        writer.write(record("case-01", 1, {1: 0.95, 2: 0.05}, 1, judge="judge-b"))
+    sheet = build_review([results, other], n=2, criteria=["accuracy"])
+    assert sheet.rows[1]["case_id"] == "case-01"
+    assert sheet.rows[1]["reason"] == "judges disagree: judge-a 5, judge-b 1 on accuracy"
+
+
+def test_labelled_cases_are_not_proposed_again_and_empty_labels_are_not_labels(results,
+                                                                              labels):
+    assert read_labelled(labels, "expert") == {"case-06": 2.0}
+    sheet = build_review([results], labels_path=labels, label_field="expert")
+    ids = [r["case_id"] for r in sheet.rows]
+    assert "case-06" not in ids and "case-01" in ids
+
+
+def test_cli_writes_both_files_and_agree_reads_the_filled_labels_back(results, tmp_path):
+    out = tmp_path / "sheet"
+    done = invoke("review", results, "--out", out, "--pass", "accuracy>=3")
+    assert done.exit_code == 0, done.output
+    assert "accuracy.label" in done.output
+    rows = read_csv(out / "review.csv")
+    jsonl = [json.loads(line) for line in (out / "review.jsonl").read_text().splitlines()]
+    assert [r["case_id"] for r in rows] == [r["case_id"] for r in jsonl]
+    assert {"accuracy.label", "hallucination.label", "clarity.label"} <= set(rows[0])
+    assert all(r["accuracy.label"] == "" for r in rows)
+    assert jsonl[0]["accuracy.label"] is None and jsonl[0]["criteria"]["accuracy"]["score"] == 2
+    assert oct((out / "review.csv").stat().st_mode & 0o777) == "0o600"
+    assert oct(out.stat().st_mode & 0o777) == "0o700"
+    # A clinician fills in the label column; agree reads it unchanged.
+    filled = {r["case_id"]: str(1 + i % 5) for i, r in enumerate(rows)}
+    with open(out / "review.csv", newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        fieldnames, table = reader.fieldnames, list(reader)
+    for row in table:
+        row["accuracy.label"] = filled[row["case_id"]]
+    labelled = tmp_path / "labelled.csv"
+    with open(labelled, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fieldnames, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(table)
+    agreed = invoke("agree", results, "--labels", labelled, "--label-field", "accuracy.label",
+                    "--criterion", "accuracy", "--resamples", "100", "--json")
+    assert agreed.exit_code == 0, agreed.output
+    report = json.loads(agreed.output[agreed.output.index("{"):])
+    assert report["joined"] == len(rows) and report["unmatched_labels"] == 0
+    # Those cases are not proposed again.
+    again = invoke("review", results, "--out", tmp_path / "next", "--labels", labelled,
+                   "--label-field", "accuracy.label")
+    assert again.exit_code == 0, again.output
+    proposed = {r["case_id"] for r in read_csv(tmp_path / "next" / "review.csv")}
+    assert not proposed & set(filled)
+
+
+def test_agree_refuses_a_half_filled_worksheet(results, tmp_path):
+    # What agree does with an empty label (a row not labelled yet): an error naming the
+    # line, not a skipped row. review itself reads such a sheet (above).
+    out = tmp_path / "sheet"
+    assert invoke("review", results, "--out", out).exit_code == 0
+    result = invoke("agree", results, "--labels", out / "review.csv", "--label-field",
+                    "accuracy.label")
+    assert result.exit_code == 2 and "is not a number" in result.output
+
+
+def test_no_case_text_without_show_text(results, tmp_path):
+    out = tmp_path / "sheet"
+    done = invoke("review", results, "--out", out, "--cases", tmp_path / "cases.jsonl")
+    assert done.exit_code == 0, done.output
+    for name in ("review.csv", "review.jsonl"):
+        assert "SECRET-PATIENT-TEXT" not in (out / name).read_text()
+    assert "SECRET" not in done.output and "PHI" not in done.output
+    shown = invoke("review", results, "--out", tmp_path / "text", "--show-text", "--cases",
+                   tmp_path / "cases.jsonl")
+    assert shown.exit_code == 0, shown.output
+    assert "holds case text (PHI)" in shown.output
+    rows = read_csv(tmp_path / "text" / "review.csv")
+    assert rows[0]["input.patient_profile"] == f"{SECRET} ({rows[0]['case_id']})"
+    assert "SECRET-PATIENT-TEXT" in (tmp_path / "text" / "review.jsonl").read_text()
+
+
+def test_show_text_needs_cases(results, tmp_path):
+    line = one_line_error(invoke("review", results, "--out", tmp_path / "o", "--show-text"))
+    assert "--show-text needs --cases" in line
+
+
+def test_an_existing_worksheet_is_not_replaced_without_force(results, tmp_path):
+    out = tmp_path / "sheet"
+    assert invoke("review", results, "--out", out).exit_code == 0
+    (out / "review.csv").write_text("labels in progress\n")
+    line = one_line_error(invoke("review", results, "--out", out))
+    assert "--force" in line and "review.csv" in line
+    assert (out / "review.csv").read_text() == "labels in progress\n"
+    assert invoke("review", results, "--out", out, "--force").exit_code == 0
+    assert (out / "review.csv").read_text().startswith("case_id,")
+    # Never the worksheet whose labels are being read, --force or not.
+    line = one_line_error(invoke("review", results, "--out", out, "--force", "--labels",
+                                 out / "review.csv", "--label-field", "accuracy.label"))
+    assert "also an input" in line
+
+
+@pytest.mark.parametrize("case", ["missing results", "results is a folder", "damaged results",
+                                  "missing labels", "labels not csv/jsonl", "no label field",
+                                  "out is a file", "missing cases", "unknown criterion",
+                                  "bad gate", "gate on a string"])
+def test_wrong_paths_and_options_exit_2_in_one_line(results, tmp_path, case):
+    out = tmp_path / "o"
+    args = [results, "--out", out]
+    if case == "missing results":
+        args[0] = tmp_path / "nope.jsonl"
+    elif case == "results is a folder":
+        args[0] = tmp_path
+    elif case == "damaged results":
+        args[0] = tmp_path / "cases.jsonl"
+    elif case == "missing labels":
+        args += ["--labels", tmp_path / "nope.csv", "--label-field", "x"]
+    elif case == "labels not csv/jsonl":
+        (tmp_path / "labels.txt").write_text("case_id,x\n")
+        args += ["--labels", tmp_path / "labels.txt", "--label-field", "x"]
+    elif case == "no label field":
+        args += ["--labels", write_jsonl(tmp_path / "l.jsonl", [{"case_id": "case-01"}]),
+                 "--label-field", "x"]
+    elif case == "out is a file":
+        out.write_text("")
+    elif case == "missing cases":
+        args += ["--show-text", "--cases", tmp_path / "nope.jsonl"]
+    elif case == "unknown criterion":
+        args += ["--criterion", "nope"]
+    elif case == "bad gate":
+        args += ["--pass", "accuracy>three"]
+    elif case == "gate on a string":
+        args += ["--pass", "accuracy_reasoning>=3"]
+    line = one_line_error(invoke("review", *args))
+    assert "SECRET" not in line
+
+
+def many_labelled(tmp_path, n: int = 40):
+    """A results file of ``n`` cases and labels for all of them, loosely agreeing."""
+    path = tmp_path / "many.jsonl"
+    rows = []
+    with ResultWriter(path) as writer:
+        for i in range(n):
+            accuracy = 1 + (i * 7) % 5
+            label = max(1, min(5, accuracy + (i % 3) - 1))
+            writer.write(record(f"c{i:03d}", i + 1, {accuracy: 0.7, 1 + accuracy % 5: 0.3},
+                                accuracy))
+            rows.append({"case_id": f"c{i:03d}", "expert": label})
+    return path, write_jsonl(tmp_path / "many_labels.jsonl", rows)
+
+
+def test_sample_size_estimate_decreases_with_a_looser_target(tmp_path):
+    path, labels = many_labelled(tmp_path)
+    needed = []
+    for target in (0.05, 0.1, 0.2):
+        sheet = build_review([path], labels_path=labels, label_field="expert",
+                             criteria=["accuracy"], target_halfwidth=target, resamples=200)
+        (estimate,) = sheet.estimates
+        assert estimate["criterion"] == "accuracy" and estimate["n"] == 40
+        assert estimate["ci_method"].startswith("bootstrap")
+        assert "sqrt(n / n')" in estimate["method"]
+        needed.append(estimate["n_needed"])
+    assert needed == sorted(needed, reverse=True) and needed[0] > needed[2] >= 40
+    # A target the current interval already meets needs no more cases.
+    loose = halfwidth_estimate([1, 2, 3, 4, 5] * 8, [1, 2, 3, 4, 5] * 8,
+                               statistic="spearman", target_halfwidth=0.5, resamples=200)
+    assert loose["more"] == 0
+
+
+def test_estimate_via_the_cli_and_for_spearman(tmp_path):
+    path, labels = many_labelled(tmp_path)
+    done = invoke("review", path, "--out", tmp_path / "o", "--labels", labels, "--label-field",
+                  "expert", "--target-statistic", "spearman", "--target-halfwidth", "0.1",
+                  "--resamples", "200")
+    assert done.exit_code == 0, done.output
+    # Without --criterion: the rubric's first integer criterion, which this judge scores 4
+    # every time: no statistic, said.
+    assert "hallucination, Spearman rho (n = 40 labelled): Spearman rho is undefined" \
+        in done.output
+    done = invoke("review", path, "--out", tmp_path / "o2", "--labels", labels,
+                  "--label-field", "expert", "--criterion", "accuracy", "--target-statistic",
+                  "spearman", "--resamples", "200")
+    assert done.exit_code == 0, done.output
+    assert "accuracy, Spearman rho (n = 40 labelled): " in done.output
+    assert "more) for a half-width of 0.1 [estimate: " in done.output
+
+
+def test_write_review_refuses_a_symlinked_worksheet(results, tmp_path):
+    sheet = build_review([results], n=1)
+    out = tmp_path / "o"
+    out.mkdir()
+    os.symlink(tmp_path / "elsewhere.csv", out / "review.csv")
+    with pytest.raises(ReviewError, match="--force"):
+        write_review(sheet, out)
+
+
+def test_items_criteria_rank_by_their_least_sure_item_and_label_their_aggregate(tmp_path):
+    # ecg_interpretation scores lists of items; agree compares their aggregates (same names).
+    path = tmp_path / "ecg.jsonl"
+    with ResultWriter(path) as writer:
+        for case_id, second in (("e1", {2: 0.9, 1: 0.1}), ("e2", {1: 0.55, 2: 0.45})):
+            items = [{"Score": 2, "Explanation": "ok"}, {"Score": max(second, key=second.get),
+                                                         "Explanation": "ok"}]
+            dists = {"DiagnosisAccuracy[0].Score": summarize({2: 0.8, 0: 0.2}, 2),
+                     "DiagnosisAccuracy[1].Score": summarize(second, items[1]["Score"])}
+            writer.write(ResultRecord(case_id=case_id, rubric="ecg_interpretation",
+                                      judge="j", status="ok",
+                                      scores={"DiagnosisAccuracy": items},
+                                      aggregates={"DiagnosisAccuracy": 0.5},
+                                      distributions=dists))
+    sheet = build_review([path], criteria=["DiagnosisAccuracy"])
+    assert [r["case_id"] for r in sheet.rows] == ["e2", "e1"]
+    assert sheet.rows[0]["reason"] == "lowest confidence: P 0.55 on DiagnosisAccuracy[1].Score"
+    assert sheet.rows[0]["DiagnosisAccuracy.score"] == "[2,1]"
+    assert sheet.rows[0]["DiagnosisAccuracy.confidence"] == "0.55"
+    assert sheet.rows[0]["DiagnosisAccuracy.aggregate"] == "0.5"
+    assert sheet.label_columns == ["DiagnosisAccuracy.label"]
