@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_common import (  # noqa: E402
+from bench_common import (
     cycle_rows,
     load_rows,
     print_figures,
@@ -40,15 +40,15 @@ from bench_common import (  # noqa: E402
     set_threads,
 )
 
-from evaluator.judges.models_file import resolve_judge  # noqa: E402
-from evaluator.rubrics.load import load_rubric  # noqa: E402
-from evaluator.rubrics.render import render_messages  # noqa: E402
-from evaluator.rubrics.schema import (  # noqa: E402
+from evaluator.judges.models_file import resolve_judge
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.render import render_messages
+from evaluator.rubrics.schema import (
     build_output_model,
     max_new_tokens,
     output_json_schema,
 )
-from evaluator.rubrics.score_paths import score_slots, value_offsets  # noqa: E402
+from evaluator.rubrics.score_paths import score_slots, value_offsets
 
 RUBRICS = ["trial_eligibility", "pathology_report", "drug_monograph_similarity",
            "ecg_interpretation"]

@@ -77,7 +77,7 @@ def test_expected_view_recomputes_the_aggregates_from_expected_scores(tmp_path):
                                    judge_spec=JudgeSpec(backend="fake")))
     [record] = read_results(result.results_path)
     assert record.status == "ok" and record.distributions
-    scores, aggregates = expected_verdict(rubric, record)
+    _, aggregates = expected_verdict(rubric, record)
     for slot in score_slots(rubric, record.scores):
         dist = record.distributions[slot.path]
         assert dist.confidence == pytest.approx(FAKE_CONFIDENCE)

@@ -265,7 +265,10 @@ def test_pass_rates_and_aggregates(tmp_path):
     ecg = run_fake(ecg_rows, tmp_path / "e", "judge-e", [], rubric="ecg_interpretation")
     html = render_html(build_report([ecg]))
     assert "aggregate: share_above of DiagnosisAccuracy" in html
-    assert len(embedded_svgs(html)) == 1 + len(build_report([ecg])["aggregates"])
+    ecg_report = build_report([ecg])
+    # the scores chart, one per aggregate, one confidence histogram per criterion
+    assert len(embedded_svgs(html)) == (1 + len(ecg_report["aggregates"])
+                                        + len(ecg_report["confidence_criteria"]))
 
 
 def test_no_network_references_anywhere(two_runs):

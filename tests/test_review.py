@@ -121,9 +121,9 @@ def test_ranking_takes_each_signal_in_turn_with_its_reason(results, labels):
     reasons = [r["reason"] for r in sheet.rows]
     assert reasons[0] == "lowest confidence: P 0.40 on accuracy"
     assert reasons[1] == "samples disagree: 1, 5 on accuracy"
-    assert reasons[2] == "near pass gate accuracy>=3: expected 3.10"
+    assert reasons[2] == "near pass gate accuracy >= 3: expected 3.10"
     assert reasons[3] == "lowest confidence: P 0.60 on accuracy"
-    assert reasons[4] == "near pass gate accuracy>=3: expected 4.95"
+    assert reasons[4] == "near pass gate accuracy >= 3: expected 4.95"
     assert [r["rank"] for r in sheet.rows] == ["1", "2", "3", "4", "5"]
     first = sheet.rows[0]
     assert first["accuracy.score"] == "2" and first["accuracy.expected"] == "2.1"
@@ -200,14 +200,28 @@ def test_cli_writes_both_files_and_agree_reads_the_filled_labels_back(results, t
     assert not proposed & set(filled)
 
 
-def test_agree_refuses_a_half_filled_worksheet(results, tmp_path):
-    # What agree does with an empty label (a row not labelled yet): an error naming the
-    # line, not a skipped row. review itself reads such a sheet (above).
+def test_agree_reads_a_half_filled_worksheet(results, tmp_path):
+    # An empty label is a row not labelled yet: agree skips and counts it; an all-empty
+    # column is one clear error.
     out = tmp_path / "sheet"
     assert invoke("review", results, "--out", out).exit_code == 0
     result = invoke("agree", results, "--labels", out / "review.csv", "--label-field",
                     "accuracy.label")
-    assert result.exit_code == 2 and "is not a number" in result.output
+    assert result.exit_code == 2 and "no labels yet" in result.output
+    rows = read_csv(out / "review.csv")
+    assert len(rows) >= 4
+    for row in rows[:3]:
+        row["accuracy.label"] = row["accuracy.score"]
+    path = tmp_path / "half.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    result = invoke("agree", results, "--labels", path, "--label-field", "accuracy.label",
+                    "--criterion", "accuracy", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["joined"] == 3 and report["unlabelled_rows"] == len(rows) - 3
 
 
 def test_no_case_text_without_show_text(results, tmp_path):

@@ -226,9 +226,9 @@ def test_evaluate_runs_every_rubric_through_vllm(vllm_backend, vllm_spec, tmp_pa
 
 @pytest.mark.parametrize("name", ["drug_monograph_similarity", "ecg_interpretation"])
 def test_distributions_match_the_transformers_path(vllm_backend, trial_rows, name):
-    """The same weights on both paths: vLLM's distributions (one-token requests with top-k
-    log-probabilities) equal the transformers path's (full forward passes), value by value,
-    for 0-10 (10 is "10" or "1","0") and 0/50/80/100."""
+    """The same weights on both paths: vLLM's distributions (one-token requests for the
+    allowed tokens' log-probabilities) equal the transformers path's (full forward passes),
+    value by value, for 0-10 (10 is "10" or "1","0") and 0/50/80/100."""
     from evaluator.judges.backends import ScoreAnchor
     from evaluator.rubrics.score_paths import score_slots, value_offsets
 
@@ -255,7 +255,7 @@ def test_distributions_match_the_transformers_path(vllm_backend, trial_rows, nam
     for row, reference_row in zip(got, expected):
         for dist, reference in zip(row, reference_row):
             assert dist is not None and reference is not None
-            assert dist.coverage > 0.999
+            assert dist.coverage == pytest.approx(1.0)
             assert set(dist.probabilities) == set(reference.probabilities)
             for value, p in reference.probabilities.items():
                 assert dist.probabilities[value] == pytest.approx(p, abs=1e-4)

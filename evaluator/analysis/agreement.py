@@ -127,11 +127,24 @@ def parse_label_scale(text: str) -> list[float]:
     return sorted(v for v in values if v is not None)
 
 
+class Labels(dict[str, float]):
+    """Case id -> numeric label, and ``unlabelled``: the rows whose label is still empty."""
+
+    unlabelled: int = 0
+
+
+def _empty(value: object) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
 def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
-                label_scale: Sequence[float] | None = None) -> dict[str, float]:
-    """Map case id -> numeric label. Every row needs the id and a numeric label (one of
-    ``label_scale`` when given); errors name the file, lines and field, never a case id
-    (``id_column`` may hold case text)."""
+                label_scale: Sequence[float] | None = None, allow_none: bool = False) -> Labels:
+    """Map case id -> numeric label. Every row needs the id and the label field; a label that
+    is a number (one of ``label_scale`` when given) is a label, an empty one (an empty CSV
+    cell, JSON null: a worksheet row not labelled yet, ``evaluator review``) is skipped and
+    counted, anything else is an error (so is a file with no label at all, unless
+    ``allow_none``: a worksheet nobody has filled in yet). Errors name the file, lines and field, never a case
+    id (``id_column`` may hold case text)."""
     path = Path(path)
     rows = _label_rows(path)
     if not rows:
@@ -142,7 +155,7 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
         raise AgreementError(f"{path}: no row has the label field {label_field!r}; "
                              f"fields: {shown}")
     allowed = set(label_scale) if label_scale is not None else None
-    labels: dict[str, float] = {}
+    labels = Labels()
     line_of: dict[str, int] = {}
     for number, row in rows:
         case_id = row.get(id_column)
@@ -151,6 +164,9 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
         case_id = str(case_id)
         if label_field not in row:
             raise AgreementError(f"{path} line {number}: field {label_field!r} is missing")
+        if _empty(row[label_field]):
+            labels.unlabelled += 1
+            continue
         value = _number(row[label_field])
         if value is None:
             raise AgreementError(f"{path} line {number}: field {label_field!r} is not a "
@@ -164,6 +180,8 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
                                  f"case id (in {id_column!r})")
         labels[case_id] = value
         line_of[case_id] = number
+    if not labels and not allow_none:
+        raise AgreementError(f"{path}: every row's {label_field!r} is empty: no labels yet")
     return labels
 
 
@@ -542,6 +560,7 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
         "common_cases": None if only_ids is None else len(only_ids),
         "unmatched_results": len(ok) - view.left_out - len(joined_ids),
         "unmatched_labels": sum(1 for case_id in labels if case_id not in ok),
+        "unlabelled_rows": labels.unlabelled,
         "not_ok_labelled": sum(1 for r in not_ok if r.case_id in labels),
         "not_ok_status_counts": dict(sorted(Counter(r.status for r in not_ok).items())),
         "bootstrap": {"resamples": resamples, "seed": seed, "method": "BCa, case pairs",

@@ -32,7 +32,9 @@ def _header(report: Mapping[str, Any]) -> list[str]:
                  if report.get("common_cases") is not None else "")
               + f"; ok results without a label: {report['unmatched_results']}; labels "
               f"without an ok result: {report['unmatched_labels']} (of which labelled but "
-              f"not ok: {report['not_ok_labelled']})"),
+              f"not ok: {report['not_ok_labelled']})"
+              + (f"; rows not labelled yet (empty label): {report['unlabelled_rows']}"
+                 if report.get("unlabelled_rows") else "")),
              (f"95% CIs: each row names its method; bootstrap: {report['bootstrap']['resamples']}"
               f" resamples over case pairs, seed {report['bootstrap']['seed']}, unreliable "
               f"above {report['bootstrap']['undefined_limit']:.0%} undefined resamples"),

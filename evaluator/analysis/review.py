@@ -137,7 +137,7 @@ def _check_gates(rubric: Rubric, gates: Sequence[PassGate]) -> None:
             + [a.name for a in rubric.aggregates])
     for gate in gates:
         if gate.key not in keys:
-            raise ReviewError(f"--pass {gate}: {gate.key!r} is neither an integer criterion "
+            raise ReviewError(f"--pass {gate.rule}: {gate.key!r} is neither an integer criterion "
                               f"nor an aggregate of rubric {rubric.name!r} ({', '.join(keys)})")
 
 

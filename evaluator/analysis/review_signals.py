@@ -25,17 +25,16 @@ case id, so the same inputs give the same sheet. Each row says which list picked
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator.analysis import gates
 from evaluator.analysis.distributions import verdict_view
+from evaluator.analysis.gates import Gate
 from evaluator.data.results import ResultRecord, ScoreDistribution
 from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric
 from evaluator.rubrics.score_paths import item_path
-
-_GATE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*>=\s*([-+]?\d+(?:\.\d+)?)\s*")
 
 
 class ReviewError(ValueError):
@@ -43,23 +42,15 @@ class ReviewError(ValueError):
     worksheet already there); the message names files, lines and fields, never case text."""
 
 
-@dataclass(frozen=True)
-class PassGate:
-    """``--pass KEY>=T``: a pass threshold on an integer criterion or aggregate."""
-
-    key: str
-    threshold: float
-
-    def __str__(self) -> str:
-        return f"{self.key}>={self.threshold:g}"
+PassGate = Gate  # ``--pass KEY>=T`` (also >, <=, <): the rule agree's gates use
 
 
-def parse_gate(text: str) -> PassGate:
-    """``"accuracy>=3"`` -> :class:`PassGate`."""
-    match = _GATE.fullmatch(text)
-    if not match:
-        raise ReviewError(f"--pass {text!r}: expected CRITERION>=THRESHOLD, e.g. accuracy>=3")
-    return PassGate(match.group(1), float(match.group(2)))
+def parse_gate(text: str) -> Gate:
+    """``"accuracy>=3"`` -> a :class:`~evaluator.analysis.gates.Gate` (agree's parser)."""
+    try:
+        return gates.parse_gate(text)
+    except gates.GateError as exc:
+        raise ReviewError(str(exc)) from None
 
 
 @dataclass
@@ -188,7 +179,7 @@ def _gate_margin(rubric: Rubric, record: ResultRecord, gates: Sequence[PassGate]
         if gate.key in by_key:
             margin /= _width(by_key[gate.key])
         if best is None or margin < best[0]:
-            best = (margin, f"near pass gate {gate}: {source} {float(value):.2f}")
+            best = (margin, f"near pass gate {gate.rule}: {source} {float(value):.2f}")
     return best
 
 

@@ -63,7 +63,7 @@ from transformers import AutoTokenizer
 from vllm import LLM, SamplingParams
 from vllm.inputs import TokensPrompt
 from vllm.platforms import current_platform
-from vllm.sampling_params import StructuredOutputsParams
+from vllm.sampling_params import MAX_LOGPROB_TOKEN_IDS, StructuredOutputsParams
 
 if TYPE_CHECKING:
     from evaluator.judges.models_file import JudgeSpec
@@ -174,10 +174,8 @@ class VLLMBackend:
                             anchors: Sequence[Sequence[ScoreAnchor]],
                             ) -> list[list[ValueDistribution | None]]:
         """Each anchor's value distribution (:mod:`evaluator.judges.backends.value_walk`):
-        the walk's next-token distributions are one-token requests with the engine's
-        maximum of log-probabilities (the prompt is in the prefix cache), renormalised over
-        the tokens the grammar allows; an allowed token outside the top-k lowers
-        ``coverage`` by at most its bound."""
+        the walk's next-token distributions are one-token requests for the log-probabilities
+        of the tokens the grammar allows there (the prompt is in the prefix cache)."""
         if self._llg_tokenizer is None:
             self._llg_tokenizer = from_hf(self.tokenizer, self._path)
         grammar = self._grammars.get(json_schema)
@@ -188,16 +186,25 @@ class VLLMBackend:
 
     def _next_token_dists(self, contexts: Sequence[Context], bases: Sequence[Sequence[int]],
                           allowed: Sequence[np.ndarray]) -> list[NodeDist]:
-        top = self.llm.llm_engine.model_config.max_logprobs
-        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=top, detokenize=False)
-        prompts = [TokensPrompt(prompt_token_ids=list(bases[c.base][:c.length]) + list(c.extra))
-                   for c in contexts]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        dists = []
-        for output, ok in zip(outputs, allowed, strict=True):
-            logprobs = {int(t): float(lp.logprob) for t, lp in output.outputs[0].logprobs[0].items()}
-            dists.append(normalise(logprobs, ok, floor=min(logprobs.values())))
-        return dists
+        """One-token requests asking for the log-probabilities of exactly the allowed tokens
+        (``logprob_token_ids``, at most :data:`MAX_LOGPROB_TOKEN_IDS` per request: a node
+        with more allowed tokens is asked in several), renormalised over them: exact."""
+        prompts, params, owner = [], [], []
+        for i, (context, ok) in enumerate(zip(contexts, allowed, strict=True)):
+            ids = list(bases[context.base][:context.length]) + list(context.extra)
+            tokens = [int(t) for t in ok]
+            for start in range(0, len(tokens), MAX_LOGPROB_TOKEN_IDS):
+                prompts.append(TokensPrompt(prompt_token_ids=ids))
+                params.append(SamplingParams(
+                    max_tokens=1, temperature=0.0, detokenize=False,
+                    logprob_token_ids=tokens[start:start + MAX_LOGPROB_TOKEN_IDS]))
+                owner.append(i)
+        logprobs: list[dict[int, float]] = [{} for _ in contexts]
+        for i, output in zip(owner, self.llm.generate(prompts, params, use_tqdm=False),
+                             strict=True):
+            logprobs[i].update({int(t): float(lp.logprob)
+                                for t, lp in output.outputs[0].logprobs[0].items()})
+        return [normalise(lp, ok) for lp, ok in zip(logprobs, allowed, strict=True)]
 
     def close(self) -> None:
         """Shut the engine down (its processes too) and free accelerator memory."""
