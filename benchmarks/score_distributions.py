@@ -6,12 +6,15 @@ every score of every verdict gets its exact distribution over the rubric's allow
 timed in the same run, on the same batch, so the ratio is what distributions add to a run.
 Also counted: the scores, the judge's next-token distributions the walk asked for (``nodes``:
 one per score, plus one per multi-digit value still open, e.g. after "1" on a 0-10 scale)
-and the forward passes they took (contexts on the verdict share one pass), and the lowest
-``coverage`` (1.0: exact). Every distribution is checked to sum to 1. No case text is printed.
+and the forward passes (vLLM: requests) they took (on transformers the contexts on one
+verdict share one pass; vLLM sends one-token requests whose prompt is in its prefix cache),
+and the lowest ``coverage`` (1.0: exact). Every distribution is checked to sum to 1. No case text is printed.
 
 Re-run:  EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
              benchmarks/score_distributions.py [--judge tiny-random|smollm2-135m-instruct]
              [--rubric NAME ...] [--cases N] [--quick]
+         vLLM (CPU build, test model):  EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. \\
+             .venv-vllm/bin/python benchmarks/score_distributions.py --engine vllm --cases 16
          (default: the embedded judge, all four rubrics, 4 cases each; a few minutes on a
          2-core CPU)
 
@@ -67,6 +70,10 @@ def _measure(backend, spec, rubric, rows, cases: int) -> dict:
     gens = backend.generate(chats, schema_text, Sampling(max_new_tokens=max_new_tokens(schema)),
                             template_kwargs)
     generate_s = time.perf_counter() - started
+    skipped = sum(1 for g in gens if g.finish_reason != "stop")  # e.g. too long for the judge
+    gens = [g for g in gens if g.finish_reason == "stop"]
+    if not gens:
+        return {"rubric": rubric.name, "cases": 0, "skipped": skipped}
     model = build_output_model(rubric)
     anchors = []
     for gen in gens:
@@ -80,8 +87,11 @@ def _measure(backend, spec, rubric, rows, cases: int) -> dict:
 
     def counting(contexts, bases, allowed):
         counts["nodes"] += len(contexts)
-        counts["passes"] += (len({c.base for c in contexts if not c.extra})
-                             + math.ceil(sum(1 for c in contexts if c.extra) / 8))
+        if spec.backend == "vllm":  # one-token requests, up to 128 allowed tokens each
+            counts["passes"] += sum(math.ceil(len(a) / 128) for a in allowed)
+        else:  # one pass per verdict, padded batches of 8 off it
+            counts["passes"] += (len({c.base for c in contexts if not c.extra})
+                                 + math.ceil(sum(1 for c in contexts if c.extra) / 8))
         return inner(contexts, bases, allowed)
 
     backend._next_token_dists = counting
@@ -94,7 +104,7 @@ def _measure(backend, spec, rubric, rows, cases: int) -> dict:
     flat = [d for row in dists for d in row]
     assert all(d is not None for d in flat), "a score without a distribution"
     assert all(abs(sum(d.probabilities.values()) - 1) < 1e-9 for d in flat)
-    return {"rubric": rubric.name, "cases": len(gens), "scores": len(flat),
+    return {"rubric": rubric.name, "cases": len(gens), "skipped": skipped, "scores": len(flat),
             "nodes": counts["nodes"], "forward_passes": counts["passes"],
             "generate_s": round(generate_s, 3), "distributions_s": round(distributions_s, 3),
             "ratio": round(distributions_s / generate_s, 4),
@@ -111,6 +121,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--cases", type=int, default=4, help="cases per rubric (one batch)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--data", type=Path, default=None, help="folder of the dev data")
+    parser.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
+                        help="vllm: the random-weight test model served by vLLM (run with the "
+                             "vLLM venv: .venv-vllm/bin/python)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke mode: tiny-random, two rubrics, 2 cases")
     args = parser.parse_args(argv)
@@ -121,9 +134,19 @@ def main(argv: list[str] | None = None) -> dict:
     from evaluator.judges.backends import load_backend
 
     print_machine(threads)
-    name, spec = resolve_judge(args.judge)
-    if spec.backend not in ("transformers", "tiny-random"):
-        parser.error(f"judge {name!r} is not a transformers judge")
+    if args.engine == "vllm":
+        from evaluator.judges.models_file import JudgeSpec
+        from evaluator.judges.tiny_random import build_tiny_random
+
+        # As tests/test_vllm_backend.py: no torch.compile on CPU, a small KV cache.
+        name, spec = "tiny-random-vllm", JudgeSpec(
+            backend="vllm", path=build_tiny_random(), dtype="float32", max_model_len=16384,
+            engine={"enforce_eager": True, "kv_cache_memory_bytes": 256 << 20,
+                    "distributed_executor_backend": "uni"})
+    else:
+        name, spec = resolve_judge(args.judge)
+        if spec.backend not in ("transformers", "tiny-random"):
+            parser.error(f"judge {name!r} is not a transformers judge")
     backend = load_backend(name, spec)
     rows_out = []
     try:
@@ -133,6 +156,10 @@ def main(argv: list[str] | None = None) -> dict:
             rubric = load_rubric(rubric_name)
             _, rows = load_rows(rubric.name, args.data)
             row = _measure(backend, spec, rubric, rows, args.cases)
+            if not row["cases"]:
+                print(f"{rubric.name:28} no verdict to measure: {row['skipped']} case(s) "
+                      "did not finish (too long for the judge's context?)", flush=True)
+                continue
             rows_out.append(row)
             print(f"{row['rubric']:28} {row['cases']:5d} {row['scores']:6d} {row['nodes']:5d} "
                   f"{row['forward_passes']:6d} {row['generate_s']:10.2f} "

@@ -31,7 +31,7 @@ juries:
 def _verdict(c, a, comp, o):
     return json.dumps({"critical_finding_concordance": c, "factual_accuracy": a,
                        "factual_completeness": comp, "overall_equivalence": o,
-                       "reasoning": "r"})
+                       "reasoning": "r"}, separators=(",", ":"))
 
 
 SCRIPTS = {"a": [_verdict(1, 1, 1, 1), _verdict(4, 3, 3, 4), _verdict(2, 2, 2, 2)],
@@ -81,6 +81,14 @@ def test_every_judge_scores_every_case_one_model_at_a_time(setup, tmp_path):
     assert c1.scores["critical_finding_concordance"] == 4
     assert c2.status == "invalid_output" and c2.reason.startswith("judge c: ")
     assert [v.status for v in c2.jury] == ["ok", "ok", "invalid_output"]
+    # the jury's distribution is the mean of its members' (fake: 0.7 on the value written,
+    # 0.1 on each other one of 1-4): judges wrote 1, 2, 2
+    dist = c0.distributions["critical_finding_concordance"]
+    assert dist.probabilities == pytest.approx({"1": 0.3, "2": 0.5, "3": 0.1, "4": 0.1})
+    assert dist.confidence == pytest.approx(0.5)  # of the reduced score, 2
+    assert [v.distributions["critical_finding_concordance"].confidence for v in c0.jury] \
+        == pytest.approx([0.7] * 3)
+    assert c2.distributions is None  # no verdict, no distribution
     # each member keeps its own resumable file, manifest and summary
     for judge in "abc":
         path = member_path(output, judge)

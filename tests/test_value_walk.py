@@ -209,3 +209,38 @@ def test_a_generation_without_tokens_gets_no_distribution(tiny):
                                               add_special_tokens=False))
     assert tiny.score_distributions(schema_text, [no_tokens, wrong],
                                     [_anchors(rubric, text)] * 2) == [[None], [None]]
+
+
+def test_scores_on_the_verdict_are_read_from_the_generation_not_recomputed(tiny):
+    """The logits where a score was written are kept while generating: trial eligibility's
+    three 1-5 scores need no forward pass at all, and the kept logits give the same
+    distribution as a forward pass."""
+    rubric = load_rubric("trial_eligibility")
+    schema = output_json_schema(rubric)
+    schema_text = json.dumps(schema, separators=(",", ":"))
+    chats = [render_messages(rubric, example_cases("trial_eligibility")[0])] * 2
+    gens = tiny.generate(chats, schema_text, Sampling(max_new_tokens=max_new_tokens(schema),
+                                                      temperature=1.0, seed=9),
+                         rubric.chat_template_kwargs)
+    anchors = [_anchors(rubric, g.text) for g in gens]
+    # kept at each score's first step (and after each digit, where a value could go on)
+    assert all(len(g.step_logits) >= 3 for g in gens)
+    asked = []
+    original = tiny._next_token_dists
+
+    def spy(contexts, bases, allowed):
+        asked.extend(contexts)
+        return original(contexts, bases, allowed)
+
+    tiny._next_token_dists = spy
+    try:
+        kept = tiny.score_distributions(schema_text, gens, anchors)
+    finally:
+        del tiny._next_token_dists
+    assert asked == []
+    from dataclasses import replace
+    recomputed = tiny.score_distributions(
+        schema_text, [replace(g, step_logits=None) for g in gens], anchors)
+    for row, again in zip(kept, recomputed):
+        for dist, other in zip(row, again):
+            assert dist.probabilities == pytest.approx(other.probabilities, abs=2e-5)

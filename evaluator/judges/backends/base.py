@@ -43,6 +43,10 @@ class Generation:
     # The token ids behind ``text`` and its prompt (for score distributions; never written).
     prompt_ids: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
     token_ids: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+    # Generation step -> {allowed token: logit} where a score's value was being written,
+    # kept while generating so score distributions need no second pass (transformers).
+    step_logits: Mapping[int, Mapping[int, float]] | None = field(default=None, repr=False,
+                                                                 compare=False)
 
 
 @dataclass(frozen=True)

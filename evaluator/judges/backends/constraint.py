@@ -9,6 +9,7 @@ one more. outlines' own llguidance processor computes and applies the masks row 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import numpy as np
@@ -22,37 +23,70 @@ from llguidance.torch import (
 
 log = logging.getLogger(__name__)
 
+TAIL = 256  # bytes of each row's text kept for ``watch`` (longer than any score key)
+
 
 class BatchConstraint:
     """Constrain every row of a ``generate`` call to ``grammar``; call :meth:`reset` before
     each call. Rows that finish early keep getting the end-of-sequence token only."""
 
-    def __init__(self, grammar: str, tokenizer: Any, executor: LLExecutor | None = None):
+    def __init__(self, grammar: str, tokenizer: Any, executor: LLExecutor | None = None,
+                 watch: re.Pattern[bytes] | None = None):
+        """``watch``: a pattern matched against the end of each row's text (its last
+        :data:`TAIL` bytes) before each step; where it matches, the logits of the tokens the
+        grammar allows are kept (:attr:`captured`), so the walk for score distributions
+        reads them instead of running the model again."""
         self.grammar = grammar
         self.tokenizer = tokenizer
         self.executor = executor or LLExecutor()
+        self.watch = watch
         self.reset()
 
     def reset(self) -> None:
         """Forget the matchers; the next call starts a new batch."""
         self.matchers: list[LLMatcher] | None = None
         self._mask: Any = None
+        self._step = 0
+        self._tails: list[bytes] = []
+        # per row: step -> {allowed token: raw logit}, at the steps ``watch`` matched
+        self.captured: list[dict[int, dict[int, float]]] = []
 
     def start(self, batch: int) -> None:
         """New matchers for ``batch`` rows, at the start of the grammar."""
         self.matchers = [LLMatcher(self.tokenizer, self.grammar, log_level=0)
                          for _ in range(batch)]
         self._mask = allocate_token_bitmask(batch, self.tokenizer.vocab_size)
+        self._step = 0
+        self._tails = [b""] * batch
+        self.captured = [{} for _ in range(batch)]
 
     def advance(self, tokens: list[int]) -> None:
         """Each row's matcher takes the token its row produced (stopped rows ignore it: that
         is the padding after their end of sequence)."""
         assert self.matchers is not None
+        self._step += 1
         for row, (matcher, token) in enumerate(zip(self.matchers, tokens)):
-            if not matcher.is_stopped() and not matcher.consume_token(token):
+            if matcher.is_stopped():
+                continue
+            if self.watch is not None:
+                self._tails[row] = (self._tails[row]
+                                    + self.tokenizer.decode_bytes([token]))[-TAIL:]
+            if not matcher.consume_token(token):
                 # The sampled token came from this matcher's own mask, so this is a bug; the
                 # error text quotes the verdict (possibly case text), so it is not logged.
                 log.error("constraint error in batch row %d; the row is ended", row)
+
+    def capture(self, scores: Any) -> None:
+        """Keep the allowed tokens' logits of every row whose text ``watch`` matches."""
+        assert self.watch is not None and self.matchers is not None
+        for row, tail in enumerate(self._tails):
+            if self.watch.search(tail) and not self.matchers[row].is_stopped():
+                allowed = np.flatnonzero(np.unpackbits(
+                    self._mask[row].numpy().view(np.uint8), bitorder="little"))
+                allowed = allowed[allowed < scores.shape[1]]
+                values = scores[row, torch.from_numpy(allowed).to(scores.device)]
+                self.captured[row][self._step] = dict(zip(allowed.tolist(),
+                                                          values.float().tolist()))
 
     def fill(self) -> Any:
         """The batch's bitmask for the next token (int32, one bit per token, on CPU)."""
@@ -72,6 +106,8 @@ class BatchConstraint:
         else:
             self.advance(input_ids[:, -1].tolist())
         mask = self.fill()
+        if self.watch is not None:
+            self.capture(scores)
         if scores.device.type != "cpu":
             apply_token_bitmask_inplace(scores, mask.to(scores.device, non_blocking=True))
         else:

@@ -24,6 +24,7 @@ to minutes.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from evaluator.common.charsets import ASCII_BODY, PRINTABLE_BODY
@@ -69,3 +70,36 @@ def build_grammar(json_schema: str | dict[str, Any]) -> str:
     if error and not error.startswith("WARNING"):
         raise ValueError(f"llguidance cannot compile the output schema: {error[:300]}")
     return grammar
+
+
+def _score_keys(node: Any, root: dict[str, Any], keys: set[str], depth: int = 0) -> None:
+    if not isinstance(node, dict) or depth > 32:
+        return
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        node = root.get("$defs", {}).get(ref[len("#/$defs/"):], {})
+    for key, sub in (node.get("properties") or {}).items():
+        target = sub
+        if isinstance(sub, dict) and isinstance(sub.get("$ref"), str):
+            target = root.get("$defs", {}).get(sub["$ref"].rsplit("/", 1)[-1], {})
+        enum = target.get("enum") if isinstance(target, dict) else None
+        if enum and all(isinstance(v, int) and not isinstance(v, bool) for v in enum):
+            keys.add(key)
+        _score_keys(sub, root, keys, depth + 1)
+    _score_keys(node.get("items"), root, keys, depth + 1)
+
+
+def score_watch(json_schema: str | dict[str, Any]) -> re.Pattern[bytes] | None:
+    """A pattern that matches the end of a verdict's compact JSON text exactly where an
+    integer score's value starts or is still being written (``{"accuracy":``,
+    ``,"Score":1``): the steps whose next-token distribution the score distributions need.
+    Inside a string a ``"`` is always escaped, so a string's text never matches. None when
+    the schema has no integer scores."""
+    schema = json.loads(json_schema) if isinstance(json_schema, str) else json_schema
+    keys: set[str] = set()
+    _score_keys(schema, schema, keys)
+    if not keys:
+        return None
+    names = b"|".join(re.escape(json.dumps(k, ensure_ascii=False).encode())
+                      for k in sorted(keys))
+    return re.compile(rb"[{,](?:" + names + rb"):-?[0-9]*\Z")

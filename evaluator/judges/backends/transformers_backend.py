@@ -32,7 +32,7 @@ from evaluator.judges.backends.base import (
 )
 from evaluator.judges.backends.chat_tokens import encode_chat
 from evaluator.judges.backends.constraint import BatchConstraint
-from evaluator.judges.backends.grammar import constraint_schema
+from evaluator.judges.backends.grammar import constraint_schema, score_watch
 from evaluator.judges.backends.llg_tokenizer import from_hf
 from evaluator.judges.backends.value_walk import Context, NodeDist, normalise, score_distributions
 from evaluator.judges.embedded_judge import prepare_embedded_judge
@@ -148,7 +148,8 @@ class TransformersBackend:
             outlines_processor = self._grammars.get_json_schema_logits_processor(
                 constraint_schema(json_schema))
             processor = BatchConstraint(outlines_processor.grammar,
-                                        outlines_processor.llg_tokenizer, self._executor)
+                                        outlines_processor.llg_tokenizer, self._executor,
+                                        watch=score_watch(json_schema))
             self._processors[json_schema] = processor
         return processor
 
@@ -191,7 +192,8 @@ class TransformersBackend:
             output = self.model.generate(**batch, **options)
         start = batch["input_ids"].shape[1]
         generations = []
-        for row, prompt in zip(output[:, start:].tolist(), prompts):
+        captured = processor.captured or [None] * len(prompts)
+        for row, prompt, step_logits in zip(output[:, start:].tolist(), prompts, captured):
             if self.eos_token_id in row:
                 end = row.index(self.eos_token_id)
                 tokens, finish = row[:end], "stop"
@@ -201,7 +203,8 @@ class TransformersBackend:
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
             generations.append(Generation(text=text, finish_reason=finish,
                                           prompt_tokens=len(prompt), completion_tokens=used,
-                                          prompt_ids=tuple(prompt), token_ids=tuple(tokens)))
+                                          prompt_ids=tuple(prompt), token_ids=tuple(tokens),
+                                          step_logits=step_logits))
         return generations
 
     def score_distributions(self, json_schema: str, generations: Sequence[Generation],

@@ -29,7 +29,7 @@ oracle could not see (top-k log-probabilities), lowers the distribution's ``cove
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -176,6 +176,19 @@ def _roots(tokenizer: LLTokenizer, grammar: str, base: int, generation: Generati
     return nodes
 
 
+def _kept(context: Context, allowed: np.ndarray,
+          kept: Sequence[Mapping[int, Mapping[int, float]]], prompts: Sequence[int],
+          ) -> NodeDist | None:
+    """The node's distribution from the logits kept while generating (a context on the
+    verdict, at a step that was kept, with every allowed token there), else None."""
+    if context.extra:
+        return None
+    logits = kept[context.base].get(context.length - prompts[context.base])
+    if logits is None or any(int(t) not in logits for t in allowed):
+        return None
+    return normalise({int(t): logits[int(t)] for t in allowed}, allowed)
+
+
 def _follow(context: Context, token: int, bases: Sequence[Sequence[int]]) -> Context:
     """``context`` then ``token``, as a plain prefix of its base when the base goes on with
     exactly that token (so the oracle can read it from one forward pass of the base)."""
@@ -193,6 +206,8 @@ def score_distributions(tokenizer: LLTokenizer, grammar: str,
     anchor's allowed values, or None (no token ids, or tokens that do not spell the text)."""
     tallies: list[_Tally] = []
     bases: list[list[int]] = []
+    kept: list[Mapping[int, Mapping[int, float]]] = []  # per base: step -> allowed logits
+    prompts: list[int] = []
     frontier: list[_Node] = []
     where: list[list[int | None]] = []
     for generation, wanted in zip(generations, anchors, strict=True):
@@ -200,6 +215,8 @@ def score_distributions(tokenizer: LLTokenizer, grammar: str,
             where.append([None] * len(wanted))
             continue
         bases.append(list(generation.prompt_ids) + list(generation.token_ids))
+        kept.append(generation.step_logits or {})
+        prompts.append(len(generation.prompt_ids))
         first = len(tallies)
         nodes = _roots(tokenizer, grammar, len(bases) - 1, generation, wanted, tallies)
         if nodes is None:
@@ -218,8 +235,15 @@ def score_distributions(tokenizer: LLTokenizer, grammar: str,
         if not frontier:
             break
         allowed = [allowed_tokens(node.matcher, vocab) for node in frontier]
-        dists = oracle([node.context for node in frontier], bases, allowed)
-        frontier = _expand(frontier, dists, tallies, tokenizer, bases)
+        dists: list[NodeDist | None] = [_kept(node.context, ok, kept, prompts)
+                                        for node, ok in zip(frontier, allowed)]
+        ask = [i for i, dist in enumerate(dists) if dist is None]
+        if ask:
+            for i, dist in zip(ask, oracle([frontier[i].context for i in ask], bases,
+                                           [allowed[i] for i in ask])):
+                dists[i] = dist
+        frontier = _expand(frontier, [d for d in dists if d is not None], tallies,
+                           tokenizer, bases)
     for node in frontier:  # deeper than any value: not expanded
         tallies[node.tally].unseen += node.mass
     return [[None if slot is None else tallies[slot].result() for slot in slots]
