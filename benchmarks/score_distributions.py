@@ -4,11 +4,13 @@ For each rubric, one batch of cases is generated (greedy, constrained: what a ru
 every score of every verdict gets its exact distribution over the rubric's allowed values
 (``backend.score_distributions``: :mod:`evaluator.judges.backends.value_walk`). Both steps are
 timed in the same run, on the same batch, so the ratio is what distributions add to a run.
-Also counted: the scores, the judge's next-token distributions the walk asked for (``nodes``:
-one per score, plus one per multi-digit value still open, e.g. after "1" on a 0-10 scale)
-and the forward passes (vLLM: requests) they took (on transformers the contexts on one
-verdict share one pass; vLLM sends one-token requests whose prompt is in its prefix cache),
-and the lowest ``coverage`` (1.0: exact). Every distribution is checked to sum to 1. No case text is printed.
+Also counted: the scores; the next-token distributions the walk had to ask the model for
+(``nodes``): the transformers path keeps the logits where a score is written while it
+generates, so it asks only for paths off the verdict (after "1" on a 0-10 scale when the
+verdict wrote another value); vLLM asks for every one (one per score, plus one per value
+still open); the forward passes (vLLM: requests) they took (vLLM's one-token requests find
+their prompt in the prefix cache); and the lowest ``coverage`` (1.0: exact). Every
+distribution is checked to sum to 1. No case text is printed.
 
 Re-run:  EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
              benchmarks/score_distributions.py [--judge tiny-random|smollm2-135m-instruct]

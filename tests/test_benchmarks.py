@@ -131,3 +131,17 @@ def test_mask_cost_quick(run_quick):
 def test_scripts_say_how_to_re_run_them(name):
     text = (BENCHMARKS / f"{name}.py").read_text(encoding="utf-8")
     assert "Re-run" in text and f"benchmarks/{name}.py" in text
+
+
+def test_score_distributions_quick(run_quick):
+    figures, out = run_quick("score_distributions")
+    assert figures["judge"] == "tiny-random"
+    rows = {row["rubric"]: row for row in figures["rubrics"]}
+    assert set(rows) == {"trial_eligibility", "drug_monograph_similarity"}
+    assert rows["trial_eligibility"]["scores"] == 3 * rows["trial_eligibility"]["cases"]
+    # the scores on the verdict come from the generation: no forward pass for 1-5 scales
+    assert rows["trial_eligibility"]["forward_passes"] == rows["trial_eligibility"]["nodes"] == 0
+    for row in rows.values():
+        assert row["min_coverage"] == 1.0 and row["nodes"] >= 0
+        assert _positive(row["generate_s"]) and row["distributions_s"] >= 0
+    assert "distributions took" in out
