@@ -87,6 +87,14 @@ def test_expected_view_recomputes_the_aggregates_from_expected_scores(tmp_path):
     assert aggregates is not None and record.aggregates is not None
     assert set(aggregates) == set(record.aggregates)
     assert aggregates != record.aggregates
+    # share_above: the mean probability of an item above 0 (fake: 0.7 on the 0 it wrote),
+    # not the share of expected scores above 0 (0.45 > 0 for every item: 100)
+    assert aggregates["DiagnosisAccuracy"] == pytest.approx(30.0)
+    assert record.aggregates["DiagnosisAccuracy"] == 0.0
+    items = len(record.scores["AnalysisCompleteness"])
+    assert aggregates["AnalysisCompleteness"] == pytest.approx(0.3 * items)  # 0.7*0 + 0.3*1
+    # a cap the sum can never exceed (12 items of 0/1, cap 12) leaves it computable
+    assert aggregates["LeadAssessmentCoverage"] is not None
     argmax_scores, argmax_aggregates = verdict_view(rubric, record, "argmax")
     assert argmax_aggregates == record.aggregates and argmax_scores == record.scores
     assert all(math.isfinite(v) for v in aggregates.values() if v is not None)
@@ -94,3 +102,54 @@ def test_expected_view_recomputes_the_aggregates_from_expected_scores(tmp_path):
 
 def _ecg_fields(rubric):
     return {name: f"{name} text" for name in rubric.inputs}
+
+
+def test_aggregates_that_need_the_joint_distribution_are_not_guessed():
+    from evaluator.analysis.distributions import expected_aggregates
+    from evaluator.rubrics.rubric import Aggregate
+
+    rubric = load_rubric("ecg_interpretation")
+    rubric = rubric.model_copy(update={"aggregates": [
+        Aggregate(name="worst", of="DiagnosisAccuracy", reduce="min"),
+        Aggregate(name="capped", of="DiagnosisAccuracy", reduce="sum", cap=3),
+        Aggregate(name="total", of="DiagnosisAccuracy", reduce="sum"),
+        Aggregate(name="n", of="DiagnosisAccuracy", reduce="count")]})
+    dists = [summarize({0: 0.5, 2: 0.5}, 0), summarize({1: 1.0}, 1)]
+    out = expected_aggregates(rubric, {"DiagnosisAccuracy": dists})
+    assert out == {"worst": None, "capped": None, "total": pytest.approx(2.0), "n": 2.0}
+
+
+def test_panels_mix_criteria_and_keep_the_first_verdicts_items():
+    """Items are the first verdict's, as written, so their distributions are too, whatever
+    the other samples' item counts; integer criteria are mixed."""
+    from evaluator.analysis.distributions import mean_distributions
+
+    rubric = load_rubric("ecg_interpretation")
+    first = {"DiagnosisAccuracy[0].Score": summarize({0: 1.0, 1: 0.0, 2: 0.0}, 0),
+             "DiagnosisAccuracy[1].Score": summarize({2: 1.0, 0: 0.0, 1: 0.0}, 2)}
+    second = {"DiagnosisAccuracy[0].Score": summarize({1: 1.0, 0: 0.0, 2: 0.0}, 1)}
+    scores = {"DiagnosisAccuracy": [{"Score": 0, "Explanation": "x"},
+                                    {"Score": 2, "Explanation": "x"}]}
+    mixed = mean_distributions(rubric, [first, second], scores)
+    assert mixed == first
+    trial = load_rubric("trial_eligibility")
+    a = {"accuracy": summarize({4: 1.0, 5: 0.0}, 4)}
+    b = {"accuracy": summarize({5: 1.0, 4: 0.0}, 5)}
+    both = mean_distributions(trial, [a, b], {"accuracy": 4.5})
+    assert both["accuracy"].probabilities == {"4": 0.5, "5": 0.5}
+    assert both["accuracy"].confidence is None and both["accuracy"].expected == 4.5
+
+
+def test_a_damaged_distribution_is_a_damaged_file_not_a_crash(tmp_path):
+    from evaluator.data.results import ResultsFileDamaged
+
+    good = ResultRecord(case_id="a", rubric="trial_eligibility", judge="j", status="ok",
+                        scores={"accuracy": 4},
+                        distributions={"accuracy": summarize({4: 1.0}, 4)})
+    assert math.copysign(1.0, good.distributions["accuracy"].entropy) == 1.0  # not -0.0
+    line = good.model_dump_json().replace('"expected":4.0', '"expected":NaN')
+    assert "NaN" in line
+    path = tmp_path / "results.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    with pytest.raises(ResultsFileDamaged):
+        read_results(path)

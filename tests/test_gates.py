@@ -145,3 +145,14 @@ def test_gates_compare_expected_scores_in_expected_mode(tmp_path):
     bare = write_records(tmp_path / "bare.jsonl", [(cid, 4, None) for cid, _, _ in rows])
     with pytest.raises(ScoreModeError, match="none of its 10 ok record"):
         agreement(bare, labels, "grade", resamples=100, score_mode="expected")
+
+
+def test_a_gate_outside_the_compared_criteria_is_refused(tmp_path):
+    """--criterion accuracy with labels for accuracy: a gate on hallucination would compare
+    the judge's hallucination with accuracy labels."""
+    results, labels = _gate_files(tmp_path)
+    done = CliRunner().invoke(cli, ["agree", str(results), "--labels", str(labels),
+                                    "--label-field", "grade", "--criterion", "accuracy",
+                                    "--pass", "hallucination>=3"])
+    assert done.exit_code == 2 and "not among --criterion" in done.output
+    assert len(done.output.strip().splitlines()) == 1

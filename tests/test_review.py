@@ -350,8 +350,10 @@ def test_write_review_refuses_a_symlinked_worksheet(results, tmp_path):
     out = tmp_path / "o"
     out.mkdir()
     os.symlink(tmp_path / "elsewhere.csv", out / "review.csv")
-    with pytest.raises(ReviewError, match="--force"):
-        write_review(sheet, out)
+    for force in (False, True):
+        with pytest.raises(ReviewError, match="symbolic link"):
+            write_review(sheet, out, force=force)
+    assert not (tmp_path / "elsewhere.csv").exists()
 
 
 def test_items_criteria_rank_by_their_least_sure_item_and_label_their_aggregate(tmp_path):
@@ -375,3 +377,12 @@ def test_items_criteria_rank_by_their_least_sure_item_and_label_their_aggregate(
     assert sheet.rows[0]["DiagnosisAccuracy.confidence"] == "0.55"
     assert sheet.rows[0]["DiagnosisAccuracy.aggregate"] == "0.5"
     assert sheet.label_columns == ["DiagnosisAccuracy.label"]
+
+
+def test_a_symlinked_jsonl_refuses_the_pair_before_anything_is_written(results, tmp_path):
+    out = tmp_path / "sheet"
+    out.mkdir()
+    (out / "review.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    done = invoke("review", results, "--out", out, "--force")
+    assert done.exit_code == 2 and "symbolic link" in done.output
+    assert not (out / "review.csv").exists() and not (tmp_path / "elsewhere.jsonl").exists()

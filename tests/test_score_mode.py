@@ -270,3 +270,24 @@ def test_items_criteria_pool_their_items_and_aggregates_read_as_numbers():
     # An aggregate named like its items criterion reads as the aggregate's number.
     view = score_view(rubric, [ecg], "expected", "x")
     assert isinstance(view.value("e1", "DiagnosisAccuracy"), float)
+
+
+def test_report_of_constant_expected_scores_renders(tmp_path):
+    """Every case with the same non-integer expected score: the mean can land an ulp outside
+    its bootstrap CI; the page still renders (no negative error bar)."""
+    from evaluator.judges.backends.fake import FakeBackend
+    from evaluator.judges.models_file import JudgeSpec
+    from evaluator.run.runner import evaluate
+    from tests.conftest import EXAMPLES, run_options
+
+    rows = [json.loads(line) for line in (EXAMPLES / "pathology_report.jsonl")
+            .read_text().splitlines() if line]
+    result = evaluate(*run_options(rubric="pathology_report",
+                                   input_path=EXAMPLES / "pathology_report.jsonl",
+                                   output_path=tmp_path / "r.jsonl", backend=FakeBackend(),
+                                   judge="fake", judge_spec=JudgeSpec(backend="fake")))
+    assert len(rows) >= 2
+    done = CliRunner().invoke(cli, ["report", str(result.results_path), "--html",
+                                    str(tmp_path / "r.html"), "--score", "expected"])
+    assert done.exit_code == 0, done.output
+    assert "Judge confidence" in (tmp_path / "r.html").read_text()

@@ -501,6 +501,11 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
         raise AgreementError(f"unknown criterion {', '.join(map(repr, unknown))}; results "
                              f"have: {', '.join(available) or '(none)'}")
     gates = [_known_gate(gate, available, rubric) for gate in gates]
+    outside = [gate.rule for gate in gates if criteria and gate.key not in chosen]
+    if outside:
+        raise AgreementError(f"--pass {outside[0]!r}: its criterion is not among --criterion "
+                             f"({', '.join(chosen)}), so it would be compared with labels "
+                             "given for another one; add it to --criterion or drop the gate")
     notes = [rubric_note] if rubric_note else []
     scales = ({f.key: f.allowed for f in rubric.output if isinstance(f, IntegerCriterion)}
               if rubric else {})

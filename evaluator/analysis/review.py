@@ -142,12 +142,14 @@ def _check_gates(rubric: Rubric, gates: Sequence[PassGate]) -> None:
 
 
 def _estimate_key(rubric: Rubric, label_field: str, criteria: Sequence[str]) -> str | None:
-    """The criterion the labels rate: ``<key>.label`` (a worksheet's column) names it;
-    else the first --criterion that agree compares; else the rubric's first integer one."""
+    """The criterion the labels rate: ``<key>.label`` (a worksheet's column) or ``<key>``
+    itself names it; else the first --criterion that agree compares; else the rubric's first integer one."""
     comparable = ([f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
                   + [a.name for a in rubric.aggregates])
     if label_field.endswith(".label") and label_field[:-6] in comparable:
         return label_field[:-6]
+    if label_field in comparable:  # labels named after the criterion they rate
+        return label_field
     return next((k for k in [*criteria, *comparable] if k in comparable), None)
 
 
@@ -312,9 +314,12 @@ def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
     for target in targets:
         if any(Path(i).exists() and target.exists() and same_file(target, Path(i))
                for i in inputs):
-            raise ReviewError(f"{show_path(target)} is also an input (it holds the labels "
+            raise ReviewError(f"{show_path(target)} is also an input (one of the files "
                               "read); write the new worksheet to another --out folder")
-        if (target.exists() or target.is_symlink()) and not force:
+        if target.is_symlink():  # checked for both files before either is written
+            raise ReviewError(f"{show_path(target)} is a symbolic link; a worksheet is never "
+                              "written through one: remove it or choose another --out")
+        if target.exists() and not force:
             raise ReviewError(f"{show_path(target)} exists (a worksheet that may hold labels "
                               "already); pass --force to replace it, or choose another --out")
     buffer = io.StringIO(newline="")

@@ -9,9 +9,9 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.files import (
@@ -50,13 +50,14 @@ class ScoreDistribution(BaseModel):
     1 only where a backend returns the top-k log-probabilities and an allowed token was not
     among them). See :mod:`evaluator.analysis.distributions`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    probabilities: dict[str, float]
+    probabilities: dict[Annotated[str, Field(pattern=r"^-?[0-9]+$")],
+                        Annotated[float, Field(ge=0, le=1)]] = Field(min_length=1)
     expected: float
-    confidence: float | None = None
-    entropy: float
-    coverage: float = 1.0
+    confidence: Annotated[float, Field(ge=0, le=1)] | None = None
+    entropy: Annotated[float, Field(ge=0)]
+    coverage: Annotated[float, Field(ge=0, le=1)] = 1.0
 
 
 class PanelVerdict(BaseModel):

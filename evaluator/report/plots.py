@@ -74,7 +74,10 @@ def _means_panel(axes: Any, series: Sequence[dict[str, Any]]) -> None:
         if mean is None:
             continue
         if ci:
-            axes.errorbar([mean], [index], xerr=[[mean - ci[0]], [ci[1] - mean]], fmt="o",
+            # max(0, ...): a constant non-integer value (expected scores) can give a mean an
+            # ulp outside its bootstrap CI, and matplotlib refuses a negative error bar.
+            axes.errorbar([mean], [index], xerr=[[max(0.0, mean - ci[0])],
+                                                 [max(0.0, ci[1] - mean)]], fmt="o",
                           color=_colour(index), capsize=4)
         else:
             axes.plot([mean], [index], "o", color=_colour(index))
