@@ -185,5 +185,10 @@ class TimedProcessor:
             self.seconds += time.perf_counter() - started
             self.calls += 1
 
+    def __getattr__(self, name: str):
+        # Everything else (the grammar, tokenizer, the logits kept at score positions) is
+        # the processor's own.
+        return getattr(self.inner, name)
+
     def reset(self) -> None:
         self.inner.reset()

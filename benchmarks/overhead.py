@@ -60,6 +60,9 @@ from evaluator.rubrics.load import load_rubric  # noqa: E402
 
 # Runner-level steps, timed by wrapping the names the run's modules (RUN_MODULES) call:
 # label -> names (names a module does not use are skipped, so the list covers its versions).
+# Score distributions' own work; its forward passes (paths off the verdict) are counted
+# with the model's forward passes, so this row is what is left of it.
+DISTRIBUTIONS = "score distributions (outside their forward passes)"
 RUN_MODULES = ("evaluator.run.runner", "evaluator.run.judging", "evaluator.run.local_engine")
 RUNNER_STEPS = {
     "reading + validating input": ("read_cases", "iter_cases"),
@@ -70,6 +73,7 @@ RUNNER_STEPS = {
                                               "run_entry", "write_json_atomic"),
     "resume plan": ("plan_resume", "apply_plan"),
     "verdict validation + aggregates": ("judge_generation",),
+    DISTRIBUTIONS: ("add_distributions",),
     "summary (reads the results back)": ("read_results", "iter_records", "summarize",
                                          "write_summary"),
 }
@@ -156,6 +160,7 @@ def instrument(backend, timers: Timers) -> None:
     timers.wrap(backend, "generate", "backend.generate")
     timers.wrap(backend, "_generate_ids", "backend._generate_ids")
     timers.wrap(backend.model, "generate", "model.generate")
+    timers.wrap(backend, "_next_token_dists", "distributions: model")
     for module in map(importlib.import_module, RUN_MODULES):
         for label, names in RUNNER_STEPS.items():
             for name in names:
@@ -172,17 +177,19 @@ def breakdown(wall: float, forward: float, calls: int, timers: Timers) -> list[t
     compile_s = s["schema compile"]
     gen_ids = s["backend._generate_ids"]
     backend_total = s["backend.generate"]
-    runner_rows = [(f"    {label}", s[label]) for label in RUNNER_STEPS]
+    dist_model = s["distributions: model"]  # forward passes outside model.generate
+    runner_rows = [(f"    {label}", s[label] - (dist_model if label == DISTRIBUTIONS else 0))
+                   for label in RUNNER_STEPS]
     runner_rows.append(("    writing records", s["writing records"]))
     runner_known = sum(v for _, v in runner_rows)
     # judge_generation is outside backend.generate; everything else in the runner too.
-    outside_backend = wall - backend_total
+    outside_backend = wall - backend_total - dist_model
     return [
         (f"model forward passes ({calls} calls)", forward),
         ("outside forward passes", wall - forward),
         ("  in model.generate: constraint masking (logits processor)", masking),
         ("  in model.generate: rest of transformers' decode loop",
-         in_generate - forward - masking),
+         in_generate - (forward - dist_model) - masking),
         ("  schema compile (once per rubric)", compile_s),
         ("  padding, decoding the verdicts", gen_ids - in_generate - compile_s),
         ("  prompt tokenizing (chat template + tokenizer)", backend_total - gen_ids),

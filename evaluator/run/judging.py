@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evaluator.analysis.distributions import summarize
+from evaluator.analysis.distributions import summarize as summarize_distribution
 from evaluator.analysis.panel import combine_verdicts
 from evaluator.data.cases import Case, InputProblem
 from evaluator.data.results import ResultRecord, ResultWriter
@@ -214,7 +214,7 @@ def add_distributions(setup: RunSetup, backend: ScoringBackend, generations: Seq
                   len(wanted), type(exc).__name__)
         return
     for index, found, per_anchor in zip(wanted, slots, dists, strict=True):
-        out = {slot.path: summarize(dist.probabilities, slot.value, dist.coverage)
+        out = {slot.path: summarize_distribution(dist.probabilities, slot.value, dist.coverage)
                for slot, dist in zip(found, per_anchor, strict=True) if dist is not None}
         if out:
             records[index] = records[index].model_copy(update={"distributions": out})
