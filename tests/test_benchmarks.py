@@ -125,9 +125,20 @@ def test_mask_cost_quick(run_quick):
     assert "per row" in out
 
 
+def test_slices_quick(run_quick):
+    figures, out = run_quick("slices")
+    (tokenizer,) = figures["tokenizers"].values()
+    configs = {"ours", "ours+general", "previous", "none"}
+    assert set(tokenizer["setup_s"]) == configs
+    for charset in ("ascii", "unicode"):
+        fills = tokenizer["fill_ms_per_step"][charset]
+        assert set(fills) == configs and all(_positive(v) for v in fills.values())
+    assert "Befund" not in out  # the filler is never printed
+
+
 @pytest.mark.parametrize("name", ["batched_vs_loop", "constrained_vs_unconstrained",
                                   "overhead", "schema_compile", "mask_cost", "parse_rate",
-                                  "real_vocab_run", "vllm_structured_backends"])
+                                  "real_vocab_run", "vllm_structured_backends", "slices"])
 def test_scripts_say_how_to_re_run_them(name):
     text = (BENCHMARKS / f"{name}.py").read_text(encoding="utf-8")
     assert "Re-run" in text and f"benchmarks/{name}.py" in text

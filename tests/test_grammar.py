@@ -170,6 +170,49 @@ def test_ascii_strings_refuse_quotes_backslashes_and_other_scripts(ll_tokenizer,
         assert not _accepts(ll_tokenizer, hf_tokenizer, grammar, verdict(bad)), repr(bad)
 
 
+@pytest.mark.parametrize("charset", ["ascii", "unicode"])
+def test_every_slice_for_a_charset_is_allowed_inside_its_strings(ll_tokenizer, hf_tokenizer,
+                                                                 charset):
+    """llguidance uses a slice only where all its tokens are allowed, so a slice must be a
+    subset of what a string of its charset allows mid-way; the Unicode slice used to contain
+    tokens such as '":' (a quote can only be written escaped), so it never applied."""
+    import re
+
+    import torch
+    from llguidance import LLMatcher
+
+    from evaluator.common.charsets import ASCII_BODY, WRITTEN_PRINTABLE_BODY
+    from evaluator.judges.backends.constraint import mask_allows
+    from evaluator.judges.backends.grammar import EXTRA_SLICES
+
+    bodies = [ASCII_BODY] + ([WRITTEN_PRINTABLE_BODY] if charset == "unicode" else [])
+    slices = [s for s in EXTRA_SLICES if any(s.startswith(b) for b in bodies)]
+    assert len(slices) == 2 * len(bodies)
+    matcher = LLMatcher(ll_tokenizer, build_grammar(output_json_schema(_rubric(charset, 200))),
+                        log_level=0)
+    assert matcher.consume_tokens(ll_tokenizer.tokenize_str('{"score":1,"why":"ab'))
+
+    mask = torch.frombuffer(bytearray(matcher.compute_bitmask()), dtype=torch.int32)
+    texts = {}
+    for token in range(ll_tokenizer.vocab_size):
+        if ll_tokenizer.is_special_token(token):  # never in a slice
+            continue
+        try:
+            texts[token] = ll_tokenizer.decode_bytes([token]).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    for pattern in slices:
+        members = [t for t, text in texts.items() if re.fullmatch(pattern, text)]
+        assert len(members) > 100, pattern
+        refused = [texts[t] for t in members if not mask_allows(mask, t)]
+        assert not refused, (pattern, refused[:5])
+    if charset == "unicode":  # the slice's body as it was: quote and backslash in it
+        from evaluator.common.charsets import PRINTABLE_BODY
+
+        old = [t for t, text in texts.items() if re.fullmatch(PRINTABLE_BODY + "{1,30}", text)]
+        assert any(not mask_allows(mask, t) for t in old)
+
+
 def test_the_tokenizer_cache_is_written_safely_and_trusted_only_when_intact(
         hf_tokenizer, tmp_path, monkeypatch):
     import llguidance.hf
