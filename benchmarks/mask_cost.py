@@ -9,16 +9,17 @@ in one more. This script drives it without a model, so nothing else is timed:
   explanations that differ from row to row: never case text), tokenized with the judge's
   tokenizer as a model would write it, then the end-of-sequence token;
 - every row's matcher consumes its row's tokens step by step (not timed); at each step the
-  batch's mask is filled and applied to a ``(batch, vocabulary)`` float32 logits tensor
-  (timed: exactly what the processor adds to a decode step). Rows that end early stay in the
-  batch, as in ``model.generate``;
-- for comparison, the same apply with the bits unpacked by numpy (``unpacked``: one pass,
-  no ``repeat_interleave``), on a copy of the logits, checked equal; not timed in the total;
+  batch's mask is filled and applied to a ``(batch, vocabulary)`` float32 logits tensor with
+  ``constraint.apply_on_cpu`` (timed: exactly what the processor adds to a decode step on
+  CPU). Rows that end early stay in the batch, as in ``model.generate``;
+- for comparison, llguidance's own CPU kernel (``apply_token_bitmask_inplace``, which
+  expands the bits with ``repeat_interleave``: what the processor ran before) on a copy of
+  the logits, checked equal; not timed in the total;
 - every token is checked against the mask before it is consumed (a token the mask forbids
   stops the script), and every row must end accepted.
 
 Reported per tokenizer and batch size: the median and mean milliseconds per step for the
-batch (fill + apply; and the mean of each), and per row (the batch's mean divided by the
+batch (fill + apply; and the mean of each, and of llguidance's apply), and per row (the batch's mean divided by the
 batch size: the figure the target is about). The whole sequence is
 repeated ``--repeats`` times with fresh matchers.
 
@@ -100,24 +101,14 @@ def row_tokens(hf_tokenizer, schema: dict, seed: int, eos: int) -> list[int]:
     return list(hf_tokenizer.encode(text, add_special_tokens=False)) + [eos]
 
 
-def unpacked_apply(scores, mask) -> None:
-    """The same as ``llguidance.torch.apply_token_bitmask_inplace`` on CPU with the mask's
-    bits unpacked by numpy in one pass (a candidate, timed for comparison; checked equal)."""
-    import numpy as np
-    import torch
-
-    bits = np.unpackbits(mask.numpy().view(np.uint8), axis=1, bitorder="little")
-    allowed = torch.from_numpy(bits.view(np.bool_))[:, :scores.shape[1]]
-    scores.masked_fill_(~allowed, float("-inf"))
-
-
 def run_batch(constraint, rows: list[list[int]],
               vocabulary: int) -> list[tuple[float, float, float]]:
-    """Seconds of (fill, apply, the unpacked apply) at each step of one pass over ``rows`` (fresh matchers)."""
+    """Seconds of (fill, our apply, llguidance's apply) at each step of one pass over
+    ``rows`` (fresh matchers)."""
     import torch
     from llguidance.torch import apply_token_bitmask_inplace
 
-    from evaluator.judges.backends.constraint import mask_allows
+    from evaluator.judges.backends.constraint import apply_on_cpu, mask_allows
 
     batch = len(rows)
     steps = max(map(len, rows))
@@ -134,12 +125,12 @@ def run_batch(constraint, rows: list[list[int]],
         started = time.perf_counter()
         mask = constraint.fill()
         filled = time.perf_counter()
-        apply_token_bitmask_inplace(scores, mask)
+        apply_on_cpu(scores, mask)
         applied = time.perf_counter()
-        unpacked_apply(other, mask)
+        apply_token_bitmask_inplace(other, mask)
         times.append((filled - started, applied - filled, time.perf_counter() - applied))
         if not torch.equal(scores, other):
-            raise SystemExit("the unpacked apply differs from llguidance's")
+            raise SystemExit("our apply differs from llguidance's")
         for number, row in enumerate(rows):
             if step < len(row) and not mask_allows(mask[number], row[step]):
                 raise SystemExit(f"row {number}: the mask forbids the verdict's token at step "
@@ -192,7 +183,7 @@ def main(argv: list[str] | None = None) -> dict:
                      "target_ms_per_row": TARGET_MS_PER_ROW, "tokenizers": {}}
     print(f"rubric {args.rubric}; {'tokenizer':24} {'vocab':>7} {'batch':>5} {'steps':>5} "
           f"{'median ms/step':>14} {'mean ms/step':>12} {'ms/row':>7} {'fill ms':>7} "
-          f"{'apply ms':>8} {'unpacked':>9}", flush=True)
+          f"{'apply ms':>8} {'llg apply':>9}", flush=True)
     for folder in folders:
         hf_tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True,
                                                      trust_remote_code=False)
@@ -211,18 +202,18 @@ def main(argv: list[str] | None = None) -> dict:
             med, mean = 1000 * statistics.median(times), 1000 * statistics.fmean(times)
             fill_ms = 1000 * statistics.fmean(p[0] for p in parts)
             apply_ms = 1000 * statistics.fmean(p[1] for p in parts)
-            unpacked_ms = 1000 * statistics.fmean(p[2] for p in parts)
+            llg_apply_ms = 1000 * statistics.fmean(p[2] for p in parts)
             result["batches"][str(batch)] = {
                 "steps": steps, "tokens": sum(map(len, rows)),
                 "median_ms_per_step": round(med, 4), "mean_ms_per_step": round(mean, 4),
                 "fill_ms_per_step": round(fill_ms, 4), "apply_ms_per_step": round(apply_ms, 4),
-                "unpacked_apply_ms_per_step": round(unpacked_ms, 4),
-                "ms_per_row_with_unpacked_apply": round((fill_ms + unpacked_ms) / batch, 4),
+                "llguidance_apply_ms_per_step": round(llg_apply_ms, 4),
+                "ms_per_row_with_llguidance_apply": round((fill_ms + llg_apply_ms) / batch, 4),
                 "ms_per_row": round(mean / batch, 4),
                 "median_ms_per_row": round(med / batch, 4)}
             print(f"{'':{len(args.rubric) + 9}}{label:24} {llg_tokenizer.vocab_size:>7} "
                   f"{batch:>5} {steps:>5} {med:14.4f} {mean:12.4f} {mean / batch:7.4f} "
-                  f"{fill_ms:7.4f} {apply_ms:8.4f} {unpacked_ms:9.4f}", flush=True)
+                  f"{fill_ms:7.4f} {apply_ms:8.4f} {llg_apply_ms:9.4f}", flush=True)
         figures["tokenizers"][label] = result
     worst = max(b["ms_per_row"] for t in figures["tokenizers"].values()
                 for size, b in t["batches"].items() if int(size) == max(batches))
