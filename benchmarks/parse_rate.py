@@ -1,6 +1,9 @@
 """How often does a constrained verdict fail to parse? Random-weight judge, all rubrics.
 
 Re-run:  EVALUATOR_CACHE=.cache/evaluator .venv/bin/python benchmarks/parse_rate.py [--batches N]
+             [--batch-size N] [--first-batch K]
+         (--first-batch continues a stopped run with new seeds: batch K's seed is K, and only
+         batch 0 is greedy, so runs over disjoint batch ranges add up to one larger run)
 
 Prints, per built-in rubric: generations, invalid verdicts, stops on the token limit,
 mean completion tokens and generation wall time. Case text is never printed.
@@ -32,6 +35,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=5,
                         help="batches per rubric (the first greedy, the rest sampled)")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--first-batch", type=int, default=0,
+                        help="index of the first batch (its seed); 0 is the greedy one")
     args = parser.parse_args()
     backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random", device="cpu"))
     setups = {}
@@ -48,7 +53,7 @@ def main() -> None:
     print(f"{'batch':>5} {'rubric':28} {'gens':>5} {'invalid':>7} {'length':>6} "
           f"{'tokens':>7} {'seconds':>8}", flush=True)
     # Rubrics take turns batch by batch, so a run stopped early still covers all four.
-    for batch in range(args.batches):
+    for batch in range(args.first_batch, args.first_batch + args.batches):
         for name in RUBRICS:
             rubric, chats, schema, text, model = setups[name]
             sampling = Sampling(max_new_tokens=max_new_tokens(schema),
