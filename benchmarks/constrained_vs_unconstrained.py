@@ -5,7 +5,9 @@ transformers backend (CPU): each batch (the judge's batch size) of the cases' pr
 backend tokenizes them, is generated greedily twice:
 
 - constrained: the backend's logits processor for the rubric's schema (``BatchConstraint``:
-  llguidance matchers, the batch's masks filled and applied in one call each), or with
+  llguidance matchers, the batch's masks filled and applied in one call each, the next
+  step's masks filled on a worker thread during the forward pass; ``--masking
+  backend-inline``: filled inside the processor, as before that), or with
   ``--masking`` outlines' own row-by-row processors (``outlines-core``: the index the
   backend used before llguidance, compiled here first, which takes seconds to minutes;
   ``outlines-llguidance``: outlines' llguidance processor over the same grammar),
@@ -45,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_common import (  # noqa: E402
+from bench_common import (
     ForwardClock,
     TimedProcessor,
     cycle_rows,
@@ -57,21 +59,24 @@ from bench_common import (  # noqa: E402
     set_threads,
 )
 
-from evaluator.judges.backends.grammar import constraint_schema  # noqa: E402
-from evaluator.judges.models_file import resolve_judge  # noqa: E402
-from evaluator.rubrics.load import load_rubric  # noqa: E402
-from evaluator.rubrics.render import render_messages  # noqa: E402
-from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema  # noqa: E402
+from evaluator.judges.backends.grammar import constraint_schema
+from evaluator.judges.models_file import resolve_judge
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.render import render_messages
+from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema
 
 DEFAULT_CASES = {"tiny-random": 16, "smollm2-135m-instruct": 2}
 
 
 def generate(backend, prompts: list[list[int]], max_new: int, *, min_new: int = 0,
-             processor=None):
-    """One greedy ``model.generate`` over a left-padded batch, as the backend calls it;
-    returns (seconds, new-token rows)."""
+             processor=None, prefetch=None):
+    """One greedy ``model.generate`` over a left-padded batch, as the backend calls it
+    (``prefetch``: the ``BatchConstraint`` whose next masks are filled during the forward
+    pass); returns (seconds, new-token rows)."""
     import torch
-    from transformers import LogitsProcessorList
+    from transformers import LogitsProcessorList, StoppingCriteriaList
+
+    from evaluator.judges.backends.constraint import PrefetchMasks
 
     batch = backend.tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")
     batch = {key: value.to(backend.device) for key, value in batch.items()}
@@ -81,11 +86,17 @@ def generate(backend, prompts: list[list[int]], max_new: int, *, min_new: int = 
     if processor is not None:
         processor.reset()
         options["logits_processor"] = LogitsProcessorList([processor])
+    if prefetch is not None:
+        options["stopping_criteria"] = StoppingCriteriaList([PrefetchMasks(prefetch)])
     if min_new:
         options["min_new_tokens"] = min_new
     started = time.perf_counter()
-    with torch.inference_mode():
-        output = backend.model.generate(**batch, **options)
+    try:
+        with torch.inference_mode():
+            output = backend.model.generate(**batch, **options)
+    finally:
+        if prefetch is not None:
+            prefetch.settle()
     seconds = time.perf_counter() - started
     return seconds, output[:, batch["input_ids"].shape[1]:].tolist()
 
@@ -219,10 +230,13 @@ def main(argv: list[str] | None = None) -> dict:
                         help="override the judge's batch size")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
     parser.add_argument("--data", type=Path, default=None, help="folder of the dev data")
-    parser.add_argument("--masking", choices=("backend", "outlines-core", "outlines-llguidance"),
+    parser.add_argument("--masking", choices=("backend", "backend-inline", "outlines-core",
+                                              "outlines-llguidance"),
                         default="backend",
                         help="the constrained run's logits processor: the backend's "
-                             "BatchConstraint (default), outlines' row-by-row outlines-core "
+                             "BatchConstraint (default; backend-inline: its masks filled "
+                             "in the processor, not during the forward pass), outlines' "
+                             "row-by-row outlines-core "
                              "processor (the backend's engine before llguidance; its index "
                              "compiles first: slow), or outlines' row-by-row llguidance one")
     parser.add_argument("--quick", action="store_true",
@@ -281,35 +295,47 @@ def main(argv: list[str] | None = None) -> dict:
         inner = backend._grammars.get_json_schema_logits_processor(
             constraint_schema(schema_text))
     processor = TimedProcessor(inner)
+    prefetch = inner if args.masking == "backend" else None
     print(f"judge {name}: rubric {rubric.name}, {cases} case(s) from {source.name} in "
           f"{len(batches)} batch(es) of up to {size}; prompt tokens "
           f"{min(map(len, prompts))}-{max(map(len, prompts))}; schema compiled in "
           f"{compile_s:.1f} s (not timed below); masking: {args.masking}", flush=True)
     # Untimed: each batch once constrained, which gives its length T (greedy: the same in
     # every repeat) and pays torch's first-call costs.
-    widths = [len(generate(backend, batch, budget, processor=processor)[1][0])
-              for batch in batches]
+    widths = [len(generate(backend, batch, budget, processor=processor,
+                           prefetch=prefetch)[1][0]) for batch in batches]
 
     clock = ForwardClock(backend.model)
     processor.seconds = 0.0
+    # With the backend's masking, a third variant in the same rotation: the same processor
+    # with its masks filled inline (no prefetch during the forward pass).
+    inline = TimedProcessor(inner) if prefetch is not None else None
+    variants = ("c", "u", "i") if inline is not None else ("c", "u")
     print(f"{'repeat':>6} {'steps':>6} {'constrained s':>13} {'unconstrained s':>15} "
-          f"{'ratio':>6} {'fwd share c/u':>13} {'same-fwd ratio':>11}", flush=True)
-    ratios, same_forward, con_rates, unc_rates = [], [], [], []
-    valid_con = valid_unc = generated = 0
+          f"{'ratio':>6} {'fwd share c/u':>13} {'same-fwd ratio':>11}"
+          + (f" {'inline s':>9} {'inline/constrained':>18}" if inline else ""), flush=True)
+    ratios, same_forward, con_rates, unc_rates, inline_gains = [], [], [], [], []
+    valid_con = valid_unc = valid_inline = generated = 0
     con_fwd_total = unc_fwd_total = con_total = unc_total = 0.0
     steps = sum(widths)
     for repeat in range(args.repeats):
-        con_s = unc_s = con_fwd = unc_fwd = 0.0
+        con_s = unc_s = con_fwd = unc_fwd = inline_s = 0.0
         for number, (batch, width) in enumerate(zip(batches, widths)):
-            # Alternate which goes first (ABBA), so neither gains from running second.
-            order = ("c", "u") if (repeat + number) % 2 == 0 else ("u", "c")
+            # Rotate which goes first (ABBA for two), so none gains from its place.
+            shift = (repeat + number) % len(variants)
+            order = variants[shift:] + variants[:shift]
             calls = {}
             for variant in order:
                 clock.take()
                 if variant == "c":
-                    seconds, out = generate(backend, batch, budget, processor=processor)
+                    seconds, out = generate(backend, batch, budget, processor=processor,
+                                            prefetch=prefetch)
                     valid_con += count_valid(backend, out, output_model)
                     con_s += seconds
+                elif variant == "i":
+                    seconds, out = generate(backend, batch, budget, processor=inline)
+                    valid_inline += count_valid(backend, out, output_model)
+                    inline_s += seconds
                 else:
                     seconds, out = generate(backend, batch, width, min_new=width)
                     valid_unc += count_valid(backend, out, output_model)
@@ -317,14 +343,13 @@ def main(argv: list[str] | None = None) -> dict:
                 calls[variant], fwd = clock.take()
                 if variant == "c":
                     con_fwd += fwd
-                else:
+                elif variant == "u":
                     unc_fwd += fwd
                 if len(out[0]) != width:
                     raise SystemExit(f"lengths differ: {variant} made {len(out[0])} steps, "
                                      f"expected {width}")
-            if calls["c"] != calls["u"]:
-                raise SystemExit(f"forward calls differ: constrained {calls['c']}, "
-                                 f"unconstrained {calls['u']}")
+            if len(set(calls.values())) != 1:
+                raise SystemExit(f"forward calls differ: {calls}")
             generated += len(batch)
         ratios.append(unc_s / con_s)
         # Both make the same forward passes over the same shapes, so a difference in their
@@ -338,9 +363,12 @@ def main(argv: list[str] | None = None) -> dict:
         unc_fwd_total += unc_fwd
         con_total += con_s
         unc_total += unc_s
+        if inline is not None:
+            inline_gains.append(inline_s / con_s)
         print(f"{repeat + 1:>6} {steps:>6} {con_s:13.2f} {unc_s:15.2f} {unc_s / con_s:6.2f} "
               f"{100 * con_fwd / con_s:5.0f}%/{100 * unc_fwd / unc_s:.0f}% "
-              f"{same_forward[-1]:11.3f}", flush=True)
+              f"{same_forward[-1]:11.3f}"
+              + (f" {inline_s:9.2f} {inline_gains[-1]:17.3f}x" if inline else ""), flush=True)
     clock.remove()
     backend.close()
 
@@ -363,6 +391,11 @@ def main(argv: list[str] | None = None) -> dict:
         "unconstrained_forward_share": round(unc_fwd_total / unc_total, 3),
         "schema_compile_s": round(compile_s, 2),
     }
+    if inline is not None:
+        figures["inline_over_prefetch"] = round(median(inline_gains), 3)
+        figures["inline_masking_ms_per_step"] = round(
+            1000 * inline.seconds / (steps * args.repeats), 3)
+        figures["inline_valid_rate"] = round(valid_inline / generated, 4)
     print(f"median: constrained {figures['constrained_cases_per_s']:.3f} cases/s, unconstrained "
           f"{figures['unconstrained_cases_per_s']:.3f} cases/s, same {steps} steps per repeat: "
           f"constrained runs at {figures['ratio']:.2f}x the unconstrained speed "
@@ -374,6 +407,12 @@ def main(argv: list[str] | None = None) -> dict:
           f"processor takes {figures['masking_ms_per_step']:.2f} ms per step")
     print(f"verdicts that parse: constrained {valid_con}/{generated}, unconstrained "
           f"{valid_unc}/{generated} (its length is forced, so it is not expected to)")
+    if inline is not None:
+        print(f"masks filled inline instead of during the forward pass: the constrained run "
+              f"takes {figures['inline_over_prefetch']:.3f}x as long (median of repeats); "
+              f"the processor {figures['inline_masking_ms_per_step']:.2f} ms per step against "
+              f"{figures['masking_ms_per_step']:.2f} ms; verdicts that parse "
+              f"{valid_inline}/{generated}")
     print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")
     print_figures(figures)
     return figures

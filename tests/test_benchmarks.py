@@ -92,6 +92,8 @@ def test_constrained_vs_unconstrained_quick(run_quick):
     assert figures["constrained_valid_rate"] == 1.0
     for key in ("constrained_forward_share", "unconstrained_forward_share"):
         assert _rate(figures[key]), key
+    # the backend's masks filled during the forward pass and inline, in the same rotation
+    assert figures["inline_valid_rate"] == 1.0 and _positive(figures["inline_over_prefetch"])
 
 
 def test_overhead_quick(run_quick):

@@ -147,3 +147,45 @@ def test_batch_masking_picks_the_tokens_outlines_picks(tiny_backend, temperature
     assert torch.equal(outputs[0], outputs[1])
     ends = [row.tolist().count(tiny_backend.eos_token_id) for row in outputs[0]]
     assert sum(ends) >= 1  # at least one verdict finished inside the window
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_masks_filled_during_the_forward_pass_equal_masks_filled_inline(tiny_backend,
+                                                                       monkeypatch, temperature):
+    """On a GPU the next step's masks are filled on a worker thread while the model runs
+    (switched on here, on CPU); the verdicts, finish reasons and the logits kept at score
+    positions are exactly those of masks filled inside the processor, the CPU default."""
+    import threading
+
+    from evaluator.judges.backends import constraint
+
+    rubric = load_rubric("drug_monograph_similarity")
+    cases = example_cases(rubric.name)
+    chats = [render_messages(rubric, cases[i % len(cases)]) for i in range(5)]
+    schema_text = json.dumps(output_json_schema(rubric), separators=(",", ":"))
+    sampling = Sampling(max_new_tokens=max_new_tokens(json.loads(schema_text)),
+                        temperature=temperature, seed=11)
+    threads: list[str] = []
+    fill = constraint.BatchConstraint.fill
+
+    def recording_fill(self):
+        threads.append(threading.current_thread().name)
+        return fill(self)
+
+    monkeypatch.setattr(constraint.BatchConstraint, "fill", recording_fill)
+    assert tiny_backend.prefetch_masks is False  # a CPU model: masks filled inline
+    runs = []
+    for prefetch in (True, False):
+        threads.clear()
+        monkeypatch.setattr(tiny_backend, "prefetch_masks", prefetch)
+        generations = tiny_backend.generate(chats, schema_text, sampling)
+        runs.append([(g.text, g.finish_reason, g.token_ids, g.step_logits) for g in generations])
+        on_worker = sum(name.startswith("evaluator-masks") for name in threads)
+        if prefetch:  # every step but the first (and one after the last token)
+            assert on_worker == len(threads) - 1 and on_worker > 20
+        else:
+            assert on_worker == 0 and threads
+    assert runs[0] == runs[1]
+    model = build_output_model(rubric)
+    for text, *_ in runs[0]:
+        model.model_validate_json(text)

@@ -4,12 +4,19 @@ One ``llguidance.LLMatcher`` per row. At each step every row's matcher takes the
 row just produced, then all rows' allowed-token bitmasks are computed in one call
 (``fill_next_token_bitmask_par``: in parallel, without the GIL) and applied to the logits in
 one more. outlines' own llguidance processor computes and applies the masks row by row.
+
+The next step's masks need only the tokens just chosen, not the model, so
+:class:`PrefetchMasks` (a stopping criterion: transformers calls those right after it
+appends the tokens) starts filling them on a worker thread while the model runs its next
+forward pass; the processor then only waits for them. Two mask buffers take turns, so the
+one being copied to the GPU is never the one being filled.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -40,12 +47,15 @@ class BatchConstraint:
         self.tokenizer = tokenizer
         self.executor = executor or LLExecutor()
         self.watch = watch
+        self._pending: Future[Any] | None = None
         self.reset()
 
     def reset(self) -> None:
         """Forget the matchers; the next call starts a new batch."""
+        self._wait()
         self.matchers: list[LLMatcher] | None = None
         self._mask: Any = None
+        self._masks: list[Any] = []
         self._step = 0
         self._tails: list[bytes] = []
         # per row: step -> {allowed token: raw logit}, at the steps ``watch`` matched
@@ -55,7 +65,9 @@ class BatchConstraint:
         """New matchers for ``batch`` rows, at the start of the grammar."""
         self.matchers = [LLMatcher(self.tokenizer, self.grammar, log_level=0)
                          for _ in range(batch)]
-        self._mask = allocate_token_bitmask(batch, self.tokenizer.vocab_size)
+        self._masks = [allocate_token_bitmask(batch, self.tokenizer.vocab_size)
+                       for _ in range(2)]
+        self._mask = self._masks[0]
         self._step = 0
         self._tails = [b""] * batch
         self.captured = [{} for _ in range(batch)]
@@ -89,8 +101,10 @@ class BatchConstraint:
                                                           values.float().tolist()))
 
     def fill(self) -> Any:
-        """The batch's bitmask for the next token (int32, one bit per token, on CPU)."""
+        """The batch's bitmask for the next token (int32, one bit per token, on CPU), in the
+        buffer the previous step did not use."""
         assert self.matchers is not None
+        self._mask = self._masks[self._step % 2]
         fill_next_token_bitmask_par(self.executor, list(zip(self.matchers, range(len(
             self.matchers)))), self._mask)
         for row, matcher in enumerate(self.matchers):
@@ -100,12 +114,32 @@ class BatchConstraint:
                 self._mask[row, eos // 32] = 1 << (eos % 32) if eos % 32 < 31 else -(1 << 31)
         return self._mask
 
+    def prefetch(self, input_ids: Any) -> None:
+        """Advance every row by the token just appended to ``input_ids`` and start filling
+        the next step's masks on the worker thread (:class:`PrefetchMasks` calls this)."""
+        if self.matchers is None or self._pending is not None:
+            return
+        self.advance(input_ids[:, -1].tolist())
+        self._pending = _worker().submit(self.fill)
+
+    def _wait(self) -> Any:
+        """The prefetched masks (None if none were started); a failure is raised here."""
+        pending, self._pending = self._pending, None
+        return None if pending is None else pending.result()
+
+    def settle(self) -> None:
+        """Wait for a prefetch still running (the one after a batch's last token), so the
+        matchers can be read: call it when ``generate`` returns."""
+        self._wait()
+
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        if self.matchers is None:
-            self.start(scores.shape[0])
-        else:
-            self.advance(input_ids[:, -1].tolist())
-        mask = self.fill()
+        mask = self._wait()
+        if mask is None:
+            if self.matchers is None:
+                self.start(scores.shape[0])
+            else:
+                self.advance(input_ids[:, -1].tolist())
+            mask = self.fill()
         if self.watch is not None:
             self.capture(scores)
         if scores.device.type != "cpu":
@@ -113,6 +147,30 @@ class BatchConstraint:
         else:
             apply_on_cpu(scores, mask)
         return scores
+
+
+class PrefetchMasks:
+    """A transformers stopping criterion that never stops anything: it is called right
+    after the step's tokens are appended, which is when the next masks can start
+    (:meth:`BatchConstraint.prefetch`)."""
+
+    def __init__(self, constraint: BatchConstraint):
+        self.constraint = constraint
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        self.constraint.prefetch(input_ids)
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
+_WORKER: ThreadPoolExecutor | None = None
+
+
+def _worker() -> ThreadPoolExecutor:
+    """One thread for all constraints: a backend runs one ``generate`` at a time."""
+    global _WORKER
+    if _WORKER is None:
+        _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evaluator-masks")
+    return _WORKER
 
 
 def apply_on_cpu(scores: Any, mask: Any) -> None:

@@ -10,7 +10,8 @@ and the finish reason.
 
 The logits processor is our :class:`~evaluator.judges.backends.constraint.BatchConstraint`:
 outlines' own llguidance processor computes and applies each row's mask separately; ours
-does the whole batch in two calls (``benchmarks/constrained_vs_unconstrained.py``). The
+does the whole batch in two calls (``benchmarks/constrained_vs_unconstrained.py``), and on
+a GPU fills the next step's masks while the model computes it. The
 tokenizer llguidance needs is cached on disk (:mod:`evaluator.judges.backends.llg_tokenizer`).
 """
 
@@ -31,7 +32,7 @@ from evaluator.judges.backends.base import (
     fitting_prompts,
 )
 from evaluator.judges.backends.chat_tokens import encode_chat
-from evaluator.judges.backends.constraint import BatchConstraint
+from evaluator.judges.backends.constraint import BatchConstraint, PrefetchMasks
 from evaluator.judges.backends.grammar import constraint_schema, score_watch
 from evaluator.judges.backends.llg_tokenizer import from_hf
 from evaluator.judges.backends.value_walk import Context, NodeDist, normalise, score_distributions
@@ -51,6 +52,7 @@ from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
     LogitsProcessorList,
+    StoppingCriteriaList,
 )
 
 if TYPE_CHECKING:
@@ -126,6 +128,10 @@ class TransformersBackend:
         self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)
         self._grammars = _Grammars(self._outlines_model, from_hf(self.tokenizer, path))
         self._executor = LLExecutor()
+        # Fill the next step's masks while the model runs only where the model runs off the
+        # CPU: on CPU the forward pass already uses every core, and a mask thread beside
+        # torch's OpenMP workers would slow both (benchmarks/constrained_vs_unconstrained.py).
+        self.prefetch_masks = torch.device(self.device).type != "cpu"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_token_id = self.tokenizer.eos_token_id
@@ -179,6 +185,9 @@ class TransformersBackend:
         options: dict[str, Any] = {
             "max_new_tokens": sampling.max_new_tokens,
             "logits_processor": LogitsProcessorList([processor]),
+            # on an accelerator the next step's masks are filled while the model runs
+            "stopping_criteria": StoppingCriteriaList(
+                [PrefetchMasks(processor)] if self.prefetch_masks else []),
             "eos_token_id": self.eos_token_id,
             "pad_token_id": self.tokenizer.pad_token_id,
         }
@@ -188,8 +197,11 @@ class TransformersBackend:
                            top_p=sampling.top_p, top_k=0)
         else:
             options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        with torch.inference_mode():
-            output = self.model.generate(**batch, **options)
+        try:
+            with torch.inference_mode():
+                output = self.model.generate(**batch, **options)
+        finally:
+            processor.settle()
         start = batch["input_ids"].shape[1]
         generations = []
         captured = processor.captured or [None] * len(prompts)
