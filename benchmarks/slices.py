@@ -15,8 +15,9 @@ charset of a rubric (``ascii``, the built-ins' default, and ``unicode``):
 For each: the seconds to build the ``LLTokenizer`` from the cached token bytes (what a run
 pays once), and the mean fill per decode step of ``BatchConstraint`` at batch 16 (the masks
 only, no model; ``mask_cost.py``'s rows: valid verdicts from the rubric's schema with
-generic filler prose, German for ``unicode``; never case text). Configurations take turns
-within each repeat, so load changes hit all alike; ratios are to ``ours`` in the same run.
+generic filler prose, German for ``unicode``; never case text). The set-up is timed once
+per configuration, in the order above; the fills take turns within each repeat, so load
+changes hit all alike. Ratios are to ``ours`` in the same run.
 
 Re-run:  EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
              benchmarks/slices.py [--tokenizer DIR ...] [--repeats N] [--quick]

@@ -92,8 +92,18 @@ def test_constrained_vs_unconstrained_quick(run_quick):
     assert figures["constrained_valid_rate"] == 1.0
     for key in ("constrained_forward_share", "unconstrained_forward_share"):
         assert _rate(figures[key]), key
-    # the backend's masks filled during the forward pass and inline, in the same rotation
-    assert figures["inline_valid_rate"] == 1.0 and _positive(figures["inline_over_prefetch"])
+    assert figures["prefetched"] is False  # a CPU model: the backend fills masks inline
+    assert "inline_over_prefetch" not in figures
+
+
+def test_constrained_vs_unconstrained_prefetch_variant_quick(run_quick):
+    """--masking backend-prefetch: masks filled during the forward pass, and a third
+    variant filling them inline in the same rotation; both parse every verdict."""
+    figures, out = run_quick("constrained_vs_unconstrained", "--masking", "backend-prefetch")
+    assert figures["prefetched"] is True
+    assert figures["constrained_valid_rate"] == 1.0 and figures["inline_valid_rate"] == 1.0
+    assert _positive(figures["inline_over_prefetch"])
+    assert "inline instead of during the forward pass" in out
 
 
 def test_overhead_quick(run_quick):

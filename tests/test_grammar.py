@@ -213,6 +213,39 @@ def test_every_slice_for_a_charset_is_allowed_inside_its_strings(ll_tokenizer, h
         assert any(not mask_allows(mask, t) for t in old)
 
 
+def test_a_row_in_error_ends_the_same_whether_its_masks_are_prefetched_or_not(ll_tokenizer):
+    """A row whose matcher is in error may only end; the prefetched masks (filled on the
+    worker thread, outside ``generate``'s inference mode) say so exactly as the inline ones,
+    and a second append without a processor call is refused, not silently skipped."""
+    import torch
+
+    from evaluator.judges.backends.constraint import BatchConstraint, mask_allows
+
+    constraint = BatchConstraint(build_grammar(output_json_schema(_rubric("ascii"))),
+                                 ll_tokenizer)
+    eos = ll_tokenizer.eos_token
+    good = ll_tokenizer.tokenize_str("{")[0]
+    bad = ll_tokenizer.tokenize_str("zzz")[0]
+    ids = torch.tensor([[good], [bad]])
+    masks = []
+    for prefetch in (False, True):
+        constraint.reset()
+        with torch.inference_mode():
+            constraint(torch.zeros(2, 1, dtype=torch.long), torch.zeros(2, 10))
+            if prefetch:
+                constraint.prefetch(ids)
+                with pytest.raises(RuntimeError, match="appended twice"):
+                    constraint.prefetch(ids)
+            scores = torch.zeros(2, ll_tokenizer.vocab_size)
+            constraint(ids, scores)
+        assert constraint.matchers[1].is_error() and not constraint.matchers[0].is_error()
+        assert torch.isfinite(scores[1]).nonzero().flatten().tolist() == [eos]
+        assert mask_allows(constraint._mask[0], ll_tokenizer.tokenize_str('"')[0])
+        masks.append(constraint._mask.clone())
+        constraint.settle()
+    assert torch.equal(masks[0], masks[1])
+
+
 def test_the_tokenizer_cache_is_written_safely_and_trusted_only_when_intact(
         hf_tokenizer, tmp_path, monkeypatch):
     import llguidance.hf

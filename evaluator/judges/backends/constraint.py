@@ -9,7 +9,9 @@ The next step's masks need only the tokens just chosen, not the model, so
 :class:`PrefetchMasks` (a stopping criterion: transformers calls those right after it
 appends the tokens) starts filling them on a worker thread while the model runs its next
 forward pass; the processor then only waits for them. Two mask buffers take turns, so the
-one being copied to the GPU is never the one being filled.
+one being copied to the GPU is never the one being filled; besides, ``prefetch`` reads the
+new tokens back from the device (``tolist``), which waits for all earlier GPU work on the
+stream, that copy included, before any fill starts.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from typing import Any
 
 import numpy as np
@@ -65,8 +68,11 @@ class BatchConstraint:
         """New matchers for ``batch`` rows, at the start of the grammar."""
         self.matchers = [LLMatcher(self.tokenizer, self.grammar, log_level=0)
                          for _ in range(batch)]
-        self._masks = [allocate_token_bitmask(batch, self.tokenizer.vocab_size)
-                       for _ in range(2)]
+        # Plain tensors even inside ``generate``'s inference mode: the worker thread, which
+        # is outside it, writes into them (an inference tensor refuses that).
+        with torch.inference_mode(False):
+            self._masks = [allocate_token_bitmask(batch, self.tokenizer.vocab_size)
+                           for _ in range(2)]
         self._mask = self._masks[0]
         self._step = 0
         self._tails = [b""] * batch
@@ -104,28 +110,36 @@ class BatchConstraint:
         """The batch's bitmask for the next token (int32, one bit per token, on CPU), in the
         buffer the previous step did not use."""
         assert self.matchers is not None
-        self._mask = self._masks[self._step % 2]
-        fill_next_token_bitmask_par(self.executor, list(zip(self.matchers, range(len(
-            self.matchers)))), self._mask)
-        for row, matcher in enumerate(self.matchers):
-            if matcher.is_error():  # never leave a row with nothing allowed: end it
-                eos = self.tokenizer.eos_token
-                self._mask[row] = 0
-                self._mask[row, eos // 32] = 1 << (eos % 32) if eos % 32 < 31 else -(1 << 31)
+        self._mask = _fill(self.executor, self.matchers, self._masks[self._step % 2],
+                           self.tokenizer.eos_token)
         return self._mask
 
     def prefetch(self, input_ids: Any) -> None:
         """Advance every row by the token just appended to ``input_ids`` and start filling
         the next step's masks on the worker thread (:class:`PrefetchMasks` calls this)."""
-        if self.matchers is None or self._pending is not None:
+        if self.matchers is None:
             return
+        if self._pending is not None:  # two appends without a processor call between
+            raise RuntimeError("constraint: tokens appended twice without a logits-processor "
+                               "call; masks cannot be prefetched in this decoding loop")
         self.advance(input_ids[:, -1].tolist())
-        self._pending = _worker().submit(self.fill)
+        # The worker gets this step's matchers and buffer, never reads them off ``self``.
+        self._pending = _worker().submit(_fill, self.executor, list(self.matchers),
+                                         self._masks[self._step % 2], self.tokenizer.eos_token)
 
     def _wait(self) -> Any:
-        """The prefetched masks (None if none were started); a failure is raised here."""
-        pending, self._pending = self._pending, None
-        return None if pending is None else pending.result()
+        """The prefetched masks (None if none were started); a failure is raised here.
+        The future is dropped only once its fill has ended, even when the wait itself is
+        interrupted (Ctrl-C), so no fill outlives its batch."""
+        pending = self._pending
+        if pending is None:
+            return None
+        try:
+            self._mask = pending.result()
+            return self._mask
+        finally:
+            wait_for([pending])
+            self._pending = None
 
     def settle(self) -> None:
         """Wait for a prefetch still running (the one after a batch's last token), so the
@@ -147,6 +161,17 @@ class BatchConstraint:
         else:
             apply_on_cpu(scores, mask)
         return scores
+
+
+def _fill(executor: LLExecutor, matchers: list[LLMatcher], mask: Any, eos: int) -> Any:
+    """Fill ``mask`` (one row per matcher) with each matcher's allowed next tokens; a row
+    whose matcher is in error allows only ``eos``, so it ends instead of having nothing."""
+    fill_next_token_bitmask_par(executor, list(zip(matchers, range(len(matchers)))), mask)
+    for row, matcher in enumerate(matchers):
+        if matcher.is_error():
+            mask[row] = 0
+            mask[row, eos // 32] = 1 << (eos % 32) if eos % 32 < 31 else -(1 << 31)
+    return mask
 
 
 class PrefetchMasks:

@@ -130,7 +130,8 @@ class TransformersBackend:
         self._executor = LLExecutor()
         # Fill the next step's masks while the model runs only where the model runs off the
         # CPU: on CPU the forward pass already uses every core, and a mask thread beside
-        # torch's OpenMP workers would slow both (benchmarks/constrained_vs_unconstrained.py).
+        # torch's OpenMP workers oversubscribes them (bench_common.set_threads measured
+        # what that costs torch: 21 ms against 1.6 ms a step).
         self.prefetch_masks = torch.device(self.device).type != "cpu"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -200,8 +201,13 @@ class TransformersBackend:
         try:
             with torch.inference_mode():
                 output = self.model.generate(**batch, **options)
-        finally:
-            processor.settle()
+        except BaseException:
+            try:  # the error on its way up is the one to report
+                processor.settle()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("a prefetched mask also failed (%s)", type(exc).__name__)
+            raise
+        processor.settle()
         start = batch["input_ids"].shape[1]
         generations = []
         captured = processor.captured or [None] * len(prompts)
