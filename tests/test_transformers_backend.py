@@ -166,13 +166,13 @@ def test_masks_filled_during_the_forward_pass_equal_masks_filled_inline(tiny_bac
     sampling = Sampling(max_new_tokens=max_new_tokens(json.loads(schema_text)),
                         temperature=temperature, seed=11)
     threads: list[str] = []
-    fill = constraint.BatchConstraint.fill
+    fill = constraint._fill
 
-    def recording_fill(self):
+    def recording_fill(*args):
         threads.append(threading.current_thread().name)
-        return fill(self)
+        return fill(*args)
 
-    monkeypatch.setattr(constraint.BatchConstraint, "fill", recording_fill)
+    monkeypatch.setattr(constraint, "_fill", recording_fill)
     assert tiny_backend.prefetch_masks is False  # a CPU model: masks filled inline
     runs = []
     for prefetch in (True, False):
