@@ -73,6 +73,20 @@ def set_threads(threads: int | None) -> int:
     return torch.get_num_threads()
 
 
+def tokenizer_folders(given: list[Path] | None, quick: bool) -> list[Path]:
+    """The tokenizer folders a script measures: those given (``--tokenizer``), else the
+    tiny-random model's for ``--quick``, else the embedded judge's."""
+    if given:
+        return given
+    if quick:
+        from evaluator.judges.tiny_random import build_tiny_random
+
+        return [build_tiny_random()]
+    from evaluator.judges.embedded_judge import prepare_embedded_judge
+
+    return [prepare_embedded_judge()]
+
+
 def median(values: list[float]) -> float:
     """The median (the figure every script reports for repeated, interleaved timings)."""
     return statistics.median(values)

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_common import print_figures, print_machine, rerun_command, set_threads
+from bench_common import print_figures, print_machine, rerun_command, set_threads, tokenizer_folders
 
 from evaluator.judges.offline import force_offline
 from evaluator.rubrics.load import load_rubric
@@ -158,16 +158,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         args.repeats = 1
     threads = set_threads(args.threads or None)
-    if args.tokenizer:
-        folders = args.tokenizer
-    elif args.quick:
-        from evaluator.judges.tiny_random import build_tiny_random
-
-        folders = [build_tiny_random()]
-    else:
-        from evaluator.judges.embedded_judge import prepare_embedded_judge
-
-        folders = [prepare_embedded_judge()]
+    folders = tokenizer_folders(args.tokenizer, args.quick)
     batches = [int(b) for b in args.batch.split(",")]
 
     from transformers import AutoTokenizer

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_common import median, print_figures, print_machine, rerun_command
+from bench_common import median, print_figures, print_machine, rerun_command, tokenizer_folders
 
 from evaluator.judges.offline import force_offline
 from evaluator.rubrics.load import load_rubric
@@ -162,16 +162,7 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = sorted(set(rubrics + before_rubrics) - set(RUBRICS))
     if unknown:
         parser.error(f"unknown rubric(s) {unknown}; built-in: {', '.join(RUBRICS)}")
-    if args.tokenizer:
-        folders = args.tokenizer
-    elif args.quick:
-        from evaluator.judges.tiny_random import build_tiny_random
-
-        folders = [build_tiny_random()]
-    else:
-        from evaluator.judges.embedded_judge import prepare_embedded_judge
-
-        folders = [prepare_embedded_judge()]
+    folders = tokenizer_folders(args.tokenizer, args.quick)
 
     from transformers import AutoTokenizer
 

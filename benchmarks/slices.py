@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import mask_cost
-from bench_common import print_figures, print_machine, rerun_command, set_threads
+from bench_common import print_figures, print_machine, rerun_command, set_threads, tokenizer_folders
 
 from evaluator.judges.offline import force_offline
 from evaluator.rubrics.rubric import Rubric
@@ -112,16 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         args.repeats = 1
     threads = set_threads(1)
-    if args.tokenizer:
-        folders = args.tokenizer
-    elif args.quick:
-        from evaluator.judges.tiny_random import build_tiny_random
-
-        folders = [build_tiny_random()]
-    else:
-        from evaluator.judges.embedded_judge import prepare_embedded_judge
-
-        folders = [prepare_embedded_judge()]
+    folders = tokenizer_folders(args.tokenizer, args.quick)
 
     from transformers import AutoTokenizer
 
