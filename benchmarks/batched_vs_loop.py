@@ -108,6 +108,9 @@ def loop_case(model, tokenizer, chat, template_kwargs, output_model, budget: int
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", type=Path, default=None,
+                        help="models.yaml that defines --judge (default: the project's; "
+                        "random_judge.py writes one for a random judge of a real shape)")
     parser.add_argument("--judge", default="tiny-random",
                         help="a judge in models.yaml (tiny-random, smollm2-135m-instruct)")
     parser.add_argument("--rubric", default="trial_eligibility")
@@ -138,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
     from evaluator.judges.backends import load_backend
 
     print_machine(threads)
-    name, spec = resolve_judge(args.judge)
+    name, spec = resolve_judge(args.judge, args.models)
     if args.batch_size:
         spec = spec.model_copy(update={"batch_size": args.batch_size})
     rubric = load_rubric(args.rubric)

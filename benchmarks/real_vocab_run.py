@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import shutil
 import sys
 import tempfile
 import time
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_common import print_figures, print_machine, rerun_command, set_threads
+from random_judge import build
 
 from evaluator.judges.offline import force_offline
 from evaluator.rubrics.load import load_rubric
@@ -52,18 +52,9 @@ def _peak_mb() -> float:
 
 
 def build_model(tokenizer_dir: Path, out: Path) -> None:
-    """A random-weight Qwen3 model with the real tokenizer files next to it."""
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=151936, hidden_size=256, intermediate_size=512,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=64, max_position_embeddings=32768, tie_word_embeddings=True,
-                         eos_token_id=151645, pad_token_id=151643, bos_token_id=151643)
-    Qwen3ForCausalLM(config).save_pretrained(out, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(tokenizer_dir / name, out / name)
+    """A random-weight Qwen3 model (``random_judge.py``'s ``qwen3-small``, float32) with the
+    real tokenizer files next to it."""
+    build("qwen3-small", tokenizer_dir, out, device="cpu", dtype="float32")
 
 
 def main() -> None:

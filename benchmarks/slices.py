@@ -7,6 +7,9 @@ to our grammars are worth building. This script compares, per tokenizer and per 
 charset of a rubric (``ascii``, the built-ins' default, and ``unicode``):
 
 - ``ours``: :data:`evaluator.judges.backends.grammar.EXTRA_SLICES`, what the backend uses;
+- ``ours{1,10}`` and ``ours{1,30}``: half of ours, one length bound per charset (fewer
+  slices: less set-up; tokens outside the slice, or a slice that no longer fits the string's
+  remaining length, are walked);
 - ``ours+general``: those plus llguidance's general slices (the backend before this script);
 - ``previous``: the slices before this script (general, and a Unicode body that allowed the
   quote and backslash, which cannot be written unescaped, so it never applied);
@@ -74,8 +77,10 @@ def configurations() -> dict[str, list[str]]:
     general = list(LLTokenizer.general_slices())
     previous = general + [f"{ASCII_BODY}{{1,10}}", f"{ASCII_BODY}{{1,30}}",
                           f"{PRINTABLE_BODY}{{1,10}}", f"{PRINTABLE_BODY}{{1,30}}"]
-    return {"ours": list(EXTRA_SLICES), "ours+general": list(EXTRA_SLICES) + general,
-            "previous": previous, "none": []}
+    return {"ours": list(EXTRA_SLICES),
+            "ours{1,10}": [x for x in EXTRA_SLICES if x.endswith("{1,10}")],
+            "ours{1,30}": [x for x in EXTRA_SLICES if x.endswith("{1,30}")],
+            "ours+general": list(EXTRA_SLICES) + general, "previous": previous, "none": []}
 
 
 def build_seconds(hf_tokenizer, folder: Path, slices: list[str]):

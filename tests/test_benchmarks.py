@@ -140,7 +140,7 @@ def test_mask_cost_quick(run_quick):
 def test_slices_quick(run_quick):
     figures, out = run_quick("slices")
     (tokenizer,) = figures["tokenizers"].values()
-    configs = {"ours", "ours+general", "previous", "none"}
+    configs = {"ours", "ours{1,10}", "ours{1,30}", "ours+general", "previous", "none"}
     assert set(tokenizer["setup_s"]) == configs
     for charset in ("ascii", "unicode"):
         fills = tokenizer["fill_ms_per_step"][charset]
@@ -150,7 +150,8 @@ def test_slices_quick(run_quick):
 
 @pytest.mark.parametrize("name", ["batched_vs_loop", "constrained_vs_unconstrained",
                                   "overhead", "schema_compile", "mask_cost", "parse_rate",
-                                  "real_vocab_run", "vllm_structured_backends", "slices"])
+                                  "real_vocab_run", "vllm_structured_backends", "slices",
+                                  "random_judge"])
 def test_scripts_say_how_to_re_run_them(name):
     text = (BENCHMARKS / f"{name}.py").read_text(encoding="utf-8")
     assert "Re-run" in text and f"benchmarks/{name}.py" in text
@@ -168,3 +169,34 @@ def test_score_distributions_quick(run_quick):
         assert row["min_coverage"] == 1.0 and row["nodes"] >= 0
         assert _positive(row["generate_s"]) and row["distributions_s"] >= 0
     assert "distributions took" in out
+
+
+def test_random_judge_has_qwen3_8bs_shape_and_a_models_file_the_benchmarks_read(tmp_path):
+    """``random_judge.py``: the ``qwen3-8b`` shape has Qwen3-8B's 8.19 B parameters (counted
+    on the meta device: nothing allocated), and a small build's models.yaml resolves to a
+    judge that loads (tiny-random's tokenizer stands in for Qwen3's here)."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from evaluator.judges.backends.transformers_backend import TransformersBackend
+    from evaluator.judges.models_file import resolve_judge
+    from evaluator.judges.tiny_random import build_tiny_random
+
+    module = _load("random_judge")
+    with torch.device("meta"):
+        model = Qwen3ForCausalLM(Qwen3Config(**module.SHAPES["qwen3-8b"]))
+    assert 8.15e9 < sum(p.numel() for p in model.parameters()) < 8.25e9
+
+    figures = module.main(["--shape", "qwen3-small", "--tokenizer", str(build_tiny_random()),
+                           "--out", str(tmp_path), "--device", "cpu"])
+    assert figures["parameters"] > 0
+    name, spec = resolve_judge("random-qwen3-small", tmp_path / "models.yaml")
+    assert (spec.backend, spec.device, spec.dtype) == ("transformers", "cpu", "bfloat16")
+    assert spec.chat_template_kwargs == {"enable_thinking": False}
+    assert resolve_judge("random-qwen3-small-vllm", tmp_path / "models.yaml")[1].backend == "vllm"
+    backend = TransformersBackend(name, spec)
+    assert backend.model.config.num_hidden_layers == 2
+    assert backend.model.dtype == torch.bfloat16
+    with pytest.raises(SystemExit, match="exists"):  # never writes over a build
+        module.main(["--shape", "qwen3-small", "--tokenizer", str(build_tiny_random()),
+                     "--out", str(tmp_path)])

@@ -127,12 +127,17 @@ class TransformersBackend:
         # Outlines' Transformers wrapper sets left padding, which batched decoding needs.
         self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)
         self._grammars = _Grammars(self._outlines_model, from_hf(self.tokenizer, path))
-        self._executor = LLExecutor()
         # Fill the next step's masks while the model runs only where the model runs off the
         # CPU: on CPU the forward pass already uses every core, and a mask thread beside
         # torch's OpenMP workers oversubscribes them (bench_common.set_threads measured
         # what that costs torch: 21 ms against 1.6 ms a step).
         self.prefetch_masks = torch.device(self.device).type != "cpu"
+        # On CPU the masks are filled between forward passes, while torch's threads wait: the
+        # fill may use as many (llguidance's default, 80% of the cores, is one thread on a
+        # 2-core machine; benchmarks/mask_cost.py --fill-threads measures the difference).
+        # Off the CPU the fill overlaps the forward pass and keeps llguidance's default.
+        self._executor = (LLExecutor() if self.prefetch_masks
+                          else LLExecutor(max(1, torch.get_num_threads())))
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_token_id = self.tokenizer.eos_token_id

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Issue 18's GPU figures on a lent GPU machine (the `device` tool): a random-weight judge of
+# Qwen3-8B's shape (benchmarks/random_judge.py), built there in bf16, judged through the
+# transformers backend on CUDA.
+#
+#   here, once:  make gpu-kit TOKENIZER=DIR     (wheels + Qwen3's tokenizer into .gpu/)
+#   there:       bash benchmarks/gpu_run.sh constrained   with carry [".gpu"]
+#                bash benchmarks/gpu_run.sh loop          with carry [".gpu"]
+#
+# constrained: constrained_vs_unconstrained.py --masking backend-prefetch (masks filled during
+#              the forward pass, as the backend does on a GPU; inline fill; no constraint) at
+#              each batch size in BATCHES (default "1 16 64"; cases = max(batch, 4)).
+# loop:        batched_vs_loop.py: evaluate() batched against a hand-written per-case loop
+#              (CASES=8, BATCH=8, LOOP_CHUNK=4, RETRIES=0 by default: a random judge never
+#              writes a verdict that parses unconstrained, so each loop attempt runs the whole
+#              token budget, ~1,300 tokens for trial_eligibility; at ~25 ms a token for an 8B
+#              model at batch 1 that is ~30 s a case, and one call may run 10 minutes).
+# Each call builds the judge afresh (a lent machine starts bare; ~16 GB written to /tmp) and
+# leaves its logs in $OUT. Check the flow on a CPU first, in seconds:
+#   NO_WHEELS=1 PYTHON=.venv/bin/python SHAPE=qwen3-small DEVICE=cpu BATCHES=2 \
+#       TOKENIZER=DIR bash benchmarks/gpu_run.sh constrained
+# Counts and timings only: the cases are the shared dev data's, never printed.
+set -euo pipefail
+stage=${1:?usage: gpu_run.sh constrained|loop}
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/gpu-run}
+py=${PYTHON:-python3}
+shape=${SHAPE:-qwen3-8b}
+device=${DEVICE:-cuda}
+tokenizer=${TOKENIZER:-.gpu/tokenizer}
+mkdir -p "$out"
+if [ -z "${NO_WHEELS:-}" ]; then
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .gpu/wheels/*.whl
+    export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+export EVALUATOR_CACHE=${EVALUATOR_CACHE:-/tmp/evaluator-cache}
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || true
+  "$py" -c 'import torch, transformers; print("torch", torch.__version__, "transformers",
+transformers.__version__, "cuda", torch.cuda.is_available())'; } | tee "$out/machine.txt"
+judges=$(mktemp -d)
+trap 'rm -rf "$judges"' EXIT
+"$py" benchmarks/random_judge.py --shape "$shape" --tokenizer "$tokenizer" --out "$judges" \
+    --device "$device" 2>&1 | grep -v "shards" | tee "$out/build.txt"
+models=$judges/models.yaml
+judge=random-$shape
+case $stage in
+    constrained)
+        for batch in ${BATCHES:-1 16 64}; do
+            "$py" benchmarks/constrained_vs_unconstrained.py --models "$models" \
+                --judge "$judge" --rubric "${RUBRIC:-trial_eligibility}" \
+                --cases $((batch < 4 ? 4 : batch)) --batch-size "$batch" \
+                --repeats "${REPEATS:-2}" --threads 0 --masking backend-prefetch 2>&1 \
+                | grep -v "Loading weights" | tee "$out/constrained.batch$batch.txt"
+        done ;;
+    loop)
+        "$py" benchmarks/batched_vs_loop.py --models "$models" --judge "$judge" \
+            --rubric "${RUBRIC:-trial_eligibility}" --cases "${CASES:-8}" \
+            --batch-size "${BATCH:-8}" --loop-chunk "${LOOP_CHUNK:-4}" \
+            --retries "${RETRIES:-0}" --threads 0 2>&1 \
+            | grep -v "Loading weights" | tee "$out/batched_vs_loop.txt" ;;
+    *) echo "gpu_run.sh: unknown stage $stage (constrained or loop)" >&2; exit 2 ;;
+esac
