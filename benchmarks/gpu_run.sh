@@ -3,9 +3,11 @@
 # Qwen3-8B's shape (benchmarks/random_judge.py), built there in bf16, judged through the
 # transformers backend on CUDA.
 #
-#   here, once:  make gpu-kit TOKENIZER=DIR     (wheels + Qwen3's tokenizer into .gpu/)
+#   here, once:  make gpu-kit TOKENIZER=DIR     (wheels, Qwen3's tokenizer, the dev data
+#                                               into .gpu/)
 #   there:       bash benchmarks/gpu_run.sh constrained   with carry [".gpu"]
 #                bash benchmarks/gpu_run.sh loop          with carry [".gpu"]
+#                (or `all`: both after one build, if one call's 10 minutes allow it)
 #
 # constrained: constrained_vs_unconstrained.py --masking backend-prefetch (masks filled during
 #              the forward pass, as the backend does on a GPU; inline fill; no constraint) at
@@ -16,12 +18,16 @@
 #              token budget, ~1,300 tokens for trial_eligibility; at ~25 ms a token for an 8B
 #              model at batch 1 that is ~30 s a case, and one call may run 10 minutes).
 # Each call builds the judge afresh (a lent machine starts bare; ~16 GB written to /tmp) and
-# leaves its logs in $OUT. Check the flow on a CPU first, in seconds:
+# leaves its logs in $OUT. The cases are .gpu/data's (the shared dev data), else examples/. Check the flow on a CPU first, in seconds:
 #   NO_WHEELS=1 PYTHON=.venv/bin/python SHAPE=qwen3-small DEVICE=cpu BATCHES=2 \
 #       TOKENIZER=DIR bash benchmarks/gpu_run.sh constrained
-# Counts and timings only: the cases are the shared dev data's, never printed.
+# Counts and timings only: case text is never printed.
 set -euo pipefail
-stage=${1:?usage: gpu_run.sh constrained|loop}
+stage=${1:?usage: gpu_run.sh constrained|loop|all}
+case $stage in
+    constrained|loop|all) ;;
+    *) echo "gpu_run.sh: unknown stage $stage (constrained, loop or all)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gpu-run}
 py=${PYTHON:-python3}
@@ -45,20 +51,21 @@ trap 'rm -rf "$judges"' EXIT
     --device "$device" 2>&1 | grep -v "shards" | tee "$out/build.txt"
 models=$judges/models.yaml
 judge=random-$shape
-case $stage in
-    constrained)
-        for batch in ${BATCHES:-1 16 64}; do
-            "$py" benchmarks/constrained_vs_unconstrained.py --models "$models" \
-                --judge "$judge" --rubric "${RUBRIC:-trial_eligibility}" \
-                --cases $((batch < 4 ? 4 : batch)) --batch-size "$batch" \
-                --repeats "${REPEATS:-2}" --threads 0 --masking backend-prefetch 2>&1 \
-                | grep -v "Loading weights" | tee "$out/constrained.batch$batch.txt"
-        done ;;
-    loop)
-        "$py" benchmarks/batched_vs_loop.py --models "$models" --judge "$judge" \
-            --rubric "${RUBRIC:-trial_eligibility}" --cases "${CASES:-8}" \
-            --batch-size "${BATCH:-8}" --loop-chunk "${LOOP_CHUNK:-4}" \
-            --retries "${RETRIES:-0}" --threads 0 2>&1 \
-            | grep -v "Loading weights" | tee "$out/batched_vs_loop.txt" ;;
-    *) echo "gpu_run.sh: unknown stage $stage (constrained or loop)" >&2; exit 2 ;;
-esac
+data=()
+if compgen -G ".gpu/data/*.jsonl" > /dev/null; then data=(--data .gpu/data); fi
+if [ "$stage" != loop ]; then
+    for batch in ${BATCHES:-1 16 64}; do
+        "$py" benchmarks/constrained_vs_unconstrained.py --models "$models" \
+            --judge "$judge" --rubric "${RUBRIC:-trial_eligibility}" "${data[@]}" \
+            --cases $((batch < 4 ? 4 : batch)) --batch-size "$batch" \
+            --repeats "${REPEATS:-2}" --threads 0 --masking backend-prefetch 2>&1 \
+            | grep -v "Loading weights" | tee "$out/constrained.batch$batch.txt"
+    done
+fi
+if [ "$stage" != constrained ]; then
+    "$py" benchmarks/batched_vs_loop.py --models "$models" --judge "$judge" \
+        --rubric "${RUBRIC:-trial_eligibility}" "${data[@]}" --cases "${CASES:-8}" \
+        --batch-size "${BATCH:-8}" --loop-chunk "${LOOP_CHUNK:-4}" \
+        --retries "${RETRIES:-0}" --threads 0 2>&1 \
+        | grep -v "Loading weights" | tee "$out/batched_vs_loop.txt"
+fi

@@ -29,7 +29,9 @@ Re-run:  EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
          (default: the embedded judge's tokenizer, ecg_interpretation, batches 1 and 16;
          seconds)
 
-Prints one line per tokenizer and batch size, then a ``figures:`` JSON line.
+Prints one line per tokenizer, batch size and fill-thread count, then a ``figures:`` JSON
+line (``worst_ms_per_row_at_largest_batch`` maps each fill-thread count to its worst row
+cost; ``batches`` is keyed ``"16"``, or ``"16/fill2"`` when several counts are compared).
 """
 
 from __future__ import annotations
@@ -151,10 +153,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch", default="1,16", help="batch sizes, comma-separated")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
-    parser.add_argument("--fill-threads", default="1",
+    parser.add_argument("--fill-threads", default="0",
                         help="llguidance fill threads, comma-separated to compare in one run "
-                        "(0: llguidance's default, 80%% of the cores; the transformers "
-                        "backend on CPU uses torch's thread count)")
+                        "(0, the default: llguidance's own, 80%% of the cores up to 32, "
+                        "which the transformers backend uses)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: the tiny-random model's tokenizer, one repeat")
     args = parser.parse_args(argv)

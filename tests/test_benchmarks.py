@@ -132,9 +132,25 @@ def test_schema_compile_quick(run_quick):
 def test_mask_cost_quick(run_quick):
     figures, out = run_quick("mask_cost", "--rubric", "trial_eligibility")
     (tokenizer,) = figures["tokenizers"].values()
+    assert set(tokenizer["batches"]) == {"1", "16"}
     for batch in tokenizer["batches"].values():
         assert batch["steps"] > 0 and _positive(batch["ms_per_row"])
+    assert set(figures["worst_ms_per_row_at_largest_batch"]) == {"default"}
     assert "per row" in out
+
+
+def test_mask_cost_compares_fill_thread_counts_in_one_run(run_quick):
+    figures, out = run_quick("mask_cost", "--rubric", "trial_eligibility", "--batch", "4",
+                             "--fill-threads", "1,2")
+    (tokenizer,) = figures["tokenizers"].values()
+    assert set(tokenizer["batches"]) == {"4/fill1", "4/fill2"}
+    for key, batch in tokenizer["batches"].items():
+        assert key == f"{batch['batch']}/fill{batch['fill_threads']}"
+        assert batch["steps"] > 0 and _positive(batch["fill_ms_per_step"])
+    worst = figures["worst_ms_per_row_at_largest_batch"]
+    assert set(worst) == {"1", "2"}
+    assert worst["1"] == tokenizer["batches"]["4/fill1"]["ms_per_row"]
+    assert "fill threads 2" in out
 
 
 def test_slices_quick(run_quick):

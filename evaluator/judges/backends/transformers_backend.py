@@ -132,12 +132,10 @@ class TransformersBackend:
         # torch's OpenMP workers oversubscribes them (bench_common.set_threads measured
         # what that costs torch: 21 ms against 1.6 ms a step).
         self.prefetch_masks = torch.device(self.device).type != "cpu"
-        # On CPU the masks are filled between forward passes, while torch's threads wait: the
-        # fill may use as many (llguidance's default, 80% of the cores, is one thread on a
-        # 2-core machine; benchmarks/mask_cost.py --fill-threads measures the difference).
-        # Off the CPU the fill overlaps the forward pass and keeps llguidance's default.
-        self._executor = (LLExecutor() if self.prefetch_masks
-                          else LLExecutor(max(1, torch.get_num_threads())))
+        # llguidance's default pool (80% of the cores, at most 32). More fill threads on CPU
+        # measured little (benchmarks/README.md, section 7), and torch's OpenMP workers keep
+        # spinning for a while after each forward pass, so the default stays.
+        self._executor = LLExecutor()
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_token_id = self.tokenizer.eos_token_id
