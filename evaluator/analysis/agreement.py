@@ -23,9 +23,6 @@ The heavy libraries (the ``stats`` extra) are imported inside the functions.
 
 from __future__ import annotations
 
-import csv
-import json
-import math
 import re
 import warnings
 from collections import Counter
@@ -43,9 +40,10 @@ from evaluator.analysis.intervals import (
     paired_bootstrap,
     wilson_ci,
 )
+from evaluator.analysis.label_files import AgreementError, label_rows
+from evaluator.analysis.label_files import label_number as _number
 from evaluator.analysis.score_mode import ScoredView, mode_block, score_view
 from evaluator.analysis.stats import require_stats
-from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
@@ -58,56 +56,6 @@ SAME_SCALE_NOTE = ("kappa, ICC, exact and within-one agreement compare values di
 # --score expected: statistics that need categories are not computed (docs/statistics.md).
 NOT_CATEGORIES = ("not applicable to expected scores (they are not categories); ICC, "
                   "Krippendorff's alpha and the mean absolute difference compare them")
-
-
-class AgreementError(ValueError):
-    """The labels or results cannot be joined (missing field, no overlap, bad label)."""
-
-
-def _number(value: object) -> float | None:
-    """A label as a float, or None when it is not a number (bools are not numbers)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            return None
-        return number if math.isfinite(number) else None
-    return None
-
-
-def _label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, row) for every row of a JSONL or CSV labels file."""
-    suffix = path.suffix.lower()
-    try:
-        check_regular_file(path, "labels file")
-        text = path.read_text(encoding="utf-8")
-    except NotARegularFile as exc:
-        raise AgreementError(str(exc)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AgreementError(f"{path}: cannot read labels file ({exc})") from None
-    rows: list[tuple[int, dict[str, Any]]] = []
-    if suffix == ".csv":
-        reader = csv.DictReader(text.splitlines())
-        for row in reader:
-            rows.append((reader.line_num, row))
-        return rows
-    if suffix != ".jsonl":
-        raise AgreementError(f"{path}: labels must be a .jsonl or .csv file")
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise AgreementError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise AgreementError(f"{path} line {number}: expected a JSON object")
-        rows.append((number, row))
-    return rows
 
 
 def parse_label_scale(text: str) -> list[float]:
@@ -146,7 +94,7 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
     ``allow_none``: a worksheet nobody has filled in yet). Errors name the file, lines and field, never a case
     id (``id_column`` may hold case text)."""
     path = Path(path)
-    rows = _label_rows(path)
+    rows = label_rows(path)
     if not rows:
         raise AgreementError(f"{path}: no label rows")
     if not any(label_field in row for _, row in rows):
@@ -190,7 +138,7 @@ def load_groups(path: Path, column: str, id_column: str = "case_id") -> dict[str
     a row without it is in group "(none)". A column with more than
     :data:`diagnostics.MAX_GROUPS` values, or long values, is refused: it is not a grouping
     column and its values would be printed."""
-    rows = _label_rows(Path(path))
+    rows = label_rows(Path(path))
     if not any(column in row for _, row in rows):
         raise AgreementError(f"{path}: no row has the --by column {column!r}")
     groups: dict[str, str] = {}
