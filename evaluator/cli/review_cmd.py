@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from evaluator.analysis.agreement import AgreementError
+from evaluator.analysis.designs import DEFAULT_FLOOR, DESIGNS
 from evaluator.analysis.intervals import format_ci
 from evaluator.analysis.review import (
     DEFAULT_N,
@@ -79,19 +80,33 @@ def _estimate_lines(sheet: ReviewSheet) -> list[str]:
 @click.option("--force", is_flag=True, help="Replace a worksheet already in --out.")
 @click.option("--resamples", type=click.IntRange(min=100), default=1000, show_default=True,
               help="Bootstrap resamples for the estimate's CI.")
-@click.option("--seed", type=int, default=20141, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", type=click.IntRange(min=0), default=20141, show_default=True,
+              help="Seed of the draw (--design random|active) and of the estimate's bootstrap.")
+@click.option("--design", type=click.Choice(list(DESIGNS)), default="priority",
+              show_default=True,
+              help="How the cases are picked: priority (the cases most worth a label: "
+                   "figures from their labels describe those cases only), random (a simple "
+                   "random sample: figures about the run) or active (each case drawn with a "
+                   "known probability that grows with the judge's uncertainty on the first "
+                   "--criterion; --n is the expected number).")
+@click.option("--floor", type=click.FloatRange(min=0, max=1, min_open=True),
+              default=DEFAULT_FLOOR, show_default=True,
+              help="--design active: every case's probability is at least FLOOR x n/N.")
 @rubrics_dir_option
 def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str, ...],
            gates: tuple[str, ...], labels_path: Path | None, label_field: str | None,
            id_column: str, target_halfwidth: float, target_statistic: str, show_text: bool,
            cases_path: Path | None, mappings: tuple[str, ...], case_id_column: str,
-           force: bool, resamples: int, seed: int, rubrics_dirs: tuple[Path, ...]) -> None:
-    """Write a worksheet (OUT/review.csv and OUT/review.jsonl) of the N cases of RESULTS
-    most worth a clinician's time: lowest judge confidence, samples or judges disagreeing,
-    closest to a --pass threshold, each row saying why, with an empty '<criterion>.label'
-    column per criterion for `evaluator agree --labels review.csv`. Cases labelled in
-    --labels are skipped, and the labels so far give an estimate of how many more a CI
-    needs. No case text unless --show-text."""
+           force: bool, resamples: int, seed: int, design: str, floor: float,
+           rubrics_dirs: tuple[Path, ...]) -> None:
+    """Write a worksheet (OUT/review.csv and OUT/review.jsonl) of N cases of RESULTS for a
+    clinician to label, with an empty '<criterion>.label' column per criterion for
+    `evaluator agree` and `evaluator estimate`. --design priority (default): the cases most
+    worth a clinician's time (lowest judge confidence, samples or judges disagreeing,
+    closest to a --pass threshold), each row saying why; cases labelled in --labels are
+    skipped, and the labels so far give an estimate of how many more a CI needs. --design
+    random|active: cases drawn with known probabilities (each row carries its own), for
+    figures about the whole run. No case text unless --show-text."""
     try:
         sheet = build_review(
             list(results), n=n, criteria=criteria, gates=[parse_gate(g) for g in gates],
@@ -99,7 +114,7 @@ def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str
             show_text=show_text, cases_path=cases_path, mapping=parse_mapping(mappings),
             case_id_column=case_id_column, rubrics_dirs=rubrics_dirs,
             target_halfwidth=target_halfwidth, target_statistic=target_statistic,
-            resamples=resamples, seed=seed)
+            resamples=resamples, seed=seed, design=design, floor=floor)
         inputs = [*results, *([labels_path] if labels_path else []),
                   *([cases_path] if cases_path else [])]
         csv_path, jsonl_path = write_review(sheet, out_dir, force=force, inputs=inputs)
@@ -110,15 +125,21 @@ def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str
         where = show_path(exc.filename) if exc.filename else show_path(out_dir)
         click.echo(f"error: cannot write {where} ({exc.strerror})", err=True)
         sys.exit(EXIT_USAGE)
-    click.echo(f"review: {len(sheet.rows)} case(s) in {show_path(csv_path)} and "
+    click.echo(f"review ({sheet.design} design): {len(sheet.rows)} case(s) in "
+               f"{show_path(csv_path)} and "
                f"{show_path(jsonl_path)} ({sheet.candidates} unlabelled judged case(s); "
                f"{sheet.labelled_skipped} labelled already, skipped; {sheet.not_ok} without "
                "an ok verdict)")
     if sheet.label_columns:
         first = sheet.label_columns[0]
+        command = "agree" if sheet.design == "priority" else "estimate"
         click.echo(f"label columns: {', '.join(sheet.label_columns)} (fill one in, then: "
-                   f"evaluator agree RESULTS --labels {show_path(csv_path)} --label-field "
+                   f"evaluator {command} RESULTS --labels {show_path(csv_path)} --label-field "
                    f"{first} --criterion {first.removesuffix('.label')})")
+        if sheet.design == "priority":
+            click.echo("note: these cases were chosen for being hard: figures from their "
+                       "labels describe them, not the run (--design random or active for "
+                       "figures about the run)")
     for line in [*sheet.notes, *_estimate_lines(sheet)]:
         click.echo(line)
     if show_text:

@@ -1,0 +1,432 @@
+"""``evaluator estimate``: a clinician-level figure for each system from its judge's scores
+on every case and clinicians' labels on a few, and the differences between systems.
+
+For each results file (a *system*: e.g. one generator model's answers, judged) with its
+labels file, and each criterion (and each ``--pass`` gate as a 0/1 outcome: the
+clinician-level pass rate), over the N cases with an ``ok`` verdict
+(:mod:`evaluator.analysis.ppi`):
+
+* judge only - the judge's mean over all N (what ``summary`` says; its bias is unknown), and
+  its bias on the labelled cases, mean(judge - label);
+* labels only - the classical estimate from the labels alone;
+* PPI++ - the clinician-level estimate with its 95% CI and lambda; for labels drawn with
+  known probabilities (``review --design active``), its inverse-probability-weighted form;
+* ``effective_labels`` - how many simple-random labels, used alone, would give the same CI.
+
+How the labels were chosen decides what is valid (:mod:`evaluator.analysis.designs`): a
+``random`` or ``active`` worksheet carries its probabilities, and its draw must be from this
+file's cases (checked by fingerprint); a plain labels file is taken as a simple random sample
+(said in a note); labels from a ``priority`` worksheet were chosen for being hard and are
+refused: no estimate from them is unbiased. Rows of a worksheet left unlabelled are treated
+as missing at random (said in a note).
+
+Several systems on the same cases: each pair's difference (later file minus earlier) per
+criterion and gate, **paired** when both were labelled on the same draw (the estimator
+applied to per-case differences) and **independent** otherwise (said, with how to pair).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluator.analysis import ppi
+from evaluator.analysis.agreement import AgreementError, load_labels
+from evaluator.analysis.designs import (
+    DesignError,
+    LabelDesign,
+    population_fingerprint,
+    read_design,
+)
+from evaluator.analysis.gates import Gate
+from evaluator.analysis.label_files import label_number, label_rows
+from evaluator.analysis.score_mode import score_view
+from evaluator.analysis.stats import require_stats
+from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
+
+NO_DESIGN_NOTE = ("records no design (a plain labels file): its labelled cases are taken as a "
+                  "simple random sample of the run's cases; if they were chosen another way "
+                  "(e.g. for being hard), the estimate is biased")
+PRIORITY_REFUSED = ("labels from a 'priority' worksheet were chosen for being hard, with no "
+                    "known probability: no estimate from them is unbiased. Draw a sheet with "
+                    "known probabilities (evaluator review --design random, or active) and "
+                    "label that")
+
+
+class EstimateError(AgreementError):
+    """The estimate cannot be made (files, labels, designs, criteria); one line naming the
+    file and field, never a case id or case text."""
+
+
+@dataclass
+class System:
+    """One results file with its labels: the population (ok case ids, sorted), the labels on
+    it, the design, and per outcome key the judge's value on each population case."""
+
+    path: Path
+    name: str
+    labels_path: Path
+    rubric: Rubric
+    population: list[str]
+    labels: dict[str, float]
+    design: LabelDesign
+    unlabelled_rows: int
+    notes: list[str] = field(default_factory=list)
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def labelled(self) -> list[str]:
+        return [c for c in self.population if c in self.labels]
+
+
+def _system_names(paths: Sequence[Path]) -> list[str]:
+    stems = [p.stem for p in paths]
+    return stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
+
+
+def _read(path: Path) -> list[ResultRecord]:
+    try:
+        return read_results(path)
+    except ResultsFileDamaged as exc:
+        raise EstimateError(str(exc)) from None
+    except OSError as exc:
+        raise EstimateError(f"cannot read results file {path} ({exc.strerror})") from None
+
+
+def _rubric(path: Path, records: Sequence[ResultRecord], rubrics_dirs: Sequence[Path]) -> Rubric:
+    names = sorted({r.rubric for r in records})
+    if len(names) != 1:
+        raise EstimateError(f"{path}: " + ("no records" if not names else
+                                           f"records of {len(names)} rubrics"))
+    try:
+        return load_rubric(names[0], tuple(rubrics_dirs))
+    except RubricError as exc:
+        raise EstimateError(f"rubric {names[0]!r} of {path} cannot be loaded ({exc}); give "
+                            "--rubrics-dir") from None
+
+
+def _check_design(system: System) -> None:
+    design, path = system.design, system.labels_path
+    if design.kind == "priority":
+        raise EstimateError(f"{path}: {PRIORITY_REFUSED}")
+    if design.kind is None:
+        system.notes.append(f"{path} {NO_DESIGN_NOTE}")
+        outside = [c for c in system.labels if c not in set(system.population)]
+        if outside:
+            system.notes.append(f"{len(outside)} labelled case(s) have no ok verdict in "
+                                f"{system.path}: left out")
+        return
+    if (design.population != len(system.population)
+            or design.population_sha256 != population_fingerprint(system.population)):
+        raise EstimateError(
+            f"{path}: the sheet was drawn from {design.population} cases that are not the "
+            f"{len(system.population)} ok cases of {system.path} (another run, or the run "
+            "changed since): estimate the results file the sheet was drawn from, or draw a "
+            "new sheet from this one")
+    drawn = len(design.probabilities)
+    missing = drawn - len(system.labelled)
+    if missing:
+        system.notes.append(
+            f"{missing} of the {drawn} drawn case(s) are not labelled yet: the labelled ones "
+            "are taken as the sample (valid if which were left is unrelated to the labels)"
+            + ("; their probabilities are scaled by the share labelled"
+               if design.kind == "active" else ""))
+
+
+def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
+                id_column: str, rubrics_dirs: Sequence[Path]) -> System:
+    """Read one results file and its labels, and check the labels' design against it."""
+    records = _read(path)
+    rubric = _rubric(path, records, rubrics_dirs)
+    population = sorted({r.case_id for r in records if r.status == "ok" and r.scores is not None})
+    if len(population) < 2:
+        raise EstimateError(f"{path}: {len(population)} ok case(s); an estimate needs at "
+                            "least 2")
+    labels = load_labels(labels_path, label_field, id_column)
+    design = read_design(labels_path, id_column)
+    system = System(path, name, labels_path, rubric, population, dict(labels), design,
+                    labels.unlabelled)
+    _check_design(system)
+    if not system.labelled:
+        raise EstimateError(f"no labelled case of {labels_path} has an ok verdict in {path}; "
+                            "check --id-column")
+    return system
+
+
+def _outcome_keys(rubric: Rubric, label_field: str, criteria: Sequence[str]) -> list[str]:
+    comparable = ([f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
+                  + [a.name for a in rubric.aggregates])
+    if criteria:
+        keys = [rubric.aliases.get(k, k) for k in dict.fromkeys(criteria)]
+        unknown = [k for k in keys if k not in comparable]
+        if unknown:
+            raise EstimateError(f"unknown --criterion {', '.join(map(repr, unknown))}; rubric "
+                                f"{rubric.name!r} has: {', '.join(comparable)}")
+        return keys
+    guess = label_field.removesuffix(".label")
+    if guess in comparable:
+        return [guess]
+    raise EstimateError(f"which criterion do the labels in {label_field!r} rate? give "
+                        f"--criterion (rubric {rubric.name!r} has: {', '.join(comparable)})")
+
+
+def _fill_values(system: System, keys: Sequence[str], gates: Sequence[Gate],
+                 score_mode: str) -> None:
+    """The judge's value of each key (and 0/1 of each gate) on every population case. A
+    case ``score_mode`` cannot read (expected mode without distributions) uses its
+    verdict's own score, and a missing value the mean of the others: any fixed prediction
+    keeps PPI unbiased (each is said in a note)."""
+    records = _read(system.path)
+    view = score_view(system.rubric, records, score_mode, str(system.path))
+    fallback = score_view(system.rubric, records, "argmax", str(system.path))
+    if view.left_out:
+        system.notes.append(f"{view.left_out} case(s) have no score distributions: their "
+                            "verdict's own score stands in for the expected score")
+
+    def raw(key: str) -> list[float | None]:
+        out = []
+        for case_id in system.population:
+            value = view.value(case_id, key)
+            if value is None:
+                value = fallback.value(case_id, key)
+            out.append(None if value is None else float(value))
+        return out
+
+    for key in keys:
+        system.values[key] = _imputed(system, key, raw(key))
+        _check_sheet_scores(system, key, fallback)
+    for gate in gates:
+        values = raw(gate.key)
+        system.values[gate.rule] = _imputed(
+            system, gate.rule, [None if v is None else float(gate.passes(v)) for v in values])
+
+
+def _check_sheet_scores(system: System, key: str, verdicts: Any) -> None:
+    """A worksheet shows each drawn case's score (``<key>.score``): when they are not this
+    results file's verdicts, the labels may rate another system's answers (same case ids,
+    another file) - said in a warning, since a sheet over several judges' files shows one
+    of them."""
+    try:
+        rows = label_rows(system.labels_path)
+    except AgreementError:
+        return
+    column = f"{key}.score"
+    compared = differ = 0
+    for _, row in rows:
+        shown = label_number(row.get(column))
+        case_id = row.get("case_id") if "case_id" in row else None
+        if shown is None or case_id is None:
+            continue
+        verdict = verdicts.value(str(case_id), key)
+        if verdict is None:
+            continue
+        compared += 1
+        differ += float(verdict) != shown
+    if differ:
+        system.notes.append(
+            f"WARNING: on {differ} of the {compared} worksheet rows, {column!r} is not "
+            f"{system.path}'s verdict: was the sheet drawn from another results file (another "
+            "system's answers)? Check that each --labels goes with its results file")
+
+
+def _imputed(system: System, key: str, values: list[float | None]) -> list[float]:
+    present = [v for v in values if v is not None]
+    if not present:
+        raise EstimateError(f"{system.path}: no ok case has a value for {key!r}")
+    missing = len(values) - len(present)
+    if missing:
+        mean = sum(present) / len(present)
+        system.notes.append(f"{missing} case(s) have no value for {key!r}: the judge's mean "
+                            "stands in for them")
+        return [mean if v is None else v for v in values]
+    return [float(v) for v in values]  # type: ignore[arg-type]
+
+
+def _label_outcome(gate: Gate | None, label: float) -> float:
+    return label if gate is None else float(gate.passes(label))
+
+
+def _response_rate(system: System) -> float:
+    drawn = len(system.design.probabilities)
+    return len(system.labelled) / drawn if drawn else 1.0
+
+
+def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, Any]:
+    """Every figure for one outcome (a criterion, or a gate's 0/1) of one system."""
+    f_all = system.values[gate.rule if gate else key]
+    position = {c: i for i, c in enumerate(system.population)}
+    labelled = system.labelled
+    y = [_label_outcome(gate, system.labels[c]) for c in labelled]
+    f_lab = [f_all[position[c]] for c in labelled]
+    judge = ppi.judge_mean(f_all)
+    if system.design.kind == "active":
+        rate = _response_rate(system)
+        pi = {c: float(system.design.probabilities[c]) * rate for c in labelled}
+        labels_all = [None] * len(f_all)
+        gaps = [None] * len(f_all)
+        pis = [1.0] * len(f_all)  # an unlabelled case's probability is not used
+        for c, value, fv in zip(labelled, y, f_lab, strict=True):
+            labels_all[position[c]] = value
+            gaps[position[c]] = fv - value
+            pis[position[c]] = pi[c]
+        classical = ppi.ipw_mean(f_all, labels_all, pis, lam=0.0)
+        estimate = ppi.ipw_mean(f_all, labels_all, pis)
+        bias = ppi.ipw_mean([0.0] * len(f_all), gaps, pis, lam=0.0)
+        bias.method = "judge - label: inverse-probability weighted mean over the run"
+        variance = ppi.labelled_variance(y, [1 / pi[c] for c in labelled])
+    else:
+        classical = ppi.classical_mean(y)
+        estimate = ppi.ppi_mean(y, f_lab, f_all)
+        bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
+        bias.method = "judge - label on the labelled cases, CLT interval"
+        variance = ppi.labelled_variance(y)
+    return {
+        "type": "estimate", "file": str(system.path), "system": system.name,
+        "labels": str(system.labels_path),
+        "criterion": gate.rule if gate else key, "outcome": "pass rate" if gate else "mean",
+        "design": system.design.kind or "none", "n_cases": len(f_all),
+        "n_labelled": len(labelled), "n_drawn": len(system.design.probabilities) or None,
+        "judge_mean": judge.estimate, "judge_ci": judge.ci95,
+        "judge_bias": bias.estimate, "judge_bias_ci": bias.ci95,
+        "classical_estimate": classical.estimate, "classical_ci": classical.ci95,
+        "classical_method": classical.method,
+        "ppi_estimate": estimate.estimate, "ppi_ci": estimate.ci95, "ppi_se": estimate.se,
+        "lambda": estimate.lam, "ppi_method": estimate.method,
+        "effective_labels": ppi.effective_labels(variance, estimate),
+    }
+
+
+def _paired(a: System, b: System) -> bool:
+    """Both labelled on one draw of the same cases: the same population, designs without
+    differing probabilities (random, or none), and the same cases drawn (for a plain labels
+    file: labelled)."""
+    if a.population != b.population:
+        return False
+    kinds = {a.design.kind, b.design.kind}
+    if not kinds <= {"random", None} or len(kinds) != 1:
+        return False
+    if a.design.kind == "random":
+        return set(a.design.probabilities) == set(b.design.probabilities)
+    return set(a.labelled) == set(b.labelled)
+
+
+def difference(a: System, b: System, key: str, gate: Gate | None,
+               estimates: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """b - a for one outcome: paired (the estimator on per-case differences) when both were
+    labelled on one draw, else independent."""
+    outcome = gate.rule if gate else key
+    out: dict[str, Any] = {"type": "difference", "criterion": outcome, "a": a.name,
+                           "b": b.name, "a_file": str(a.path), "b_file": str(b.path)}
+    if _paired(a, b):
+        both = [c for c in a.population if c in a.labels and c in b.labels]
+        position = {c: i for i, c in enumerate(a.population)}
+        g_all = [fb - fa for fa, fb in zip(a.values[outcome], b.values[outcome], strict=True)]
+        d = [_label_outcome(gate, b.labels[c]) - _label_outcome(gate, a.labels[c]) for c in both]
+        result = (ppi.ppi_mean(d, [g_all[position[c]] for c in both], g_all) if both else
+                  ppi.Estimate(None, None, None, None, "no case labelled for both"))
+        judge = ppi.judge_mean(g_all)
+        out.update(mode="paired", n_labelled=len(both), n_cases=len(g_all),
+                   note=(f"paired: both systems labelled on the same {len(both)} case(s); "
+                         "PPI++ on the per-case differences"))
+    else:
+        ea, eb = (ppi.Estimate(e["ppi_estimate"], e["ppi_se"], e["ppi_ci"], None, "")
+                  for e in (estimates[a.name], estimates[b.name]))
+        result = ppi.independent_difference(ea, eb)
+        ja, jb = (ppi.Estimate(e["judge_mean"], _se(e["judge_ci"]), e["judge_ci"], None, "")
+                  for e in (estimates[a.name], estimates[b.name]))
+        judge = ppi.independent_difference(ja, jb)
+        shared = bool(set(a.population) & set(b.population))
+        out.update(mode="independent", n_labelled=None, n_cases=None,
+                   note=("independent: the systems were not labelled on one draw of the same "
+                         "cases, so the CI treats the two estimates as independent"
+                         + ("; it is conservative when the systems' errors go together on "
+                            "the same cases (for a paired comparison, draw both sheets with "
+                            "--design random and the same --n and --seed)" if shared else "")))
+    out.update(estimate=result.estimate, ci=result.ci95, p=result.p, lambda_=result.lam,
+               judge_difference=judge.estimate, judge_difference_ci=judge.ci95)
+    out["lambda"] = out.pop("lambda_")
+    return out
+
+
+def _se(ci: Sequence[float] | None) -> float | None:
+    return None if not ci else (ci[1] - ci[0]) / (2 * ppi.Z95)
+
+
+def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, *,
+             criteria: Sequence[str] = (), gates: Sequence[Gate] = (),
+             id_column: str = "case_id", score_mode: str = "argmax",
+             rubrics_dirs: Sequence[Path] = ()) -> dict[str, Any]:
+    """Clinician-level estimates for each results file (with the labels file at the same
+    position in ``labels``; one labels file with one results file) and each criterion and
+    gate, and every pair's difference (see the module docstring)."""
+    require_stats()
+    results = [Path(p) for p in results]
+    labels = [Path(p) for p in labels]
+    if not results:
+        raise EstimateError("give at least one results file")
+    if len(labels) != len(results):
+        raise EstimateError(f"{len(results)} results file(s) and {len(labels)} --labels: give "
+                            "one --labels per results file, in the same order (labels rate "
+                            "one system's answers)")
+    names = _system_names(results)
+    try:
+        systems = [load_system(p, lp, name, label_field, id_column=id_column,
+                               rubrics_dirs=rubrics_dirs)
+                   for p, lp, name in zip(results, labels, names, strict=True)]
+    except DesignError as exc:
+        raise EstimateError(str(exc)) from None
+    rubric_names = {s.rubric.name for s in systems}
+    if len(rubric_names) != 1:
+        raise EstimateError(f"the results files are of {len(rubric_names)} rubrics "
+                            f"({', '.join(sorted(rubric_names))}): compare one rubric")
+    keys = _outcome_keys(systems[0].rubric, label_field, criteria)
+    resolved = [Gate(systems[0].rubric.aliases.get(g.key, g.key), g.op, g.threshold)
+                for g in gates]
+    for gate in resolved:
+        if gate.key not in keys:
+            raise EstimateError(f"--pass {gate.rule!r}: its criterion is not among the "
+                                f"criteria the labels rate ({', '.join(keys)}); add it with "
+                                "--criterion or drop the gate")
+    for system in systems:
+        _fill_values(system, keys, resolved, score_mode)
+    outcomes: list[tuple[str, Gate | None]] = ([(k, None) for k in keys]
+                                               + [(g.key, g) for g in resolved])
+    rows: list[dict[str, Any]] = []
+    differences: list[dict[str, Any]] = []
+    for key, gate in outcomes:
+        per_system = {s.name: estimate_outcome(s, key, gate) for s in systems}
+        rows += per_system.values()
+        for i, a in enumerate(systems):
+            for b in systems[i + 1:]:
+                differences.append(difference(a, b, key, gate, per_system))
+    return {
+        "label_field": label_field, "score_mode": score_mode,
+        "systems": [{"system": s.name, "file": str(s.path), "labels": str(s.labels_path),
+                     "n_cases": len(s.population), "n_labelled": len(s.labelled),
+                     "unlabelled_rows": s.unlabelled_rows, "design": s.design.kind or "none",
+                     "design_text": s.design.describe(), "notes": s.notes}
+                    for s in systems],
+        "estimates": rows, "differences": differences,
+        "scale_note": _scale_note(systems, keys),
+    }
+
+
+def _scale_note(systems: Sequence[System], keys: Sequence[str]) -> str | None:
+    """Labels outside the criterion's scale (e.g. 0/1 outcomes against a 1-5 score): the
+    judge-only mean and its bias are on another scale, PPI++ is still valid."""
+    scales = {f.key: set(f.allowed) for f in systems[0].rubric.output
+              if isinstance(f, IntegerCriterion)}
+    for key in keys:
+        allowed = scales.get(key)
+        if allowed is None:
+            continue
+        if any(v not in allowed for s in systems for v in s.labels.values()):
+            return (f"the labels are not on {key!r}'s scale ({min(allowed)}-{max(allowed)}): "
+                    "the judge-only mean and the judge - label bias compare different scales "
+                    "and say nothing; labels only and PPI++ estimate the labels' mean (PPI++ "
+                    "rescales the judge by lambda, and stays valid whatever the judge)")
+    return None

@@ -1,0 +1,245 @@
+"""Clinician-level means from a judge's scores on every case and clinicians' labels on a few:
+prediction-powered inference (PPI++), its active (inverse-probability-weighted) form, and the
+classical and judge-only figures beside it. Pure functions on arrays.
+
+Notation: N cases with the judge's score f_i on each; labels Y_i on the n labelled ones.
+
+* :func:`classical_mean` - the labels alone: mean(Y) with the CLT interval (what
+  ``ppi_py.classical_mean_ci`` computes: standard deviation with ddof 0).
+* :func:`ppi_mean` - PPI++ for a simple random sample of labels (Angelopoulos, Duchi & Zrnic
+  2023): theta = lambda * mean_N(f) + mean_n(Y - lambda * f), standard error
+  sqrt(var(lambda f)/N + var(Y - lambda f)/n); lambda tuned to minimise the variance,
+  cov_n(Y, f) / ((1 + n/N) var(f)), clipped to [0, 1] (lambda = 0: labels only; 1: plain
+  PPI). Equal to ``ppi_py.ppi_mean_pointestimate`` / ``ppi_mean_ci`` given the same arrays
+  (``yhat_all``: the judge on all N cases).
+* :func:`ipw_mean` - active inference (Zrnic & Candes 2024): case i labelled with known
+  probability pi_i (independently), xi_i = 1 when it was; per case, with the prediction
+  g_i = lambda f_i + m, z_i = g_i + (xi_i / pi_i)(Y_i - g_i), theta = mean(z), standard
+  error sd(z)/sqrt(N) (ddof 1). Unbiased for any fixed lambda and m; both are tuned to
+  minimise var(z) (a least-squares fit: the difference estimator of model-assisted survey
+  sampling), lambda clipped to [0, 1]. lambda = 0 with m tuned is the labels' weighted
+  (Hajek-type) mean; lambda = m = 0 the Horvitz-Thompson mean.
+* :func:`independent_difference` - two estimates from independent labels: the difference,
+  sqrt(se_a^2 + se_b^2), a normal p-value. A paired difference is the estimator itself
+  applied to per-case differences (label B - label A, judge B - judge A).
+
+Each CI is a normal 95% interval; each p-value two-sided against 0. Valid whatever the
+judge's quality (a bad judge only widens the interval); they assume the labels are the
+clinicians' truth and the cases exchangeable (docs/statistics.md). numpy and scipy are
+imported inside the functions (the ``stats`` extra).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975)
+
+
+@dataclass
+class Estimate:
+    """A mean with its standard error, 95% CI and two-sided p-value against 0; ``lam`` the
+    power-tuning weight (None where there is none); ``method`` names the estimator."""
+
+    estimate: float | None
+    se: float | None
+    ci95: list[float] | None
+    p: float | None
+    method: str
+    lam: float | None = None
+    n: int = 0
+    population: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _finite(value: float) -> float | None:
+    value = float(value)
+    return (0.0 if value == 0 else value) if math.isfinite(value) else None
+
+
+def normal_estimate(estimate: float, se: float, method: str, *, lam: float | None = None,
+                    n: int = 0, population: int = 0) -> Estimate:
+    """``estimate`` with its normal 95% CI and two-sided p-value (se 0: the CI is a point
+    and the p-value 0 or 1)."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    from scipy.stats import norm
+
+    est, se_ = _finite(estimate), _finite(se)
+    if est is None or se_ is None:
+        return Estimate(None, None, None, None, method, lam, n, population)
+    if se_ == 0:
+        p = 1.0 if est == 0 else 0.0
+    else:
+        p = float(2 * norm.sf(abs(est) / se_))
+    return Estimate(est, se_, [est - Z95 * se_, est + Z95 * se_], _finite(p), method, lam, n,
+                    population)
+
+
+def classical_mean(y: Sequence[float]) -> Estimate:
+    """The labels' mean with the CLT 95% CI (sd with ddof 0, as ppi_py's classical CI)."""
+    import numpy as np
+
+    values = np.asarray(y, dtype=float)
+    if len(values) == 0:
+        return Estimate(None, None, None, None, "labels only: no labels")
+    return normal_estimate(float(values.mean()), float(values.std()) / math.sqrt(len(values)),
+                           "labels only: mean, CLT interval", n=len(values),
+                           population=len(values))
+
+
+def tuned_lambda(y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[float]) -> float:
+    """PPI++'s power-tuning weight for a mean (ppi_py's ``_calc_lam_glm`` with clip):
+    (1/n) sum (g - mean g)(h - mean h) / ((1 + n/N) var(h over labelled and all)), g, h the
+    labels' and the judge's residuals about the lambda = 1 estimate; clipped to [0, 1]; 0
+    when the judge is constant (it carries no information)."""
+    import numpy as np
+
+    y_, f, f_all = (np.asarray(a, dtype=float) for a in (y, yhat, yhat_all))
+    n, big_n = len(y_), len(f_all)
+    point = f_all.mean() + (y_ - f).mean()
+    g, h, h_all = y_ - point, f - point, f_all - point
+    covariance = float(((g - g.mean()) * (h - h.mean())).sum()) / n
+    variance = float(np.var(np.concatenate([h, h_all]), ddof=1))
+    if not variance > 0:
+        return 0.0
+    return float(np.clip(covariance / ((1 + n / big_n) * variance), 0.0, 1.0))
+
+
+def ppi_mean(y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[float],
+             lam: float | None = None) -> Estimate:
+    """PPI++ mean for labels ``y`` on a simple random sample, ``yhat`` the judge on those
+    cases and ``yhat_all`` on all N (the labelled ones included); ``lam`` None: tuned."""
+    import numpy as np
+
+    y_, f, f_all = (np.asarray(a, dtype=float) for a in (y, yhat, yhat_all))
+    n, big_n = len(y_), len(f_all)
+    if n == 0 or big_n == 0:
+        return Estimate(None, None, None, None, "PPI++: no labels", n=n, population=big_n)
+    weight = tuned_lambda(y_, f, f_all) if lam is None else float(lam)
+    estimate = float((weight * f_all).mean() + (y_ - weight * f).mean())
+    se = math.sqrt(float((weight * f_all).std()) ** 2 / big_n
+                   + float((y_ - weight * f).std()) ** 2 / n)
+    method = "PPI++ (lambda tuned)" if lam is None else f"PPI (lambda = {weight:g})"
+    return normal_estimate(estimate, se, method, lam=weight, n=n, population=big_n)
+
+
+def _ipw_terms(f_all: Any, labels: Any, pi: Any) -> tuple[Any, Any, Any]:
+    """A_i = xi_i Y_i / pi_i, B_i = f_i (1 - xi_i / pi_i) and C_i = 1 - xi_i / pi_i: the
+    per-case term with prediction lambda f + m is z = A + lambda B + m C."""
+    import numpy as np
+
+    labelled = ~np.isnan(labels)
+    ratio = np.where(labelled, 1.0 / pi, 0.0)
+    a = np.where(labelled, np.nan_to_num(labels) * ratio, 0.0)
+    c = 1.0 - ratio
+    return a, f_all * c, c
+
+
+def _tuned_ipw(a: Any, b: Any, c: Any, lam: float | None) -> tuple[float, float]:
+    """(lambda, m) minimising the sample variance of A + lambda B + m C: a least-squares
+    fit of -A on (B, C) after centring, lambda clipped to [0, 1]; with ``lam`` given, only
+    m is fitted."""
+    import numpy as np
+
+    def centred(v: Any) -> Any:
+        return v - v.mean()
+
+    ac, bc, cc = centred(a), centred(b), centred(c)
+    if lam is None:
+        design = np.column_stack([bc, cc])
+        if np.linalg.matrix_rank(design) == 2:
+            (fitted, _), *_ = np.linalg.lstsq(design, -ac, rcond=None)
+            lam = float(np.clip(fitted, 0.0, 1.0))
+        else:
+            lam = 0.0
+    rest = ac + lam * bc
+    m = float(-(rest * cc).sum() / (cc * cc).sum()) if (cc * cc).sum() > 0 else 0.0
+    return float(lam), m
+
+
+def ipw_mean(f_all: Sequence[float], labels: Sequence[float | None],
+             pi: Sequence[float], lam: float | None = None,
+             offset: float | None = None) -> Estimate:
+    """Active-inference mean over N cases: ``f_all`` the judge on each, ``labels`` the label
+    or None where the case was not labelled, ``pi`` each case's probability of having been
+    labelled (every case's, labelled or not). The prediction is lambda f + m: ``lam`` and
+    ``offset`` None are tuned (the best linear predictor of the labels from the judge, as in
+    model-assisted survey estimation; a constant offset changes nothing for a simple random
+    sample, but inverse-probability weights would otherwise pay for the judge's bias).
+    ``lam=0`` with the offset tuned: the labels alone, weighted (a Hajek-type mean);
+    ``lam=0, offset=0``: the Horvitz-Thompson mean."""
+    import numpy as np
+
+    f = np.asarray(f_all, dtype=float)
+    y = np.asarray([math.nan if v is None else v for v in labels], dtype=float)
+    p = np.asarray(pi, dtype=float)
+    big_n, n = len(f), int(np.count_nonzero(~np.isnan(y)))
+    if big_n < 2 or n == 0:
+        return Estimate(None, None, None, None, "active: too few cases", n=n,
+                        population=big_n)
+    if np.any(~(p > 0)) or np.any(p > 1):
+        raise ValueError("inclusion probabilities must be in (0, 1]")
+    a, b, c = _ipw_terms(f, y, p)
+    weight, shift = _tuned_ipw(a, b, c, lam)
+    if offset is not None:
+        shift = float(offset)
+    z = a + weight * b + shift * c
+    if weight == 0:
+        method = ("labels only: Horvitz-Thompson mean" if offset is not None else
+                  "labels only: inverse-probability weighted mean")
+    else:
+        method = ("active PPI++ (inverse-probability weighted, lambda and offset tuned)"
+                  if lam is None else
+                  f"active PPI (inverse-probability weighted, lambda = {weight:g})")
+    return normal_estimate(float(z.mean()), float(z.std(ddof=1)) / math.sqrt(big_n), method,
+                           lam=weight, n=n, population=big_n)
+
+
+def judge_mean(f_all: Sequence[float]) -> Estimate:
+    """The judge's mean over all N cases with its CLT CI: the judge-only figure, which says
+    nothing of the judge's own bias."""
+    import numpy as np
+
+    f = np.asarray(f_all, dtype=float)
+    if len(f) == 0:
+        return Estimate(None, None, None, None, "judge only: no cases")
+    return normal_estimate(float(f.mean()), float(f.std(ddof=1)) / math.sqrt(len(f))
+                           if len(f) > 1 else 0.0, "judge only: mean over all cases",
+                           n=0, population=len(f))
+
+
+def labelled_variance(labels: Sequence[float], weights: Sequence[float] | None = None) -> float:
+    """The labels' variance (ddof 0), weighted by ``weights`` (1/pi: the population's
+    variance under a design) when given."""
+    import numpy as np
+
+    y = np.asarray(labels, dtype=float)
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
+    if len(y) == 0 or not w.sum() > 0:
+        return math.nan
+    mean = float((w * y).sum() / w.sum())
+    return float((w * (y - mean) ** 2).sum() / w.sum())
+
+
+def effective_labels(label_variance: float, estimate: Estimate) -> float | None:
+    """How many labels of a simple random sample, used alone, give the CI of ``estimate``:
+    var(labels) / se^2 (for a random design, n x var(labels only) / var(PPI))."""
+    if estimate.se is None or not math.isfinite(label_variance):
+        return None
+    if estimate.se == 0:
+        return None
+    return _finite(label_variance / estimate.se ** 2)
+
+
+def independent_difference(a: Estimate, b: Estimate) -> Estimate:
+    """b - a for estimates from independent labels: se sqrt(se_a^2 + se_b^2)."""
+    if a.estimate is None or b.estimate is None or a.se is None or b.se is None:
+        return Estimate(None, None, None, None, "independent difference: an estimate is missing")
+    return normal_estimate(b.estimate - a.estimate, math.sqrt(a.se ** 2 + b.se ** 2),
+                           "independent: se = sqrt(se_A^2 + se_B^2)", n=min(a.n, b.n),
+                           population=min(a.population, b.population))

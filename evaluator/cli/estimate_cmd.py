@@ -1,0 +1,76 @@
+"""``evaluator estimate``: clinician-level estimates (PPI++) from a judge's scores on every
+case and clinicians' labels on a few, per system, and the differences between systems."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.analysis.agreement import AgreementError
+from evaluator.analysis.distributions import SCORE_MODES
+from evaluator.analysis.estimate import estimate
+from evaluator.analysis.estimate_text import format_estimate
+from evaluator.analysis.gates import Gate, GateError, parse_gate
+from evaluator.analysis.score_mode import ScoreModeError
+from evaluator.analysis.stats import StatsUnavailable
+from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.cli.options import rubrics_dir_option
+from evaluator.data.results import ResultsFileDamaged
+
+
+def _gates(values: tuple[str, ...]) -> tuple[Gate, ...]:
+    try:
+        return tuple(parse_gate(value) for value in values)
+    except GateError as exc:
+        raise click.BadParameter(str(exc), param_hint="--pass") from None
+
+
+@click.command("estimate")
+@click.argument("results", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--labels", "labels_paths", multiple=True, required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Labels (.csv or .jsonl, e.g. a filled-in review.csv): one per results "
+                   "file, in the same order.")
+@click.option("--label-field", required=True, help="The labels files' field holding the label.")
+@click.option("--criterion", "criteria", multiple=True, metavar="KEY",
+              help="Criterion or aggregate the labels rate (repeatable; default: KEY of a "
+                   "KEY.label field).")
+@click.option("--pass", "gates", multiple=True, metavar="CRITERION>=T",
+              callback=lambda ctx, param, values: _gates(values),
+              help="Also estimate the clinician-level pass rate of this gate (repeatable; "
+                   "also >, <=, <): the judge's pass/fail predicts the labels'.")
+@click.option("--id-column", default="case_id", show_default=True,
+              help="The labels files' case id column.")
+@click.option("--score", "score_mode", type=click.Choice(SCORE_MODES), default="argmax",
+              show_default=True,
+              help="The judge's scores as predictions: argmax (the verdict as written) or "
+                   "expected (each score's expected value; a case without distributions uses "
+                   "its verdict's score, said in a note).")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per line: each estimate, then each difference.")
+@rubrics_dir_option
+def estimate_command(results: tuple[Path, ...], labels_paths: tuple[Path, ...], label_field: str,
+                     criteria: tuple[str, ...], gates: tuple[Gate, ...], id_column: str,
+                     score_mode: str, as_json: bool, rubrics_dirs: tuple[Path, ...]) -> None:
+    """Clinician-level estimates for each RESULTS file (a system) from its judge's scores on
+    every case and clinicians' labels on a few: the judge-only mean and its bias, the labels
+    alone, and PPI++ (prediction-powered inference), whose 95% CI is valid whatever the
+    judge's quality; with several RESULTS, each pair's difference with its CI and p-value.
+    Labels from `evaluator review --design random|active` carry their probabilities; labels
+    from a priority sheet are refused. No case text is shown."""
+    try:
+        report = estimate(list(results), list(labels_paths), label_field, criteria=criteria,
+                          gates=gates, id_column=id_column, score_mode=score_mode,
+                          rubrics_dirs=rubrics_dirs)
+    except (AgreementError, ResultsFileDamaged, StatsUnavailable, ScoreModeError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        for row in [*report["estimates"], *report["differences"]]:
+            click.echo(json.dumps(row))
+    else:
+        click.echo(format_estimate(report))

@@ -1,0 +1,216 @@
+"""The estimators of :mod:`evaluator.analysis.ppi`, checked as statisticians check them:
+against the method authors' implementation (ppi-python) on the same data, and by simulation
+(do 95% CIs cover the truth in about 95% of replicates?).
+
+The reference lives outside the venv (``make reference``: locks/reference.txt into
+.cache/ppi-reference; its wheel carries a top-level ``tests`` package that would shadow
+ours). ``make test`` sets EVALUATOR_PPI_REFERENCE, and then a missing reference fails the
+reference tests instead of skipping them."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy", reason="needs the stats extra")
+pytest.importorskip("scipy", reason="needs the stats extra")
+
+from evaluator.analysis import ppi  # noqa: E402
+from evaluator.analysis.designs import inclusion_probabilities  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = Path(os.environ.get("EVALUATOR_PPI_REFERENCE", ROOT / ".cache" / "ppi-reference"))
+
+
+@pytest.fixture(scope="module")
+def ppi_py():
+    if not (REFERENCE / "ppi_py").is_dir():
+        if os.environ.get("EVALUATOR_PPI_REFERENCE"):
+            pytest.fail(f"the PPI reference is not installed in {REFERENCE} (make reference)")
+        pytest.skip("the PPI reference (ppi-python) is not installed: make reference")
+    # Appended, never first: nothing of ours may resolve to it.
+    sys.path.append(str(REFERENCE))
+    try:
+        import ppi_py as module
+    finally:
+        sys.path.remove(str(REFERENCE))
+    return module
+
+
+def _scalar(value) -> float:
+    return float(np.ravel(value)[0])
+
+
+def _data(seed: int):
+    rng = np.random.default_rng(seed)
+    big_n = int(rng.integers(60, 3000))
+    n = int(rng.integers(8, min(big_n, 400)))
+    truth = rng.choice([1, 2, 3, 4, 5], big_n).astype(float)
+    judge = np.clip(np.round(truth + 0.5 + rng.normal(0, rng.uniform(0.2, 2), big_n)), 1, 5)
+    if seed % 3 == 0:  # a continuous judge (expected scores) as well
+        judge = judge + rng.uniform(-0.4, 0.4, big_n)
+    labelled = rng.choice(big_n, n, replace=False)
+    return truth[labelled], judge[labelled], judge
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("lam", [None, 1.0, 0.0])
+def test_ppi_mean_equals_ppi_py(ppi_py, seed, lam):
+    y, yhat, yhat_all = _data(seed)
+    ours = ppi.ppi_mean(y, yhat, yhat_all, lam=lam)
+    point = _scalar(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_all, lam=lam))
+    low, high = ppi_py.ppi_mean_ci(y, yhat, yhat_all, alpha=0.05, lam=lam)
+    assert ours.estimate == pytest.approx(point, abs=1e-9, rel=0)
+    assert ours.ci95[0] == pytest.approx(_scalar(low), abs=1e-9, rel=0)
+    assert ours.ci95[1] == pytest.approx(_scalar(high), abs=1e-9, rel=0)
+    if lam is None:
+        assert 0 <= ours.lam <= 1
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_classical_mean_equals_ppi_py(ppi_py, seed):
+    y, _, _ = _data(seed)
+    ours = ppi.classical_mean(y)
+    low, high = ppi_py.classical_mean_ci(y, alpha=0.05)
+    assert ours.estimate == pytest.approx(float(y.mean()), abs=1e-12)
+    assert ours.ci95 == pytest.approx([_scalar(low), _scalar(high)], abs=1e-9, rel=0)
+
+
+def test_the_tuned_weight_is_zero_for_a_constant_judge_and_the_labels_stand_alone():
+    y = np.array([1.0, 3.0, 4.0, 2.0, 5.0])
+    result = ppi.ppi_mean(y, np.full(5, 3.0), np.full(50, 3.0))
+    classical = ppi.classical_mean(y)
+    assert result.lam == 0
+    assert result.estimate == pytest.approx(classical.estimate)
+    assert result.ci95 == pytest.approx(classical.ci95)
+
+
+def test_ipw_with_equal_probabilities_and_no_tuning_is_the_ppi_point_estimate():
+    y, yhat, yhat_all = _data(4)
+    big_n, n = len(yhat_all), len(y)
+    # Put the labelled cases first: the same data as N cases with labels on n of them.
+    labels = list(y) + [None] * (big_n - n)
+    judge = np.concatenate([yhat, yhat_all[n:]])
+    ours = ppi.ipw_mean(judge, labels, [n / big_n] * big_n, lam=1.0, offset=0.0)
+    plain = ppi.ppi_mean(y, yhat, judge, lam=1.0)
+    assert ours.estimate == pytest.approx(plain.estimate, abs=1e-12)
+
+
+def test_ipw_refuses_impossible_probabilities():
+    with pytest.raises(ValueError, match="inclusion probabilities"):
+        ppi.ipw_mean([1.0, 2.0], [1.0, None], [0.0, 1.0])
+
+
+# --- Coverage by simulation -------------------------------------------------------------
+# The issue's scenario: clinicians' labels on a 1-5 scale; the judge is biased by +0.5 and
+# noisier where it is unsure (30% of cases: noise sd 1.5, else 0.3), rounded into 1-5. Its
+# uncertainty (what `review --design active` uses: the sd of its score distribution) is the
+# sd of its own error, sqrt(sd^2 + 1/12) with the rounding. N = 2000 cases, n = 100 labels.
+# The truth is the clinicians' mean of the population the cases come from (3.15): the
+# quantity the CIs are for (exchangeable cases).
+LABEL_P = np.array([0.1, 0.2, 0.3, 0.25, 0.15])
+TRUE_MEAN = float((np.arange(1, 6) * LABEL_P).sum())
+REPLICATES = 600
+
+
+def _population(rng, big_n, bias=0.5):
+    labels = rng.choice(np.arange(1, 6), big_n, p=LABEL_P).astype(float)
+    sd = np.where(rng.random(big_n) < 0.3, 1.5, 0.3)
+    judge = np.clip(np.round(labels + bias + rng.normal(0, sd)), 1, 5)
+    return labels, judge, np.sqrt(sd ** 2 + 1 / 12)
+
+
+def _replicate(seed, big_n=2000, n=100):
+    rng = np.random.default_rng(seed)
+    labels, judge, uncertainty = _population(rng, big_n)
+    drawn = rng.choice(big_n, n, replace=False)
+    random = ppi.ppi_mean(labels[drawn], judge[drawn], judge)
+    pi = np.asarray(inclusion_probabilities(uncertainty, n))
+    taken = rng.random(big_n) < pi
+    active = ppi.ipw_mean(judge, [v if t else None for v, t in zip(labels, taken)],
+                          np.where(taken, pi, 1.0))
+    return {"random": random, "active": active, "labels only": ppi.classical_mean(labels[drawn]),
+            "judge only": ppi.judge_mean(judge)}
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    return [_replicate(seed) for seed in range(REPLICATES)]
+
+
+def _coverage(results, name, truth=TRUE_MEAN):
+    return float(np.mean([r[name].ci95[0] <= truth <= r[name].ci95[1] for r in results]))
+
+
+def _width(results, name):
+    return float(np.median([r[name].ci95[1] - r[name].ci95[0] for r in results]))
+
+
+def test_random_and_active_cis_cover_the_clinician_mean_in_about_95_percent(simulated):
+    for name in ("random", "active", "labels only"):
+        assert 0.93 <= _coverage(simulated, name) <= 0.97, (name, _coverage(simulated, name))
+
+
+def test_the_judge_alone_misses_the_clinician_mean(simulated):
+    assert _coverage(simulated, "judge only") < 0.5
+    # Its CI is narrow and wrong: centred about +0.5 away.
+    assert np.mean([r["judge only"].estimate for r in simulated]) > TRUE_MEAN + 0.3
+
+
+def test_active_labels_give_narrower_cis_than_random_ones_and_both_beat_labels_alone(simulated):
+    assert _width(simulated, "active") < _width(simulated, "random") < _width(simulated,
+                                                                                "labels only")
+
+
+def test_estimates_are_unbiased_over_replicates(simulated):
+    for name in ("random", "active"):
+        mean = np.mean([r[name].estimate for r in simulated])
+        se = np.std([r[name].estimate for r in simulated]) / np.sqrt(REPLICATES)
+        assert abs(mean - TRUE_MEAN) < 4 * se, name
+
+
+def test_paired_and_independent_differences_cover_the_true_difference():
+    """Two systems on the same cases (system B's clinicians' labels 0.3 higher): paired
+    (one random draw for both, PPI++ on the differences) and independent (separate draws)
+    CIs of B - A cover 0.3 in about 95% of replicates; the paired one is narrower here."""
+    covered = {"paired": [], "independent": []}
+    widths = {"paired": [], "independent": []}
+    for seed in range(REPLICATES):
+        rng = np.random.default_rng(10_000 + seed)
+        big_n, n = 1000, 80
+        la, ja, _ = _population(rng, big_n)
+        lb = np.clip(la + rng.choice([0, 1], big_n, p=[0.7, 0.3]), 1, 6)
+        jb = np.clip(np.round(lb + 0.5 + rng.normal(0, 0.6, big_n)), 1, 6)
+        truth = 0.3  # lb - la is 1 with probability 0.3 (la + 1 <= 6: the clip never binds)
+        drawn = rng.choice(big_n, n, replace=False)
+        paired = ppi.ppi_mean(lb[drawn] - la[drawn], (jb - ja)[drawn], jb - ja)
+        other = rng.choice(big_n, n, replace=False)
+        independent = ppi.independent_difference(ppi.ppi_mean(la[drawn], ja[drawn], ja),
+                                                  ppi.ppi_mean(lb[other], jb[other], jb))
+        for name, result in (("paired", paired), ("independent", independent)):
+            covered[name].append(result.ci95[0] <= truth <= result.ci95[1])
+            widths[name].append(result.ci95[1] - result.ci95[0])
+    for name in covered:
+        assert 0.93 <= np.mean(covered[name]) <= 0.975, (name, np.mean(covered[name]))
+    assert np.median(widths["paired"]) < np.median(widths["independent"])
+
+
+def test_effective_labels_of_a_random_design_is_n_times_the_variance_ratio():
+    y, yhat, yhat_all = _data(7)
+    estimate = ppi.ppi_mean(y, yhat, yhat_all)
+    classical = ppi.classical_mean(y)
+    expected = len(y) * classical.se ** 2 / estimate.se ** 2
+    assert ppi.effective_labels(ppi.labelled_variance(y), estimate) == pytest.approx(expected)
+
+
+def test_independent_difference_adds_the_variances():
+    a = ppi.normal_estimate(2.0, 0.3, "a")
+    b = ppi.normal_estimate(2.5, 0.4, "b")
+    d = ppi.independent_difference(a, b)
+    assert d.estimate == pytest.approx(0.5) and d.se == pytest.approx(0.5)
+    from scipy.stats import norm
+
+    assert d.p == pytest.approx(2 * norm.sf(1.0))
