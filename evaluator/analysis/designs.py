@@ -211,8 +211,8 @@ class LabelDesign:
                     + (", a worksheet from before designs" if self.legacy else "") + ")")
         drawn = len(self.probabilities)
         if self.kind == "random":
-            return (f"design: random, {drawn} of N = {self.population} cases drawn (seed "
-                    f"{self.seed}); each case had probability {drawn}/{self.population}")
+            return (f"design: random, {drawn} of N = {self.population} cases drawn, seed "
+                    f"{self.seed}, pi = {drawn}/{self.population}")
         return (f"design: active, {drawn} of N = {self.population} cases drawn with known "
                 f"probabilities favouring the judge's uncertain cases on "
                 f"{self.criterion!r} (seed {self.seed})")

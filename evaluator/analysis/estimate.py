@@ -75,6 +75,7 @@ class System:
     labels: dict[str, float]
     design: LabelDesign
     unlabelled_rows: int
+    id_column: str = "case_id"
     notes: list[str] = field(default_factory=list)
     values: dict[str, list[float]] = field(default_factory=dict)
 
@@ -149,7 +150,7 @@ def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
     labels = load_labels(labels_path, label_field, id_column)
     design = read_design(labels_path, id_column)
     system = System(path, name, labels_path, rubric, population, dict(labels), design,
-                    labels.unlabelled)
+                    labels.unlabelled, id_column)
     _check_design(system)
     if not system.labelled:
         raise EstimateError(f"no labelled case of {labels_path} has an ok verdict in {path}; "
@@ -218,7 +219,7 @@ def _check_sheet_scores(system: System, key: str, verdicts: Any) -> None:
     compared = differ = 0
     for _, row in rows:
         shown = label_number(row.get(column))
-        case_id = row.get("case_id") if "case_id" in row else None
+        case_id = row.get(system.id_column)
         if shown is None or case_id is None:
             continue
         verdict = verdicts.value(str(case_id), key)

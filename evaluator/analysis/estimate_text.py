@@ -3,6 +3,7 @@ lines (readable in 80 columns), then the differences between systems."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,19 +45,28 @@ def _difference_line(row: Mapping[str, Any]) -> list[str]:
             f"p {p:<6} {row['mode']}"),
             (f"    judge {format_number(row['judge_difference']):>7}  "
             f"{format_ci(row['judge_difference_ci']):<18} judge only"),
-            f"    {row['note']}"]
+            *_wrapped(row["note"], "    ")]
+
+
+def _wrapped(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent,
+                         subsequent_indent=indent + "  ", break_on_hyphens=False)
+
+
+WIDTH = 80
 
 
 def format_estimate(report: Mapping[str, Any]) -> str:
     """The report of :func:`evaluator.analysis.estimate.estimate` as text."""
-    lines = [(f"clinician-level estimates from the judge on every case and the labels in "
-             f"{report['label_field']!r} ({report['score_mode']} scores); 95% CIs")]
+    lines = ["clinician-level estimates (95% CIs): the judge on every case, corrected by",
+             f"the labels in {report['label_field']!r} ({report['score_mode']} scores)"]
     for system in report["systems"]:
         lines.append(f"{system['system']}: {system['file']} with {system['labels']}")
-        lines.append(f"  {system['design_text']}")
-        lines += [f"  note: {note}" for note in system["notes"]]
+        lines += _wrapped(system["design_text"], "  ")
+        for note in system["notes"]:
+            lines += _wrapped(note if note.startswith("WARNING") else f"note: {note}", "  ")
     if report.get("scale_note"):
-        lines.append(f"note: {report['scale_note']}")
+        lines += _wrapped(f"note: {report['scale_note']}", "")
     for row in report["estimates"]:
         lines += ["", *_estimate_lines(row)]
     if report["differences"]:

@@ -310,7 +310,11 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
             **{f"{k}.label": None for k in label_keys}}
         record_out.update(draw.columns(case.case_id) if draw is not None else
                           {col: None for col in DESIGN_COLUMNS} | {"design": "priority"})
-        row = {col: _cell(record_out.get(col)) for col in (*FIXED_COLUMNS, *DESIGN_COLUMNS)}
+        row = {col: _cell(record_out.get(col)) for col in FIXED_COLUMNS}
+        # Probabilities at full precision (str of a float round-trips): an estimate weights
+        # by them, so a rounded one would be a wrong weight.
+        row.update({col: "" if record_out.get(col) is None else str(record_out[col])
+                    for col in DESIGN_COLUMNS})
         for key, cell in cells.items():
             row.update({f"{key}.{part}": _cell(value) for part, value in cell.items()})
         row.update({f"{name}.aggregate": _cell(record_out["aggregates"][name])

@@ -1,0 +1,216 @@
+"""Label designs (:mod:`evaluator.analysis.designs`) and ``evaluator review --design``: the
+draws have the probabilities they claim (checked by simulation), every worksheet row carries
+them, and they are read back - or refused in one line - exactly."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+np = pytest.importorskip("numpy", reason="needs the stats extra")
+pytest.importorskip("scipy", reason="needs the stats extra")
+
+from click.testing import CliRunner  # noqa: E402
+
+from evaluator.analysis.designs import (  # noqa: E402
+    DESIGN_COLUMNS,
+    DesignError,
+    active_draw,
+    distribution_sd,
+    inclusion_probabilities,
+    population_fingerprint,
+    random_draw,
+    read_design,
+)
+from evaluator.cli.main import cli  # noqa: E402
+from tests.label_world import SECRET, fill_sheet, world, write_results  # noqa: E402
+
+IDS = [f"c{i:03d}" for i in range(60)]
+
+
+def test_random_draw_is_a_seeded_simple_random_sample_with_pi_n_over_n():
+    draw = random_draw(IDS, 12, seed=3)
+    assert len(draw.chosen) == 12 and len(set(draw.chosen)) == 12
+    assert set(draw.probabilities.values()) == {12 / 60} and draw.population == 60
+    assert draw.chosen == random_draw(list(reversed(IDS)), 12, seed=3).chosen  # order-free
+    assert draw.chosen != random_draw(IDS, 12, seed=4).chosen
+    assert draw.population_sha256 == population_fingerprint(IDS)
+
+
+def test_random_draw_gives_every_case_the_same_chance():
+    counts = dict.fromkeys(IDS, 0)
+    for seed in range(3000):
+        for case in random_draw(IDS, 6, seed).chosen:
+            counts[case] += 1
+    share = np.array(list(counts.values())) / 3000
+    # Each share is Binomial(3000, 0.1) / 3000: sd 0.0055; 5 sd either side.
+    assert np.all(np.abs(share - 0.1) < 0.0275)
+
+
+def test_inclusion_probabilities_sum_to_n_keep_the_floor_and_cap_at_one():
+    rng = np.random.default_rng(0)
+    u = np.concatenate([rng.uniform(0, 2, 95), [50.0] * 5])  # five very uncertain cases
+    for floor in (0.05, 0.2, 0.5):
+        pi = np.array(inclusion_probabilities(u, 20, floor))
+        assert pi.sum() == pytest.approx(20, abs=1e-9)
+        assert pi.max() <= 1 and np.all(pi[-5:] == 1.0)  # capped, the rest rescaled
+        assert pi.min() >= floor * 20 / 100 - 1e-12
+        order = np.argsort(u)
+        assert np.all(np.diff(pi[order]) >= -1e-12)  # more uncertain, never less likely
+    assert inclusion_probabilities([0, 0, 0, 0], 2) == [0.5] * 4
+    assert inclusion_probabilities([1, 2], 5) == [1.0, 1.0]
+    with pytest.raises(DesignError, match="not finite"):
+        inclusion_probabilities([1.0, float("nan")], 1)
+
+
+def test_active_draws_take_each_case_with_its_claimed_probability():
+    uncertainty = {c: (i % 7) * 0.3 for i, c in enumerate(IDS)}
+    uncertainty["c000"] = None  # no distribution: the floor
+    first = active_draw(uncertainty, 15, seed=0, criterion="accuracy")
+    assert any("no score distribution" in note for note in first.notes)
+    assert first.probabilities["c000"] == pytest.approx(min(first.probabilities.values()))
+    counts = dict.fromkeys(IDS, 0)
+    sizes = []
+    for seed in range(4000):
+        draw = active_draw(uncertainty, 15, seed=seed, criterion="accuracy")
+        sizes.append(len(draw.chosen))
+        for case in draw.chosen:
+            counts[case] += 1
+    pi = np.array([first.probabilities[c] for c in IDS])
+    share = np.array([counts[c] for c in IDS]) / 4000
+    assert np.all(np.abs(share - pi) <= 5 * np.sqrt(pi * (1 - pi) / 4000) + 1e-9)
+    assert np.mean(sizes) == pytest.approx(15, abs=0.2)
+
+
+def test_distribution_sd():
+    assert distribution_sd({1: 0.5, 5: 0.5}) == pytest.approx(2.0)
+    assert distribution_sd({3: 1.0}) == 0.0
+    assert distribution_sd({1: 0.25, 2: 0.5, 3: 0.25}) == pytest.approx(np.sqrt(0.5))
+
+
+@pytest.fixture
+def results(tmp_path):
+    records, truth = world(120, seed=1)
+    return write_results(tmp_path / "results.jsonl", records), truth
+
+
+def _sheet(path):
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.parametrize("design", ["random", "active"])
+def test_review_writes_the_design_on_every_row_and_reads_it_back(tmp_path, results, design):
+    path, truth = results
+    out = tmp_path / "sheet"
+    run = CliRunner().invoke(cli, ["review", str(path), "--out", str(out), "--design", design,
+                                   "--criterion", "accuracy", "--n", "20", "--seed", "9"])
+    assert run.exit_code == 0, run.output
+    assert f"({design} design)" in run.output and "evaluator estimate" in run.output
+    assert SECRET not in run.output
+    rows = _sheet(out / "review.csv")
+    assert rows and all(c in rows[0] for c in DESIGN_COLUMNS)
+    assert {r["design"] for r in rows} == {design}
+    assert {r["design_population"] for r in rows} == {"120"}
+    assert {r["design_seed"] for r in rows} == {"9"}
+    records = [json.loads(line) for line in (out / "review.jsonl").read_text().splitlines()]
+    assert [r["inclusion_probability"] for r in records] == [
+        float(r["inclusion_probability"]) for r in rows]
+    read = read_design(out / "review.csv")
+    assert read.kind == design and read.population == 120 and read.seed == 9
+    assert set(read.probabilities) == {r["case_id"] for r in rows}
+    if design == "random":
+        assert len(rows) == 20 and set(read.probabilities.values()) == {20 / 120}
+        assert {r["design_criterion"] for r in rows} == {""}
+    else:
+        assert read.criterion == "accuracy"
+        assert all(r["reason"].startswith("active draw: SD") for r in rows)
+        assert len(set(read.probabilities.values())) > 1
+    assert all(r["accuracy.label"] == "" for r in rows)
+    fill_sheet(out / "review.csv", tmp_path / "filled.csv", truth)
+    assert read_design(tmp_path / "filled.csv").probabilities == read.probabilities
+
+
+def test_two_systems_on_the_same_cases_get_the_same_random_draw(tmp_path):
+    a, _ = world(80, seed=1, prefix="q")
+    b, _ = world(80, seed=2, prefix="q")
+    for name, records in (("a", a), ("b", b)):
+        path = write_results(tmp_path / f"{name}.jsonl", records)
+        run = CliRunner().invoke(cli, ["review", str(path), "--out", str(tmp_path / name),
+                                       "--design", "random", "--n", "15", "--seed", "4"])
+        assert run.exit_code == 0, run.output
+    ids = [[r["case_id"] for r in _sheet(tmp_path / name / "review.csv")] for name in "ab"]
+    assert ids[0] == ids[1] and len(ids[0]) == 15
+
+
+def test_priority_is_still_the_default_and_says_what_its_labels_describe(tmp_path, results):
+    path, _ = results
+    run = CliRunner().invoke(cli, ["review", str(path), "--out", str(tmp_path / "s"),
+                                   "--n", "5"])
+    assert run.exit_code == 0, run.output
+    assert "(priority design)" in run.output and "chosen for being hard" in run.output
+    rows = _sheet(tmp_path / "s" / "review.csv")
+    assert {r["design"] for r in rows} == {"priority"}
+    assert {r["inclusion_probability"] for r in rows} == {""}
+    assert read_design(tmp_path / "s" / "review.csv").kind == "priority"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--design", "active"], "--design active needs --criterion"),
+    (["--design", "random", "--labels", "LABELS", "--label-field", "grade"],
+     "--labels goes with --design priority only"),
+    (["--design", "random", "--floor", "0"], "--floor"),
+    (["--design", "systematic"], "--design"),
+])
+def test_review_design_errors_are_one_line_exit_2(tmp_path, results, args, message):
+    path, _ = results
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"case_id": "case-0000", "grade": 3}\n')
+    args = [str(labels) if a == "LABELS" else a for a in args]
+    run = CliRunner().invoke(cli, ["review", str(path), "--out", str(tmp_path / "s"), *args])
+    assert run.exit_code == 2 and message in run.output
+    assert "Traceback" not in run.output and SECRET not in run.output
+
+
+def _write_csv(path, rows):
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _row(case_id, design="random", pi="0.5", **extra):
+    return {"case_id": case_id, "design": design, "inclusion_probability": pi,
+            "design_population": "4", "design_criterion": "", "design_seed": "1",
+            "design_floor": "", "design_population_sha256": "ab" * 32, "grade": "3", **extra}
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([_row("x1"), _row("x2", design="active")], "lines 2 and 3: designs 'random' and 'active' mixed"),
+    ([_row("x1"), _row("x2", pi="1.5")], "line 3: column 'inclusion_probability'"),
+    ([_row("x1"), _row("x2", pi="")], "line 3: column 'inclusion_probability'"),
+    ([_row("x1"), _row("x2", design="stratified")], "line 3: column 'design' is not one of"),
+    ([_row("x1"), _row("x2", design_seed="2")], "lines 2 and 3: column 'design_seed' differs"),
+    ([_row("x1"), _row("x1")], "line 3: a case id appears twice"),
+    ([_row(f"x{i}") for i in range(5)], "5 rows but a population of 4"),
+])
+def test_read_design_refuses_what_is_not_one_draw_naming_lines_never_ids(tmp_path, rows, message):
+    path = _write_csv(tmp_path / "labels.csv", rows)
+    with pytest.raises(DesignError) as info:
+        read_design(path)
+    assert message in str(info.value)
+    assert "x1" not in str(info.value)
+
+
+def test_a_plain_labels_file_has_no_design_and_an_old_review_sheet_is_priority(tmp_path):
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"case_id": "a", "grade": 1}\n')
+    assert read_design(plain).kind is None
+    legacy = _write_csv(tmp_path / "old.csv", [
+        {"case_id": "a", "rubric": "r", "judge": "j", "rank": "1", "reason": "lowest confidence",
+         "min_confidence": "0.3", "max_spread": "", "gate_margin": "", "accuracy.label": "2"}])
+    design = read_design(legacy)
+    assert design.kind == "priority" and design.legacy

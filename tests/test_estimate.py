@@ -1,0 +1,243 @@
+"""``evaluator estimate``: clinician-level figures from a judge on every case and labels on a
+few worksheet rows, end to end (review -> labels -> estimate), per design, for one system and
+for two; the refusals that keep an estimate honest; nothing of the cases printed."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+
+import pytest
+
+np = pytest.importorskip("numpy", reason="needs the stats extra")
+pytest.importorskip("scipy", reason="needs the stats extra")
+
+from click.testing import CliRunner  # noqa: E402
+
+from evaluator.analysis import ppi  # noqa: E402
+from evaluator.analysis.estimate import estimate  # noqa: E402
+from evaluator.cli.main import cli  # noqa: E402
+from tests.label_world import (  # noqa: E402
+    SECRET,
+    fill_sheet,
+    world,
+    write_labels,
+    write_results,
+)
+
+JSON_KEYS = {"file", "criterion", "n_cases", "n_labelled", "judge_mean", "classical_estimate",
+             "classical_ci", "ppi_estimate", "ppi_ci", "lambda", "effective_labels"}
+
+
+def rows_of(path):
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def flat(text: str) -> str:
+    """Output with its line wrapping undone."""
+    return " ".join(text.split())
+
+
+def review(results, out, *args):
+    run = invoke("review", results, "--out", out, *args)
+    assert run.exit_code == 0, run.output
+    return out / "review.csv"
+
+
+@pytest.fixture
+def two_systems(tmp_path):
+    """Systems A (judge biased +0.5) and B (+0.2) answering the same 300 questions."""
+    out = {}
+    for name, seed, bias in (("A", 1, 0.5), ("B", 2, 0.2)):
+        records, truth = world(300, seed=seed, bias=bias, prefix="q")
+        out[name] = (write_results(tmp_path / f"{name}.jsonl", records), truth)
+    return out
+
+
+def _json_lines(output):
+    return [json.loads(line) for line in output.splitlines()]
+
+
+def test_random_sheets_of_two_systems_give_estimates_and_a_paired_difference(tmp_path,
+                                                                              two_systems):
+    labels = []
+    for name, (results, truth) in two_systems.items():
+        sheet = review(results, tmp_path / f"s{name}", "--design", "random", "--n", "60",
+                       "--seed", "7")
+        labels.append(fill_sheet(sheet, tmp_path / f"{name}.csv", truth))
+    (a, truth_a), (b, truth_b) = two_systems["A"], two_systems["B"]
+    run = invoke("estimate", a, b, "--labels", labels[0], "--labels", labels[1],
+                 "--label-field", "accuracy.label", "--pass", "accuracy>=4", "--json")
+    assert run.exit_code == 0, run.output
+    rows = _json_lines(run.output)
+    estimates = [r for r in rows if r["type"] == "estimate"]
+    differences = [r for r in rows if r["type"] == "difference"]
+    assert len(estimates) == 4 and len(differences) == 2
+    for row in estimates:
+        assert JSON_KEYS <= set(row)
+        assert row["n_cases"] == 300 and row["n_labelled"] == 60 and row["design"] == "random"
+        assert row["ppi_ci"][0] < row["ppi_estimate"] < row["ppi_ci"][1]
+        assert row["effective_labels"] > 0
+    # The figures are ppi.ppi_mean's on the labelled rows (the estimator itself is checked
+    # against ppi-python in test_ppi.py).
+    first = estimates[0]
+    sheet = {r["case_id"]: float(r["accuracy.label"]) for r in rows_of(labels[0])}
+    records = {json.loads(line)["case_id"]: json.loads(line)["scores"]["accuracy"]
+               for line in a.read_text().splitlines()}
+    ids = sorted(records)
+    expected = ppi.ppi_mean([sheet[c] for c in ids if c in sheet],
+                            [records[c] for c in ids if c in sheet], [records[c] for c in ids])
+    assert first["ppi_estimate"] == pytest.approx(expected.estimate, abs=1e-12)
+    assert first["ppi_ci"] == pytest.approx(expected.ci95, abs=1e-12)
+    assert first["classical_estimate"] == pytest.approx(statistics.mean(sheet.values()))
+    assert first["judge_mean"] == pytest.approx(statistics.mean(records.values()))
+    paired = differences[0]
+    assert paired["mode"] == "paired" and paired["n_labelled"] == 60
+    assert paired["a"] == "A" and paired["b"] == "B"
+    assert 0 <= paired["p"] <= 1
+    assert paired["ci"][0] <= paired["estimate"] <= paired["ci"][1]
+    gate = [r for r in estimates if r["criterion"] == "accuracy >= 4"]
+    assert len(gate) == 2 and all(0 <= r["ppi_estimate"] <= 1.2 for r in gate)
+    text = invoke("estimate", a, b, "--labels", labels[0], "--labels", labels[1],
+                  "--label-field", "accuracy.label")
+    assert text.exit_code == 0 and "paired" in text.output and "PPI++" in text.output
+    assert SECRET not in text.output + run.output
+    assert max(len(line) for line in text.output.splitlines() if str(tmp_path) not in line) <= 80
+
+
+def test_different_seeds_give_an_independent_difference_said_with_how_to_pair(tmp_path,
+                                                                               two_systems):
+    labels = []
+    for seed, (name, (results, truth)) in zip((1, 2), two_systems.items()):
+        sheet = review(results, tmp_path / f"s{name}", "--design", "random", "--n", "40",
+                       "--seed", str(seed))
+        labels.append(fill_sheet(sheet, tmp_path / f"{name}.csv", truth))
+    run = invoke("estimate", two_systems["A"][0], two_systems["B"][0], "--labels", labels[0],
+                 "--labels", labels[1], "--label-field", "accuracy.label", "--json")
+    assert run.exit_code == 0, run.output
+    (difference,) = [r for r in _json_lines(run.output) if r["type"] == "difference"]
+    assert difference["mode"] == "independent" and "same --n and --seed" in difference["note"]
+    a, b = [r for r in _json_lines(run.output) if r["type"] == "estimate"]
+    assert difference["estimate"] == pytest.approx(b["ppi_estimate"] - a["ppi_estimate"])
+
+
+def test_an_active_sheet_is_weighted_and_a_half_filled_one_is_said(tmp_path, two_systems):
+    results, truth = two_systems["A"]
+    sheet = review(results, tmp_path / "s", "--design", "active", "--criterion", "accuracy",
+                   "--n", "50", "--seed", "3")
+    rows = rows_of(sheet)
+    filled = fill_sheet(sheet, tmp_path / "full.csv", truth)
+    run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label",
+                 "--json")
+    assert run.exit_code == 0, run.output
+    (row,) = _json_lines(run.output)
+    assert row["design"] == "active" and row["n_labelled"] == len(rows)
+    assert "inverse-probability" in row["ppi_method"]
+    # By hand: the active estimator over all 300 cases with the sheet's probabilities.
+    records = {json.loads(line)["case_id"]: json.loads(line)["scores"]["accuracy"]
+               for line in results.read_text().splitlines()}
+    pi = {r["case_id"]: float(r["inclusion_probability"]) for r in rows}
+    ids = sorted(records)
+    expected = ppi.ipw_mean([records[c] for c in ids],
+                            [truth[c] if c in pi else None for c in ids],
+                            [pi.get(c, 1.0) for c in ids])
+    assert row["ppi_estimate"] == pytest.approx(expected.estimate, abs=1e-12)
+    skip = {r["case_id"] for r in rows[:10]}
+    half = fill_sheet(sheet, tmp_path / "half.csv", truth, skip=skip)
+    text = invoke("estimate", results, "--labels", half, "--label-field", "accuracy.label")
+    assert text.exit_code == 0, text.output
+    assert f"10 of the {len(rows)} drawn case(s) are not labelled yet" in flat(text.output)
+    assert "scaled by the share labelled" in flat(text.output)
+
+
+def test_labels_from_a_priority_sheet_are_refused_in_one_line(tmp_path, two_systems):
+    results, truth = two_systems["A"]
+    sheet = review(results, tmp_path / "s", "--n", "20")
+    filled = fill_sheet(sheet, tmp_path / "p.csv", truth)
+    run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label")
+    assert run.exit_code == 2 and "chosen for being hard" in run.output
+    assert len(run.output.strip().splitlines()) == 1 and "Traceback" not in run.output
+
+
+def test_a_sheet_drawn_from_other_cases_is_refused_and_one_of_another_system_warned(
+        tmp_path, two_systems):
+    (a, truth_a), (b, _) = two_systems["A"], two_systems["B"]
+    sheet = review(a, tmp_path / "s", "--design", "random", "--n", "30")
+    filled = fill_sheet(sheet, tmp_path / "a.csv", truth_a)
+    fewer = tmp_path / "fewer.jsonl"
+    fewer.write_text("".join(a.read_text().splitlines(keepends=True)[:-1]))
+    run = invoke("estimate", fewer, "--labels", filled, "--label-field", "accuracy.label")
+    assert run.exit_code == 2 and "not the 299 ok cases" in run.output
+    other = invoke("estimate", b, "--labels", filled, "--label-field", "accuracy.label")
+    assert other.exit_code == 0 and "WARNING" in other.output
+    assert "another system's answers" in flat(other.output)
+
+
+def test_a_plain_labels_file_is_taken_as_a_random_sample_with_a_note(tmp_path, two_systems):
+    results, truth = two_systems["A"]
+    labels = write_labels(tmp_path / "all.jsonl", truth)
+    run = invoke("estimate", results, "--labels", labels, "--label-field", "grade",
+                 "--criterion", "accuracy", "--json")
+    assert run.exit_code == 0, run.output
+    (row,) = _json_lines(run.output)
+    # Every case labelled: the labels' mean is the answer, and PPI++ gives it.
+    assert row["n_labelled"] == 300 and row["design"] == "none"
+    assert row["classical_estimate"] == pytest.approx(statistics.mean(truth.values()))
+    assert row["ppi_estimate"] == pytest.approx(statistics.mean(truth.values()), abs=1e-9)
+    text = invoke("estimate", results, "--labels", labels, "--label-field", "grade",
+                  "--criterion", "accuracy")
+    assert "taken as a simple random sample" in flat(text.output)
+
+
+def test_labels_on_another_scale_are_said_and_still_estimated(tmp_path, two_systems):
+    results, truth = two_systems["A"]
+    correct = {c: int(v >= 4) for c, v in truth.items()}
+    labels = write_labels(tmp_path / "ok.jsonl", correct, field="correct")
+    report = estimate([results], [labels], "correct", criteria=["accuracy"])
+    assert "not on 'accuracy''s scale" in report["scale_note"]
+    (row,) = report["estimates"]
+    assert row["ppi_estimate"] == pytest.approx(statistics.mean(correct.values()), abs=1e-9)
+
+
+def test_expected_scores_are_the_predictions_with_score_expected(tmp_path, two_systems):
+    results, truth = two_systems["A"]
+    sheet = review(results, tmp_path / "s", "--design", "random", "--n", "40")
+    filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
+    argmax = estimate([results], [filled], "accuracy.label")["estimates"][0]
+    expected = estimate([results], [filled], "accuracy.label",
+                        score_mode="expected")["estimates"][0]
+    assert argmax["judge_mean"] != expected["judge_mean"]
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    mean_expected = statistics.mean(r["distributions"]["accuracy"]["expected"] for r in records)
+    assert expected["judge_mean"] == pytest.approx(mean_expected)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--criterion", "nonsense"], "unknown --criterion 'nonsense'"),
+    (["--pass", "clarity>=4"], "its criterion is not among the criteria the labels rate"),
+    (["--pass", "accuracy=>4"], "expected CRITERION>=THRESHOLD"),
+])
+def test_estimate_errors_are_one_line_exit_2(tmp_path, two_systems, extra, message):
+    results, truth = two_systems["A"]
+    sheet = review(results, tmp_path / "s", "--design", "random", "--n", "20")
+    filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
+    run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label",
+                 *extra)
+    assert run.exit_code == 2 and message in run.output
+    assert "Traceback" not in run.output and SECRET not in run.output and "q-0" not in run.output
+
+
+def test_which_criterion_is_asked_when_the_label_field_does_not_say(tmp_path, two_systems):
+    results, truth = two_systems["A"]
+    labels = write_labels(tmp_path / "l.jsonl", truth)
+    run = invoke("estimate", results, "--labels", labels, "--label-field", "grade")
+    assert run.exit_code == 2 and "give --criterion" in run.output
+    both = invoke("estimate", results, two_systems["B"][0], "--labels", labels,
+                  "--label-field", "grade", "--criterion", "accuracy")
+    assert both.exit_code == 2 and "one --labels per results file" in both.output
