@@ -12,9 +12,9 @@ import pytest
 np = pytest.importorskip("numpy", reason="needs the stats extra")
 pytest.importorskip("scipy", reason="needs the stats extra")
 
-from click.testing import CliRunner  # noqa: E402
+from click.testing import CliRunner
 
-from evaluator.analysis.designs import (  # noqa: E402
+from evaluator.analysis.designs import (
     DESIGN_COLUMNS,
     DesignError,
     active_draw,
@@ -24,8 +24,8 @@ from evaluator.analysis.designs import (  # noqa: E402
     random_draw,
     read_design,
 )
-from evaluator.cli.main import cli  # noqa: E402
-from tests.label_world import SECRET, fill_sheet, world, write_results  # noqa: E402
+from evaluator.cli.main import cli
+from tests.label_world import SECRET, fill_sheet, world, write_results
 
 IDS = [f"c{i:03d}" for i in range(60)]
 

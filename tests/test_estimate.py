@@ -13,12 +13,12 @@ import pytest
 np = pytest.importorskip("numpy", reason="needs the stats extra")
 pytest.importorskip("scipy", reason="needs the stats extra")
 
-from click.testing import CliRunner  # noqa: E402
+from click.testing import CliRunner
 
-from evaluator.analysis import ppi  # noqa: E402
-from evaluator.analysis.estimate import estimate  # noqa: E402
-from evaluator.cli.main import cli  # noqa: E402
-from tests.label_world import (  # noqa: E402
+from evaluator.analysis import ppi
+from evaluator.analysis.estimate import estimate
+from evaluator.cli.main import cli
+from tests.label_world import (
     SECRET,
     fill_sheet,
     world,
@@ -71,7 +71,7 @@ def test_random_sheets_of_two_systems_give_estimates_and_a_paired_difference(tmp
         sheet = review(results, tmp_path / f"s{name}", "--design", "random", "--n", "60",
                        "--seed", "7")
         labels.append(fill_sheet(sheet, tmp_path / f"{name}.csv", truth))
-    (a, truth_a), (b, truth_b) = two_systems["A"], two_systems["B"]
+    a, b = two_systems["A"][0], two_systems["B"][0]
     run = invoke("estimate", a, b, "--labels", labels[0], "--labels", labels[1],
                  "--label-field", "accuracy.label", "--pass", "accuracy>=4", "--json")
     assert run.exit_code == 0, run.output
@@ -241,3 +241,39 @@ def test_which_criterion_is_asked_when_the_label_field_does_not_say(tmp_path, tw
     both = invoke("estimate", results, two_systems["B"][0], "--labels", labels,
                   "--label-field", "grade", "--criterion", "accuracy")
     assert both.exit_code == 2 and "one --labels per results file" in both.output
+
+
+def _page_text(path) -> str:
+    import html
+    import re
+
+    return flat(html.unescape(re.sub(r"<[^>]+>", " ", path.read_text())))
+
+
+def test_the_report_shows_each_systems_estimate_beside_its_judge_mean_and_the_difference(
+        tmp_path, two_systems):
+    labels = []
+    for name, (results, truth) in two_systems.items():
+        sheet = review(results, tmp_path / f"s{name}", "--design", "random", "--n", "50")
+        labels.append(fill_sheet(sheet, tmp_path / f"{name}.csv", truth))
+    (a, _), (b, _) = two_systems["A"], two_systems["B"]
+    page = tmp_path / "r.html"
+    run = invoke("report", a, b, "--labels", labels[0], "--labels", labels[1],
+                 "--label-field", "accuracy.label", "--html", page, "--resamples", "100")
+    assert run.exit_code == 0, run.output
+    text = _page_text(page)
+    figures = estimate([a, b], labels, "accuracy.label")
+    assert "Clinician-level estimates" in text and "Differences between systems" in text
+    for row in figures["estimates"]:
+        assert f"{row['ppi_estimate']:.3f}" in text and f"{row['judge_mean']:.3f}" in text
+    assert f"{figures['differences'][0]['estimate']:.3f}" in text and "paired" in text
+    assert SECRET not in page.read_text()
+    priority = fill_sheet(review(a, tmp_path / "p", "--n", "20"), tmp_path / "p.csv",
+                          two_systems["A"][1])
+    run = invoke("report", a, "--labels", priority, "--label-field", "accuracy.label",
+                 "--html", tmp_path / "p.html", "--resamples", "100")
+    assert run.exit_code == 0, run.output
+    assert "no clinician-level estimate" in _page_text(tmp_path / "p.html")
+    wrong = invoke("report", a, b, "--labels", labels[0], "--labels", labels[1], "--labels",
+                   priority, "--label-field", "accuracy.label", "--html", tmp_path / "w.html")
+    assert wrong.exit_code == 2 and "one per results file" in wrong.output

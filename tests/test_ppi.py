@@ -18,8 +18,8 @@ import pytest
 np = pytest.importorskip("numpy", reason="needs the stats extra")
 pytest.importorskip("scipy", reason="needs the stats extra")
 
-from evaluator.analysis import ppi  # noqa: E402
-from evaluator.analysis.designs import inclusion_probabilities  # noqa: E402
+from evaluator.analysis import ppi
+from evaluator.analysis.designs import inclusion_probabilities
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = Path(os.environ.get("EVALUATOR_PPI_REFERENCE", ROOT / ".cache" / "ppi-reference"))

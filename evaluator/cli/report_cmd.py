@@ -25,9 +25,15 @@ from evaluator.report.html import write_report
 @click.option("--overwrite", is_flag=True,
               help="Replace the --html file even when it is not a report evaluator wrote "
                    "(never one of the report's own inputs).")
-@click.option("--labels", "labels_path", default=None,
+@click.option("--labels", "labels_paths", multiple=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Labels (.jsonl or .csv) for agreement tables.")
+              help="Labels (.jsonl or .csv) for agreement tables and clinician-level "
+                   "estimates: one for every results file (several judges of the same "
+                   "answers), or one per results file in the same order (several systems: "
+                   "the page then compares them).")
+@click.option("--estimate-criterion", "estimate_criteria", multiple=True, metavar="KEY",
+              help="With --labels: the criterion the labels rate, for the clinician-level "
+                   "estimates (repeatable; default: KEY of a KEY.label field).")
 @click.option("--label-field", default=None, help="The labels file's field holding the label.")
 @click.option("--label-id-column", default="case_id", show_default=True,
               help="The labels file's case id column.")
@@ -67,22 +73,25 @@ from evaluator.report.html import write_report
                    "confidence, expected score; 0: none). Needs score distributions.")
 @rubrics_dir_option
 def report(results: tuple[Path, ...], html_path: Path, overwrite: bool,
-           labels_path: Path | None, label_field: str | None, label_id_column: str,
+           labels_paths: tuple[Path, ...], estimate_criteria: tuple[str, ...],
+           label_field: str | None, label_id_column: str,
            label_scale: str | None, by: str | None, cases_path: Path | None,
            text_field: str | None, common_cases: bool, worst_by: str | None, worst_n: int,
            show_text: bool, mappings: tuple[str, ...], id_column: str, resamples: int,
            score_mode: str, low_confidence: int, rubrics_dirs: tuple[Path, ...]) -> None:
     """Write an HTML report over RESULTS (results files of one rubric: several judges,
     systems or runs side by side): distributions, means and pass rates with 95% CIs,
-    statuses, agreement with labels, the judge's confidence, worst cases, from the scores
+    statuses, agreement with labels and clinician-level estimates (PPI++) with the
+    differences between systems, the judge's confidence, worst cases, from the scores
     --score names. Works offline; no case text unless --show-text."""
-    if labels_path is not None and not label_field:
+    if labels_paths and not label_field:
         raise click.UsageError("--labels needs --label-field")
     try:
         scale = parse_label_scale(label_scale) if label_scale is not None else None
         written = write_report(list(results), html_path, overwrite=overwrite,
                                rubrics_dirs=rubrics_dirs,
-                               labels=labels_path, label_field=label_field,
+                               labels=list(labels_paths) or None,
+                               label_field=label_field, estimate_criteria=estimate_criteria,
                                label_id_column=label_id_column, worst_by=worst_by,
                                worst_n=worst_n, show_text=show_text,
                                mapping=parse_mapping(mappings), id_column=id_column,

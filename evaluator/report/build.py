@@ -33,10 +33,12 @@ from evaluator.analysis.confidence import (
     confidence_criteria,
     judge_confidence,
 )
+from evaluator.analysis.estimate import estimate
 from evaluator.analysis.score_mode import (
     MODE_MEANING,
     NO_DISTRIBUTIONS,
     ScoredView,
+    ScoreModeError,
     left_out_note,
     score_view,
 )
@@ -255,27 +257,67 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
     return rubric, files
 
 
-def _agreement(files: list[dict[str, Any]], labels: Path, label_field: str, id_column: str,
-               resamples: int, options: Mapping[str, Any]) -> dict[str, Any]:
-    load_labels(Path(labels), label_field, id_column,
-                label_scale=options.get("label_scale"))  # a bad labels file stops the report
+def _agreement(files: list[dict[str, Any]], labels: Sequence[Path], label_field: str,
+               id_column: str, resamples: int, options: Mapping[str, Any]) -> dict[str, Any]:
+    for path in dict.fromkeys(labels):  # a bad labels file stops the report
+        load_labels(Path(path), label_field, id_column, label_scale=options.get("label_scale"))
     per_file = []
-    for entry in files:
+    for entry, path in zip(files, _labels_per_file(labels, files), strict=True):
         try:
-            result = agreement(Path(entry["path"]), Path(labels), label_field,
+            result = agreement(Path(entry["path"]), Path(path), label_field,
                                id_column=id_column, resamples=resamples,
                                only_ids=entry.get("common_ids"),
                                score_mode=entry["view"].mode, **options)
             per_file.append({"label": entry["label"], "result": result, "note": None})
         except AgreementError as exc:  # no overlap for this file: said in the page
             per_file.append({"label": entry["label"], "result": None, "note": str(exc)})
+    shown = ", ".join(str(p) for p in dict.fromkeys(labels))
     if all(item["result"] is None for item in per_file):
-        raise ReportError(f"no case id of any results file is in {labels} (column "
+        raise ReportError(f"no case id of any results file is in {shown} (column "
                           f"{id_column!r}); check --label-id-column")
     joined = {item["result"]["joined"] for item in per_file if item["result"]}
-    return {"labels": str(labels), "label_field": label_field, "id_column": id_column,
+    return {"labels": shown, "label_field": label_field, "id_column": id_column,
             "resamples": resamples, "note": SAME_SCALE_NOTE, "files": per_file,
             "by": options.get("by"), "n_differs": len(joined) > 1}
+
+
+def _labels_per_file(labels: Sequence[Path], files: Sequence[Any]) -> list[Path]:
+    """One labels file for every results file (several judges of the same answers), or one
+    per results file in order (several systems: each one's answers labelled)."""
+    if len(labels) == 1:
+        return [Path(labels[0])] * len(files)
+    if len(labels) != len(files):
+        raise ReportError(f"{len(files)} results file(s) and {len(labels)} --labels: give one "
+                          "--labels for all of them, or one per results file in the same order")
+    return [Path(p) for p in labels]
+
+
+def _estimates(files: list[dict[str, Any]], labels: Sequence[Path], label_field: str,
+               id_column: str, criteria: Sequence[str], score_mode: str,
+               rubrics_dirs: Sequence[Path]) -> dict[str, Any]:
+    """Clinician-level estimates (:func:`evaluator.analysis.estimate.estimate`) beside each
+    file's judge-only mean, and with one labels file per file, the differences; an estimate
+    that cannot be made is a note on the page, never a failed report."""
+    per_file = _labels_per_file(labels, files)
+    try:
+        result = estimate([Path(f["path"]) for f in files], per_file, label_field,
+                          criteria=criteria, id_column=id_column, score_mode=score_mode,
+                          rubrics_dirs=rubrics_dirs)
+    except (AgreementError, ScoreModeError) as exc:
+        return {"note": f"no clinician-level estimate: {exc}", "rows": [], "differences": []}
+    by_path = {str(f["path"]): f["label"] for f in files}
+    for row in [*result["estimates"], *result["differences"]]:
+        for key, path_key in (("label", "file"), ("a_label", "a_file"), ("b_label", "b_file")):
+            if path_key in row:
+                row[key] = by_path.get(row[path_key], row[path_key])
+    shared = len(labels) == 1 and len(files) > 1
+    return {"note": None, "rows": result["estimates"], "systems": result["systems"],
+            "differences": [] if shared else result["differences"],
+            "shared_note": ("one labels file for every results file (several judges of the "
+                            "same answers): each judge's estimate of the same clinician-level "
+                            "mean; no differences between them. For systems, give one "
+                            "--labels per results file." if shared else None),
+            "scale_note": result["scale_note"]}
 
 
 def _restrict_to_common(rubric: Rubric, files: list[dict[str, Any]]) -> dict[str, Any]:
@@ -302,7 +344,9 @@ def _case_sets(files: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
-                 labels: Path | None = None, label_field: str | None = None,
+                 labels: Path | Sequence[Path] | None = None,
+                 label_field: str | None = None,
+                 estimate_criteria: Sequence[str] = (),
                  label_id_column: str = "case_id", worst_by: str | None = None,
                  worst_n: int = DEFAULT_WORST, show_text: bool = False,
                  mapping: Mapping[str, str] | None = None, id_column: str = "case_id",
@@ -313,7 +357,10 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
                  low_confidence: int = DEFAULT_LOW_CONFIDENCE) -> dict[str, Any]:
     """Gather everything the HTML report shows for ``results`` (files of one rubric).
 
-    ``labels`` + ``label_field`` add agreement tables; ``worst_by`` picks the key the worst
+    ``labels`` (one file for all results files, or one per file in order: several systems)
+    + ``label_field`` add agreement tables and clinician-level estimates (PPI++, with the
+    differences between systems; ``estimate_criteria`` the criteria the labels rate,
+    default KEY of a KEY.label field); ``worst_by`` picks the key the worst
     ``worst_n`` cases are ranked by (lowest first; default: the first pass-threshold key,
     else the first scored key). ``show_text`` adds case text, read from each record's
     ``input_file`` with ``mapping`` / ``id_column`` as the run used them, and the judge's
@@ -327,7 +374,7 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
     :class:`ReportError` for unusable input (and
     :class:`evaluator.analysis.score_mode.ScoreModeError` for expected scores of a file
     without distributions)."""
-    if labels is not None and not label_field:
+    if labels and not label_field:
         raise ReportError("--labels needs --label-field")
     rubric, files = _load(results, rubrics_dirs, score_mode, low_confidence)
     case_sets = _case_sets(files)
@@ -339,6 +386,7 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
         "show_text": show_text, "scored_keys": scored_keys(rubric),
         "criteria": [f for f in rubric.output if isinstance(f, IntegerCriterion)],
         "aggregates": list(rubric.aggregates), "worst": None, "agreement": None,
+        "estimates": None,
         "ci_method": files[0]["summary"]["ci_method"],
         "stats_note": files[0]["summary"].get("stats_note"),
         "case_sets": case_sets, "common_cases": common,
@@ -352,12 +400,17 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
                            "by_file": [{"label": f["label"],
                                         "rows": _worst_rows(files, i, worst_key, worst_n)}
                                        for i, f in enumerate(files)]}
-    if labels is not None:
+    label_files = ([] if labels is None else [Path(labels)] if isinstance(labels, (str, Path))
+                   else [Path(p) for p in labels])
+    if label_files:
         report["agreement"] = _agreement(
-            files, Path(labels), str(label_field), label_id_column, agreement_resamples,
+            files, label_files, str(label_field), label_id_column, agreement_resamples,
             {"label_scale": label_scale, "by": by, "rubrics_dirs": tuple(rubrics_dirs),
              "cases_path": cases_path, "mapping": mapping, "case_id_column": id_column,
              "text_field": text_field})
+        report["estimates"] = _estimates(files, label_files, str(label_field),
+                                         label_id_column, estimate_criteria, score_mode,
+                                         rubrics_dirs)
     if show_text:
         attach_text(report, mapping=mapping, id_column=id_column)
     else:

@@ -166,11 +166,13 @@ def write_report(results: Sequence[Path], output: Path, *, overwrite: bool = Fal
     the options) and write it to ``output`` (mode 0600: with ``show_text`` it holds case
     text). ``output`` must end in .html or .htm. An existing ``output`` is replaced only when
     it is a report (:func:`is_report_file`) or with ``overwrite``; never when it is one of
-    ``results``, the labels file or a case file the records name, or a symbolic link
+    ``results``, a labels file or a case file the records name, or a symbolic link
     (:class:`evaluator.data.files.OutputRefused`)."""
     output = Path(output)
-    sources = [Path(p) for p in results] + [Path(options[name]) for name in
-                                            ("labels", "cases_path") if options.get(name)]
+    labels = options.get("labels")
+    labels = [] if not labels else [labels] if isinstance(labels, (str, Path)) else labels
+    sources = ([Path(p) for p in results] + [Path(p) for p in labels]
+               + ([Path(options["cases_path"])] if options.get("cases_path") else []))
     _check_target(output, sources, overwrite)
     report = build_report(results, **options)
     # The case files the runs read (named in the records) are inputs too.
