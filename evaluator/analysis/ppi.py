@@ -82,6 +82,7 @@ def normal_estimate(estimate: float, se: float, method: str, *, lam: float | Non
 
 def classical_mean(y: Sequence[float]) -> Estimate:
     """The labels' mean with the CLT 95% CI (sd with ddof 0, as ppi_py's classical CI)."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     values = np.asarray(y, dtype=float)
@@ -97,6 +98,7 @@ def tuned_lambda(y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[f
     (1/n) sum (g - mean g)(h - mean h) / ((1 + n/N) var(h over labelled and all)), g, h the
     labels' and the judge's residuals about the lambda = 1 estimate; clipped to [0, 1]; 0
     when the judge is constant (it carries no information)."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     y_, f, f_all = (np.asarray(a, dtype=float) for a in (y, yhat, yhat_all))
@@ -114,6 +116,7 @@ def ppi_mean(y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[float
              lam: float | None = None) -> Estimate:
     """PPI++ mean for labels ``y`` on a simple random sample, ``yhat`` the judge on those
     cases and ``yhat_all`` on all N (the labelled ones included); ``lam`` None: tuned."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     y_, f, f_all = (np.asarray(a, dtype=float) for a in (y, yhat, yhat_all))
@@ -131,6 +134,7 @@ def ppi_mean(y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[float
 def _ipw_terms(f_all: Any, labels: Any, pi: Any) -> tuple[Any, Any, Any]:
     """A_i = xi_i Y_i / pi_i, B_i = f_i (1 - xi_i / pi_i) and C_i = 1 - xi_i / pi_i: the
     per-case term with prediction lambda f + m is z = A + lambda B + m C."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     labelled = ~np.isnan(labels)
@@ -144,6 +148,7 @@ def _tuned_ipw(a: Any, b: Any, c: Any, lam: float | None) -> tuple[float, float]
     """(lambda, m) minimising the sample variance of A + lambda B + m C: a least-squares
     fit of -A on (B, C) after centring, lambda clipped to [0, 1]; with ``lam`` given, only
     m is fitted."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     def centred(v: Any) -> Any:
@@ -173,6 +178,7 @@ def ipw_mean(f_all: Sequence[float], labels: Sequence[float | None],
     sample, but inverse-probability weights would otherwise pay for the judge's bias).
     ``lam=0`` with the offset tuned: the labels alone, weighted (a Hajek-type mean);
     ``lam=0, offset=0``: the Horvitz-Thompson mean."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     f = np.asarray(f_all, dtype=float)
@@ -203,6 +209,7 @@ def ipw_mean(f_all: Sequence[float], labels: Sequence[float | None],
 def judge_mean(f_all: Sequence[float]) -> Estimate:
     """The judge's mean over all N cases with its CLT CI: the judge-only figure, which says
     nothing of the judge's own bias."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     f = np.asarray(f_all, dtype=float)
@@ -216,6 +223,7 @@ def judge_mean(f_all: Sequence[float]) -> Estimate:
 def labelled_variance(labels: Sequence[float], weights: Sequence[float] | None = None) -> float:
     """The labels' variance (ddof 0), weighted by ``weights`` (1/pi: the population's
     variance under a design) when given."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     y = np.asarray(labels, dtype=float)
