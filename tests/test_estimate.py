@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from evaluator.analysis import ppi
 from evaluator.analysis.estimate import estimate
+from evaluator.analysis.gates import Gate
 from evaluator.cli.main import cli
 from tests.label_world import (
     SECRET,
@@ -277,3 +278,19 @@ def test_the_report_shows_each_systems_estimate_beside_its_judge_mean_and_the_di
     wrong = invoke("report", a, b, "--labels", labels[0], "--labels", labels[1], "--labels",
                    priority, "--label-field", "accuracy.label", "--html", tmp_path / "w.html")
     assert wrong.exit_code == 2 and "one per results file" in wrong.output
+
+
+def test_in_expected_mode_a_gate_is_predicted_by_the_judges_probability_of_passing(
+        tmp_path, two_systems):
+    results, truth = two_systems["A"]
+    sheet = review(results, tmp_path / "s", "--design", "random", "--n", "40")
+    filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
+    row = estimate([results], [filled], "accuracy.label", gates=[Gate("accuracy", ">=", 4)],
+                   score_mode="expected")["estimates"][1]
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    p_pass = [sum(p for v, p in r["distributions"]["accuracy"]["probabilities"].items()
+                  if int(v) >= 4) for r in records]
+    assert row["criterion"] == "accuracy >= 4"
+    assert row["judge_mean"] == pytest.approx(statistics.mean(p_pass))
+    assert row["judge_mean"] != pytest.approx(
+        statistics.mean(float(r["scores"]["accuracy"] >= 4) for r in records))

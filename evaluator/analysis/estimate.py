@@ -177,10 +177,11 @@ def _outcome_keys(rubric: Rubric, label_field: str, criteria: Sequence[str]) -> 
 
 def _fill_values(system: System, keys: Sequence[str], gates: Sequence[Gate],
                  score_mode: str) -> None:
-    """The judge's value of each key (and 0/1 of each gate) on every population case. A
-    case ``score_mode`` cannot read (expected mode without distributions) uses its
-    verdict's own score, and a missing value the mean of the others: any fixed prediction
-    keeps PPI unbiased (each is said in a note)."""
+    """The judge's value of each key (and of each gate: 1 when the score passes, else 0;
+    in expected mode, for an integer criterion with a distribution, the judge's probability
+    that it passes) on every population case. A case ``score_mode`` cannot read (expected
+    mode without distributions) uses its verdict's own score, and a missing value the mean
+    of the others: any fixed prediction keeps PPI unbiased (each is said in a note)."""
     records = _read(system.path)
     view = score_view(system.rubric, records, score_mode, str(system.path))
     fallback = score_view(system.rubric, records, "argmax", str(system.path))
@@ -200,10 +201,19 @@ def _fill_values(system: System, keys: Sequence[str], gates: Sequence[Gate],
     for key in keys:
         system.values[key] = _imputed(system, key, raw(key))
         _check_sheet_scores(system, key, fallback)
+    integer = {f.key for f in system.rubric.output if isinstance(f, IntegerCriterion)}
+    by_id = {r.case_id: r for r in records if r.status == "ok"}
     for gate in gates:
-        values = raw(gate.key)
-        system.values[gate.rule] = _imputed(
-            system, gate.rule, [None if v is None else float(gate.passes(v)) for v in values])
+        outcomes = [None if v is None else float(gate.passes(v)) for v in raw(gate.key)]
+        if score_mode == "expected" and gate.key in integer:
+            # The expected value of a 0/1 outcome is its probability: P(score passes).
+            for i, case_id in enumerate(system.population):
+                dist = (by_id[case_id].distributions or {}).get(gate.key)
+                if dist is not None:
+                    total = sum(dist.probabilities.values())
+                    outcomes[i] = sum(prob for value, prob in dist.probabilities.items()
+                                      if gate.passes(float(value))) / total
+        system.values[gate.rule] = _imputed(system, gate.rule, outcomes)
 
 
 def _check_sheet_scores(system: System, key: str, verdicts: Any) -> None:
