@@ -294,3 +294,12 @@ def test_in_expected_mode_a_gate_is_predicted_by_the_judges_probability_of_passi
     assert row["judge_mean"] == pytest.approx(statistics.mean(p_pass))
     assert row["judge_mean"] != pytest.approx(
         statistics.mean(float(r["scores"]["accuracy"] >= 4) for r in records))
+
+
+def test_a_gate_is_refused_on_labels_off_the_criterions_scale(tmp_path, two_systems):
+    results, truth = two_systems["A"]
+    labels = write_labels(tmp_path / "ok.jsonl", {c: int(v >= 4) for c, v in truth.items()},
+                          field="correct")
+    run = invoke("estimate", results, "--labels", labels, "--label-field", "correct",
+                 "--criterion", "accuracy", "--pass", "accuracy>=4")
+    assert run.exit_code == 2 and "not on 'accuracy''s scale" in run.output

@@ -402,6 +402,7 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
             raise EstimateError(f"--pass {gate.rule!r}: its criterion is not among the "
                                 f"criteria the labels rate ({', '.join(keys)}); add it with "
                                 "--criterion or drop the gate")
+    _check_gate_scales(systems, resolved)
     for system in systems:
         _fill_values(system, keys, resolved, score_mode)
     outcomes: list[tuple[str, Gate | None]] = ([(k, None) for k in keys]
@@ -424,6 +425,24 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
         "estimates": rows, "differences": differences,
         "scale_note": _scale_note(systems, keys),
     }
+
+
+def _check_gate_scales(systems: Sequence[System], gates: Sequence[Gate]) -> None:
+    """A gate applies to the judge's score and to the label alike: labels off the
+    criterion's scale (e.g. 0/1 outcomes) make the labels' side meaningless."""
+    scales = {f.key: set(f.allowed) for f in systems[0].rubric.output
+              if isinstance(f, IntegerCriterion)}
+    for gate in gates:
+        allowed = scales.get(gate.key)
+        if allowed is None:
+            continue
+        for system in systems:
+            if any(v not in allowed for v in system.labels.values()):
+                raise EstimateError(
+                    f"--pass {gate.rule!r}: the labels in {system.labels_path} are not on "
+                    f"{gate.key!r}'s scale ({min(allowed)}-{max(allowed)}), so the gate "
+                    "cannot be applied to them; label pass/fail as 0/1 and estimate its mean "
+                    "with --criterion instead")
 
 
 def _scale_note(systems: Sequence[System], keys: Sequence[str]) -> str | None:
