@@ -51,7 +51,7 @@ def _estimate_lines(sheet: ReviewSheet) -> list[str]:
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Folder for review.csv and review.jsonl (created 0700; files 0600).")
 @click.option("--n", "n", type=click.IntRange(min=1), default=DEFAULT_N, show_default=True,
-              help="Cases on the worksheet.")
+              help="Cases on the worksheet (--design active: the expected number).")
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="Criterion to rank and show (repeatable; default: every scored criterion).")
 @click.option("--pass", "gates", multiple=True, metavar="CRITERION>=T",
