@@ -374,7 +374,7 @@ def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
             out[key] = {"value": None, "ci95": None, "ci_method": "-",
                         "not_applicable": NOT_CATEGORIES}
     for key, within in (() if continuous else (("exact", 0.0), ("within_one", 1.0))):
-        out[key] = _share(np.abs(x - y) <= within, w)
+        out[key] = agreement_share(np.abs(x - y) <= within, w)
         share = out[key]["value"]
         chance = clean(diagnostics.chance_agreement(x, y, within, weights=w))
         out[key]["chance"] = chance
@@ -404,14 +404,21 @@ def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
     return out
 
 
-def _share(hits: Any, w: Any) -> dict[str, Any]:
-    """The share of pairs that agree (``hits``, booleans) with its Wilson CI; with design
-    weights ``w``, the weighted share (Hajek) with Wilson on Kish's n_eff."""
+def agreement_share(hits: Sequence[bool], w: Sequence[float] | None = None) -> dict[str, Any]:
+    """The share of pairs that agree (``hits``: exact or within-one agreement per pair) with
+    its Wilson CI; with design weights ``w`` (1/pi), the weighted share sum(w * hit) /
+    sum(w) (Hajek) with a Wilson CI on Kish's n_eff
+    (:func:`evaluator.analysis.intervals.kish_wilson_ci`)."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    import numpy as np
+
+    hits = np.asarray(hits, dtype=bool)
     if w is None:
         k = int(hits.sum())
         interval = wilson_ci(k, len(hits))
         return {"value": clean(k / len(hits)), "ci95": interval["ci95"],
                 "ci_method": interval["method"]}
+    w = np.asarray(w, dtype=float)
     share = float((w * hits).sum() / w.sum())
     interval = kish_wilson_ci(share, kish_n_eff(w.tolist()))
     return {"value": clean(share), "ci95": interval["ci95"],
