@@ -383,3 +383,27 @@ def test_design_errors_are_one_line_exit_2_naming_lines_never_ids(tmp_path, over
         assert message in done.output
         assert len(done.output.strip().splitlines()) == 1
         assert "Traceback" not in done.output and "SECRET" not in done.output
+
+
+def test_the_report_page_shows_the_design_and_weighted_counts(tmp_path):
+    from evaluator.report.build import build_report
+    from evaluator.report.html import render_html
+
+    results, ok_ids = _run(tmp_path)
+    active = _sheet(tmp_path / "s.csv", ok_ids)
+    report = build_report([results], worst_n=0, labels=[active], label_field="grade",
+                          agreement_resamples=100)
+    html = render_html(report, plots=False)
+    assert "design: active, 12 of N = 40 cases drawn" in html
+    assert "design-weighted, estimated counts in the run: sums of 1/pi" in html
+    assert "<td>10.0</td>" in html  # label 4, judge 4: one case with pi 0.1
+    assert "weighted bootstrap BCa" in html  # (the page lists case ids by design)
+    legacy = _write_csv(tmp_path / "old.csv", [
+        {"case_id": cid, "rubric": "trial_eligibility", "judge": "hand", "rank": "1",
+         "reason": "lowest confidence", "min_confidence": "0.3", "max_spread": "",
+         "gate_margin": "", "grade": str(label)} for cid, (_, label, _) in zip(IDS, TABLE)])
+    report = build_report([results], worst_n=0, labels=[legacy], label_field="grade",
+                          agreement_resamples=100)
+    html = render_html(report, plots=False)
+    assert "these labels come from a &#39;priority&#39; worksheet" in html
+    assert "WARNING: these labels" not in html
