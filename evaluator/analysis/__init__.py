@@ -2,9 +2,10 @@
 status counts), the bootstrap and Wilson intervals, the reduction of several verdicts for
 one case (self-consistency samples, a jury) and the agreement between raters, and the
 agreement of a results file with human labels (agreement, with CIs that name their method
-from intervals, and the warnings and judge-bias figures of diagnostics), score
-distributions, and the review worksheet of the cases worth labelling next (review, with
-review_signals and review_inputs) and its sample-size estimate (sample_size).
+from intervals, the warnings and judge-bias figures of diagnostics, and what the labels'
+design means for them from agreement_design), score distributions, and the review
+worksheet of the cases worth labelling next (review, with review_signals and
+review_inputs) and its sample-size estimate (sample_size).
 
 May import :mod:`evaluator.common`, :mod:`evaluator.rubrics` and :mod:`evaluator.data`.
 scipy, scikit-learn, krippendorff and pingouin (the ``stats`` extra) are imported inside

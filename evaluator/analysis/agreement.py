@@ -18,6 +18,13 @@ values of its scale, statistics that chance alone makes high, labels that can be
 an input field the judge is shown; and measures the judge's biases: score against the
 evaluated text's length and the judge's own verdict length, and by subgroup (``by``).
 
+The labels file's design (:mod:`evaluator.analysis.agreement_design`) decides how the figures
+are read: labels from a ``priority`` worksheet get a warning before any figure; labels drawn
+with known, unequal probabilities (``active``) weight each case by 1/pi in kappa (scikit-learn's
+``sample_weight``), the mean absolute difference, exact and within-one agreement (Wilson on
+Kish's effective n), the confusion matrix (estimated counts) and the gates; the other
+statistics describe the drawn cases.
+
 The heavy libraries (the ``stats`` extra) are imported inside the functions.
 """
 
@@ -31,13 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis import diagnostics
+from evaluator.analysis.agreement_design import AgreeDesign, agree_design
 from evaluator.analysis.case_fields import case_fields, evaluated_field
 from evaluator.analysis.gates import POSITIVE_CLASS, Gate, gate_table
 from evaluator.analysis.intervals import (
     UNDEFINED_SHARE_LIMIT,
     clean,
     fisher_z_ci,
+    kish_n_eff,
+    kish_wilson_ci,
     paired_bootstrap,
+    weighted_bootstrap,
     wilson_ci,
 )
 from evaluator.analysis.label_files import AgreementError, label_rows
@@ -185,11 +196,13 @@ def _kendall(x: Any, y: Any) -> tuple[float | None, float | None]:
     return (None, None) if result is None else (clean(result.statistic), clean(result.pvalue))
 
 
-def _kappa(x: Any, y: Any) -> float | None:
+def _kappa(x: Any, y: Any, w: Any = None) -> float | None:
+    """Quadratic kappa; with design weights ``w``, scikit-learn's ``sample_weight`` form."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     from sklearn.metrics import cohen_kappa_score
 
-    return clean(_quiet(cohen_kappa_score, x.astype(int), y.astype(int), weights="quadratic"))
+    return clean(_quiet(cohen_kappa_score, x.astype(int), y.astype(int), weights="quadratic",
+                        sample_weight=w))
 
 
 def _alpha(x: Any, y: Any) -> float | None:
@@ -226,11 +239,12 @@ def _icc(x: Any, y: Any) -> dict[str, Any]:
     return {"value": clean(row["ICC"]), "ci95": ci, "ci_method": method}
 
 
-def _mean_abs(x: Any, y: Any) -> float | None:
+def _mean_abs(x: Any, y: Any, w: Any = None) -> float | None:
+    """Mean |judge - label|; with design weights ``w``, the weighted mean (Hajek)."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
-    return clean(float(np.mean(np.abs(x - y)))) if len(x) else None
+    return clean(float(np.average(np.abs(x - y), weights=w))) if len(x) else None
 
 
 def _is_integral(values: Sequence[float]) -> bool:
@@ -238,16 +252,21 @@ def _is_integral(values: Sequence[float]) -> bool:
 
 
 def _bootstrapped(value: float | None, x: Any, y: Any,
-                  statistic: Callable[[Any, Any], float | None], resamples: int, seed: int,
-                  fallback: str | None = None) -> dict[str, Any]:
+                  statistic: Callable[..., float | None], resamples: int, seed: int,
+                  fallback: str | None = None, weights: Any = None) -> dict[str, Any]:
     """``value`` with its bootstrap CI; when the bootstrap is unreliable (too many undefined
     resamples) a rank correlation gets its Fisher-z interval (``fallback``: "spearman" or
-    "kendall") and any other statistic no interval."""
+    "kendall") and any other statistic no interval. ``weights``: a design-weighted
+    ``statistic(x, y, w)``, bootstrapped over (judge, label, weight) triples."""
     if value is None:
         return {"value": None, "ci95": None, "ci_method": "-"}
-    boot = paired_bootstrap(x, y, statistic, resamples=resamples, seed=seed)
+    boot = (paired_bootstrap(x, y, statistic, resamples=resamples, seed=seed)
+            if weights is None else
+            weighted_bootstrap(x, y, weights, statistic, resamples=resamples, seed=seed))
     entry = {"value": value, "ci95": boot["ci95"], "ci_method": boot["method"],
              "bootstrap": {"resamples": boot["resamples"], "undefined": boot["undefined"]}}
+    if weights is not None:
+        entry["weighted"] = True
     if not boot["reliable"] and fallback is not None:
         alternative = fisher_z_ci(value, len(x), fallback)
         entry["ci95"] = alternative["ci95"]
@@ -265,9 +284,10 @@ def _p_disagrees(entry: Mapping[str, Any]) -> bool:
 
 
 def _confusion(x: Any, y: Any, judge_scale: Sequence[int] | None,
-               label_scale: Sequence[float] | None) -> dict[str, Any] | None:
+               label_scale: Sequence[float] | None, w: Any = None) -> dict[str, Any] | None:
     """Rows: the label scale (declared, else observed); columns: the judge's scale (the
-    rubric's allowed values, plus any observed value outside it)."""
+    rubric's allowed values, plus any observed value outside it). Design weights ``w``:
+    each cell the sum of 1/pi, an estimated count in the run (``drawn``: the counts)."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     from sklearn.metrics import confusion_matrix
 
@@ -281,18 +301,28 @@ def _confusion(x: Any, y: Any, judge_scale: Sequence[int] | None,
         return None
     rows = [values.index(v) for v in label_axis]
     columns = [values.index(v) for v in judge_axis]
-    return {"rows": "label", "columns": "judge", "label_values": label_axis,
-            "judge_values": judge_axis,
-            "label_axis": "--label-scale" if label_scale is not None else "observed labels",
-            "judge_axis": "rubric scale" if judge_scale else "observed scores",
-            "matrix": [[int(matrix[r][c]) for c in columns] for r in rows]}
+    out = {"rows": "label", "columns": "judge", "label_values": label_axis,
+           "judge_values": judge_axis,
+           "label_axis": "--label-scale" if label_scale is not None else "observed labels",
+           "judge_axis": "rubric scale" if judge_scale else "observed scores",
+           "matrix": [[int(matrix[r][c]) for c in columns] for r in rows]}
+    if w is not None:
+        weighted = _quiet(confusion_matrix, y.astype(int), x.astype(int), labels=values,
+                          sample_weight=w)
+        if weighted is None:
+            return None
+        out.update(weighted=True, drawn=out["matrix"],
+                   counts="estimated counts in the run: sums of 1/pi",
+                   matrix=[[float(weighted[r][c]) for c in columns] for r in rows])
+    return out
 
 
 def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
                         resamples: int = AGREEMENT_RESAMPLES, seed: int = AGREEMENT_SEED,
                         judge_scale: Sequence[int] | None = None,
                         label_scale: Sequence[float] | None = None,
-                        continuous: bool = False) -> dict[str, Any]:
+                        continuous: bool = False,
+                        weights: Sequence[float] | None = None) -> dict[str, Any]:
     """Every agreement statistic for one criterion's paired scores (same order), each with
     its CI and the CI's method, after the warnings that decide how to read them.
 
@@ -300,13 +330,18 @@ def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
     ``label_scale``: the labels' declared values (None: the observed ones). ``continuous``
     (``--score expected``): the judge's scores are expected values, not categories, so
     kappa, exact and within-one agreement and the confusion matrix are not applicable
-    (``not_applicable`` says so) and the scale-use warning is not made."""
+    (``not_applicable`` says so) and the scale-use warning is not made.
+
+    ``weights`` (1/pi per pair, labels drawn with unequal known probabilities): kappa, the
+    mean absolute difference, exact and within-one agreement (with their chance levels) and
+    the confusion matrix are design-weighted and marked ``weighted``; the rest are not."""
     require_stats()
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     x = np.asarray(judge, dtype=float)
     y = np.asarray(labels, dtype=float)
+    w = None if weights is None else np.asarray(weights, dtype=float)
     out: dict[str, Any] = {"n": len(x)}
     if len(x) < 2:
         out["note"] = "fewer than two joined cases: no statistics"
@@ -317,9 +352,10 @@ def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
     out["judge_values_used"] = sorted({clean(v) for v in x.tolist()})
     out["label_values_used"] = sorted({clean(v) for v in y.tolist()})
 
-    def boot(value: float | None, statistic: Callable[[Any, Any], float | None],
-             fallback: str | None = None) -> dict[str, Any]:
-        return _bootstrapped(value, x, y, statistic, resamples, seed, fallback)
+    def boot(value: float | None, statistic: Callable[..., float | None],
+             fallback: str | None = None, weighted: bool = False) -> dict[str, Any]:
+        return _bootstrapped(value, x, y, statistic, resamples, seed, fallback,
+                             w if weighted else None)
 
     rho, rho_p = _spearman(x, y)
     tau, tau_p = _kendall(x, y)
@@ -327,29 +363,28 @@ def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
     out["kendall_tau_b"] = {**boot(tau, lambda a, b: _kendall(a, b)[0], "kendall"), "p": tau_p}
     integral = not continuous and _is_integral(x) and _is_integral(y)
     # Kappa and the confusion matrix need categories: integer scores only.
-    out["kappa_quadratic"] = (boot(_kappa(x, y), _kappa) if integral else
+    out["kappa_quadratic"] = (boot(_kappa(x, y, w), _kappa, weighted=True) if integral else
                               {"value": None, "ci95": None, "ci_method": "-",
                                "note": "needs integer scores"})
     out["icc_a1"] = _icc(x, y)
     out["krippendorff_alpha_ordinal"] = boot(_alpha(x, y), _alpha)
-    out["mean_abs_difference"] = boot(_mean_abs(x, y), _mean_abs)
+    out["mean_abs_difference"] = boot(_mean_abs(x, y, w), _mean_abs, weighted=True)
     if continuous:
         for key in ("kappa_quadratic", "exact", "within_one"):
             out[key] = {"value": None, "ci95": None, "ci_method": "-",
                         "not_applicable": NOT_CATEGORIES}
     for key, within in (() if continuous else (("exact", 0.0), ("within_one", 1.0))):
-        hits = int(np.sum(np.abs(x - y) <= within))
-        interval = wilson_ci(hits, len(x))
-        chance = clean(diagnostics.chance_agreement(x, y, within))
-        out[key] = {"value": clean(hits / len(x)), "ci95": interval["ci95"],
-                    "ci_method": interval["method"], "chance": chance}
+        out[key] = agreement_share(np.abs(x - y) <= within, w)
+        share = out[key]["value"]
+        chance = clean(diagnostics.chance_agreement(x, y, within, weights=w))
+        out[key]["chance"] = chance
         fixed = diagnostics.determined_by_one_side(x.tolist(), y.tolist(), within)
         if fixed is not None and key not in meaningless:
             meaningless[key] = fixed
-            warned.append(f"{key.replace('_', '-')} agreement ({hits / len(x):.3f}): {fixed}")
+            warned.append(f"{key.replace('_', '-')} agreement ({share:.3f}): {fixed}")
         elif chance is not None and chance >= diagnostics.CHANCE_CEILING:
             meaningless.setdefault(key, f"chance alone gives {chance:.3f}")
-            warned.append(f"{key.replace('_', '-')} agreement is {hits / len(x):.3f} but "
+            warned.append(f"{key.replace('_', '-')} agreement is {share:.3f} but "
                           f"chance alone gives {chance:.3f} with these score and label "
                           "distributions: it says nothing about the judge")
     for key in ("spearman", "kendall_tau_b"):
@@ -361,12 +396,34 @@ def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
             out[key]["meaningless"] = why
     out["warnings"] = warned
     if integral:
-        confusion = _confusion(x, y, judge_scale, label_scale)
+        confusion = _confusion(x, y, judge_scale, label_scale, w)
         if confusion is not None:
             out["confusion"] = confusion
     elif continuous:
         out["confusion_note"] = f"no confusion matrix: {NOT_CATEGORIES}"
     return out
+
+
+def agreement_share(hits: Sequence[bool], w: Sequence[float] | None = None) -> dict[str, Any]:
+    """The share of pairs that agree (``hits``: exact or within-one agreement per pair) with
+    its Wilson CI; with design weights ``w`` (1/pi), the weighted share sum(w * hit) /
+    sum(w) (Hajek) with a Wilson CI on Kish's n_eff
+    (:func:`evaluator.analysis.intervals.kish_wilson_ci`)."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    import numpy as np
+
+    hits = np.asarray(hits, dtype=bool)
+    if w is None:
+        k = int(hits.sum())
+        interval = wilson_ci(k, len(hits))
+        return {"value": clean(k / len(hits)), "ci95": interval["ci95"],
+                "ci_method": interval["method"]}
+    w = np.asarray(w, dtype=float)
+    share = float((w * hits).sum() / w.sum())
+    interval = kish_wilson_ci(share, kish_n_eff(w.tolist()))
+    return {"value": clean(share), "ci95": interval["ci95"],
+            "ci_method": interval["method"],
+            "n_eff": interval["n_eff"], "weighted": True}
 
 
 def _numeric_keys(record_scores: dict[str, Any]) -> list[str]:
@@ -418,7 +475,11 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
     judge's expected scores (records without distributions are left out and counted;
     statistics that need categories are marked not applicable). ``gates``: pass rules
     (``--pass``), each the judge's pass/fail against the labels' with the same threshold
-    (:mod:`evaluator.analysis.gates`)."""
+    (:mod:`evaluator.analysis.gates`).
+
+    The labels file's design (:func:`evaluator.analysis.agreement_design.agree_design`) is
+    the ``design`` block; a ``priority`` one puts its warning first in ``warnings``, an
+    ``active`` one weights the statistics that have a weighted form (each case 1/pi)."""
     require_stats()
     results_path, labels_path = Path(results_path), Path(labels_path)
     labels = load_labels(labels_path, label_field, id_column, label_scale=label_scale)
@@ -438,6 +499,7 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
                              f"{labels_path} ({len(labels)} label(s))"
                              + (" among the common cases" if only_ids is not None else "")
                              + "; check --id-column")
+    design = agree_design(labels_path, id_column, joined_ids, list(ok), results_path)
     available: list[str] = []
     for record in ok.values():
         for key in _numeric_keys(record.scores or {}) + list(record.aggregates or {}):
@@ -467,7 +529,7 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
                                           id_column=case_id_column)
         notes.append(fields_note)
         text_field = text_field or evaluated_field(rubric)
-    warned: list[str] = []
+    warned: list[str] = list(design.warnings)
     circular: list[dict[str, Any]] = []
     if fields is not None:
         shown = {name: [fields[i].get(name, "") for i in joined_ids]
@@ -491,7 +553,7 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
         ids, judge, label = paired(key)
         stats = criterion_agreement(judge, label, resamples=resamples, seed=seed,
                                     judge_scale=scales.get(key), label_scale=label_scale,
-                                    continuous=continuous)
+                                    continuous=continuous, weights=design.weights(ids))
         if len(ids) >= 3:
             chars = ([len(fields[i].get(text_field, "")) for i in ids]
                      if fields is not None and text_field else None)
@@ -523,13 +585,21 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
         "by": by,
         "notes": notes,
         "warnings": warned,
+        "design": design.block,
         "circular": circular,
         "note": SAME_SCALE_NOTE,
         "score_mode": mode_block(score_mode, view.left_out),
         "criteria": per_criterion,
-        "gates": [gate_table(gate, *paired(gate.key)[1:]) for gate in gates],
+        "gates": [_gate(gate, paired(gate.key), design) for gate in gates],
         "gates_note": POSITIVE_CLASS if gates else None,
     }
+
+
+def _gate(gate: Gate, pairs: tuple[list[str], list[float], list[float]],
+          design: AgreeDesign) -> dict[str, Any]:
+    """``gate``'s table over the (ids, judge, labels) ``pairs``, design-weighted or not."""
+    ids, judge, label = pairs
+    return gate_table(gate, judge, label, design.weights(ids))
 
 
 def _argmax_view(records: Any) -> ScoredView:

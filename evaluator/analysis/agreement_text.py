@@ -1,11 +1,13 @@
 """The plain-text table of :func:`evaluator.analysis.agreement.agreement` (``evaluator
-agree``): warnings first, then per criterion n, every statistic with its CI and the CI's
-method, chance levels, the confusion matrix on the rubric's scale, and the judge-bias
-figures (verbosity, subgroups). Field names and group names only, never case text; never
-"-0.000"."""
+agree``): the labels' design (a priority worksheet's warning before any figure; which
+figures are design-weighted), warnings, then per criterion n, every statistic with its CI
+and the CI's method, chance levels, the confusion matrix on the rubric's scale, and the
+judge-bias figures (verbosity, subgroups). Field names and group names only, never case
+text; never "-0.000"."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,14 +21,39 @@ STATISTICS = (("spearman", "Spearman rho"), ("kendall_tau_b", "Kendall tau-b"),
               ("exact", "exact agreement"), ("within_one", "within-one agreement"))
 LENGTHS = (("text_chars", "evaluated text, characters"),
            ("completion_tokens", "judge's verdict, completion tokens"))
+# The design's lines are wrapped to this width (the tables fit in it too).
+WIDTH = 96
+DRAWN_ONLY = " (drawn cases, not design-weighted)"
 
 
 def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.2g}"
 
 
+def _wrapped(text: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+
+
+def _design(design: Mapping[str, Any] | None) -> list[str]:
+    """The design's lines: its warning first (a priority worksheet), then what the design
+    is and which figures it weights."""
+    if not design:
+        return []
+    lines = _wrapped(design["warning"]) if design.get("warning") else []
+    lines += _wrapped(design["text"])
+    weights = design.get("weights")
+    if weights:
+        lines += _wrapped(f"weights 1/pi from {weights['min']:.3g} to {weights['max']:.3g} "
+                          f"over the {design['joined']} joined case(s), Kish effective n "
+                          f"{weights['n_eff']:.1f}; {design['split']}")
+    lines += [line for note in design.get("notes", []) for line in _wrapped(f"note: {note}")]
+    return lines
+
+
 def _header(report: Mapping[str, Any]) -> list[str]:
+    design = report.get("design") or {}
     lines = [f"labels {report['labels']} field {report['label_field']!r} vs {report['results']}",
+             *_design(design),
              (f"n = {report['joined']} joined case(s)"
               + (f" (restricted to the {report['common_cases']} cases common to every file)"
                  if report.get("common_cases") is not None else "")
@@ -45,7 +72,9 @@ def _header(report: Mapping[str, Any]) -> list[str]:
         if mode.get("note"):
             lines.append(f"note: {mode['note']}")
     lines += [f"note: {note}" for note in report.get("notes", [])]
-    lines += [f"WARNING: {text}" for text in report.get("warnings", [])]
+    # The design's own warning is printed above, before any figure.
+    lines += [f"WARNING: {text}" for text in report.get("warnings", [])
+              if text != design.get("warning")]
     return lines
 
 
@@ -57,6 +86,11 @@ def _statistics(stats: Mapping[str, Any]) -> list[str]:
         if entry is None:
             continue
         value = format_number(entry["value"])
+        method = entry.get("ci_method", "-")
+        if entry.get("weighted"):
+            # "(w)" marks it (the design lines say what it means): the method can be short.
+            title = f"{title} (w)"
+            method = method.removeprefix("weighted ").replace("Kish n_eff", "n_eff")
         if entry.get("not_applicable"):
             lines.append(f"  {title:<30}{'n/a':>8}  {entry['not_applicable']}")
             continue
@@ -67,25 +101,27 @@ def _statistics(stats: Mapping[str, Any]) -> list[str]:
         chance = (f"; chance {format_number(entry['chance'])}"
                   if entry.get("chance") is not None else "")
         lines.append(f"  {title:<30}{value:>8}  {format_ci(entry.get('ci95')):<18}{p:>8}  "
-                     f"{entry.get('ci_method', '-')}{chance}")
+                     f"{method}{chance}")
     return lines + marks
 
 
 def _confusion(confusion: Mapping[str, Any]) -> list[str]:
-    matrix = confusion["matrix"]
+    weighted = confusion.get("weighted", False)
+    matrix = [[f"{c:.1f}" if weighted else str(c) for c in row] for row in confusion["matrix"]]
     judge, label = confusion["judge_values"], confusion["label_values"]
-    width = max(4, *(len(str(v)) for row in matrix for v in row),
+    width = max(4, *(len(v) for row in matrix for v in row),
                 *(len(str(v)) for v in judge)) + 1
     lines = [(f"  confusion (rows: label, {confusion['label_axis']}; columns: judge, "
               f"{confusion['judge_axis']})"),
+             *([f"  design-weighted: {confusion['counts']}"] if weighted else []),
              "  " + " " * 6 + "".join(f"{v:>{width}}" for v in judge)]
     for value, row in zip(label, matrix):
         lines.append(f"  {value:>6}" + "".join(f"{c:>{width}}" for c in row))
     return lines
 
 
-def _verbosity(verbosity: Mapping[str, Any]) -> list[str]:
-    lines = ["  verbosity: score vs length (Spearman; CI Fisher z, Bonett-Wright SE)"]
+def _verbosity(verbosity: Mapping[str, Any], tail: str = "") -> list[str]:
+    lines = ["  verbosity: score vs length (Spearman; CI Fisher z, Bonett-Wright SE)" + tail]
     for key, title in LENGTHS:
         entry = verbosity.get(key)
         if not entry:
@@ -105,8 +141,9 @@ def _verbosity(verbosity: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _subgroups(by: str, groups: Mapping[str, Any]) -> list[str]:
-    lines = [f"  by {by!r}: each group vs the rest (differences of means, Welch t 95% CI)",
+def _subgroups(by: str, groups: Mapping[str, Any], tail: str = "") -> list[str]:
+    lines = [f"  by {by!r}: each group vs the rest (differences of means, Welch t 95% CI)"
+             + tail,
              (f"    {'group':<24}{'n':>5}{'score':>8}{'label':>8}{'exact':>8}{'rho':>8}  "
               "score diff [CI]          label diff [CI]")]
     for name, g in groups.items():
@@ -123,6 +160,7 @@ def _subgroups(by: str, groups: Mapping[str, Any]) -> list[str]:
 def format_agreement(report: Mapping[str, Any]) -> str:
     """A human-readable table of :func:`evaluator.analysis.agreement.agreement`'s result."""
     lines = _header(report)
+    tail = DRAWN_ONLY if (report.get("design") or {}).get("weighted") else ""
     for key, stats in report["criteria"].items():
         lines += ["", f"{key}  (n = {stats['n']})"]
         lines += [f"  WARNING: {text}" for text in stats.get("warnings", [])]
@@ -135,9 +173,9 @@ def format_agreement(report: Mapping[str, Any]) -> str:
         elif stats.get("confusion_note"):
             lines.append(f"  {stats['confusion_note']}")
         if stats.get("verbosity"):
-            lines += _verbosity(stats["verbosity"])
+            lines += _verbosity(stats["verbosity"], tail)
         if stats.get("subgroups"):
-            lines += _subgroups(report["by"], stats["subgroups"])
+            lines += _subgroups(report["by"], stats["subgroups"], tail)
     lines += format_gates(report.get("gates") or [],
                           (report.get("score_mode") or {}).get("mode", "argmax"))
     return "\n".join(lines)

@@ -67,17 +67,22 @@ def scale_use(judge: Sequence[float], labels: Sequence[float],
     return messages, meaningless
 
 
-def chance_agreement(judge: Sequence[float], labels: Sequence[float], within: float) -> float:
+def chance_agreement(judge: Sequence[float], labels: Sequence[float], within: float,
+                     weights: Sequence[float] | None = None) -> float:
     """Share of pairs with |judge - label| <= ``within`` expected when judge and labels are
-    independent with their observed marginal distributions."""
+    independent with their observed marginal distributions (with design ``weights``, the
+    weighted marginals: the chance level of a weighted agreement share)."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
-    j_values, j_counts = np.unique(np.asarray(judge, float), return_counts=True)
-    l_values, l_counts = np.unique(np.asarray(labels, float), return_counts=True)
+    w = np.ones(len(judge)) if weights is None else np.asarray(weights, float)
+    j_values, j_index = np.unique(np.asarray(judge, float), return_inverse=True)
+    l_values, l_index = np.unique(np.asarray(labels, float), return_inverse=True)
+    j_counts = np.bincount(j_index, weights=w, minlength=len(j_values))
+    l_counts = np.bincount(l_index, weights=w, minlength=len(l_values))
     close = np.abs(j_values[:, None] - l_values[None, :]) <= within
-    weights = np.outer(j_counts / j_counts.sum(), l_counts / l_counts.sum())
-    return float((weights * close).sum())
+    joint = np.outer(j_counts / j_counts.sum(), l_counts / l_counts.sum())
+    return float((joint * close).sum())
 
 
 def determined_by_one_side(judge: Sequence[float], labels: Sequence[float],

@@ -7,17 +7,29 @@ sensitivity TP/(TP+FN), specificity TN/(TN+FP), PPV TP/(TP+FP), NPV TN/(TN+FN), 
 Wilson 95% CI (``scipy.stats.binomtest``, through
 :func:`evaluator.analysis.intervals.wilson_ci`) and its n. A rate whose denominator is 0 is
 undefined and says why: never 0, never NaN.
+
+**Design weights** (labels from an ``active`` worksheet, :mod:`evaluator.analysis.designs`):
+each case counts 1/pi, so TP/FP/FN/TN are estimated counts in the run (sums of 1/pi), each
+rate is a weighted share, and its Wilson CI is on Kish's effective sample size of the cases
+in its denominator (:func:`evaluator.analysis.intervals.kish_wilson_ci`).
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.analysis.intervals import format_ci, format_number, wilson_ci
+from evaluator.analysis.intervals import (
+    format_ci,
+    format_number,
+    kish_n_eff,
+    kish_wilson_ci,
+    wilson_ci,
+)
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
@@ -64,15 +76,23 @@ def parse_gate(text: str) -> Gate:
     return Gate(match.group(1), match.group(2), float(match.group(3)))
 
 
-def gate_table(gate: Gate, judge: Sequence[float], labels: Sequence[float]) -> dict[str, Any]:
+def _cell(gate: Gate, score: float, label: float) -> str:
+    """"tp", "fp", "fn" or "tn": the pair's cell of the 2x2 table, pass positive."""
+    judged, labelled = gate.passes(score), gate.passes(label)
+    return ("t" if judged == labelled else "f") + ("p" if judged else "n")
+
+
+def gate_table(gate: Gate, judge: Sequence[float], labels: Sequence[float],
+               weights: Sequence[float] | None = None) -> dict[str, Any]:
     """The 2x2 table of ``gate`` over paired judge scores and labels, and the four rates
     with Wilson 95% CIs (``value``/``ci95`` None and ``undefined`` the reason when the
-    denominator is 0)."""
+    denominator is 0). ``weights`` (1/pi per pair): the design-weighted table instead
+    (:func:`weighted_gate_table`)."""
+    if weights is not None:
+        return weighted_gate_table(gate, judge, labels, weights)
     counts = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
     for score, label in zip(judge, labels, strict=True):
-        judged, labelled = gate.passes(score), gate.passes(label)
-        key = ("t" if judged == labelled else "f") + ("p" if judged else "n")
-        counts[key] += 1
+        counts[_cell(gate, score, label)] += 1
     out: dict[str, Any] = {"rule": gate.rule, "key": gate.key, "op": gate.op,
                            "threshold": gate.threshold, "n": len(judge), **counts,
                            "positive_class": "pass"}
@@ -88,19 +108,59 @@ def gate_table(gate: Gate, judge: Sequence[float], labels: Sequence[float]) -> d
     return out
 
 
+def weighted_gate_table(gate: Gate, judge: Sequence[float], labels: Sequence[float],
+                        weights: Sequence[float]) -> dict[str, Any]:
+    """:func:`gate_table` with design weights w = 1/pi: TP/FP/FN/TN are sums of w (the
+    estimated counts in the run; ``drawn`` has the drawn cases' counts), each rate the
+    weighted share k/n of the cases in its denominator (Hajek), with a Wilson CI on their
+    Kish n_eff (``n_drawn``: how many drawn cases the denominator has)."""
+    cells = [_cell(gate, s, lab) for s, lab in zip(judge, labels, strict=True)]
+    pairs = list(zip(cells, (float(w) for w in weights), strict=True))
+    drawn = {key: cells.count(key) for key in ("tp", "fp", "fn", "tn")}
+    counts = {key: math.fsum(w for c, w in pairs if c == key) for key in drawn}
+    out: dict[str, Any] = {"rule": gate.rule, "key": gate.key, "op": gate.op,
+                           "threshold": gate.threshold, "n": len(judge), **counts,
+                           "positive_class": "pass", "weighted": True, "drawn": drawn}
+    for name, numerator, denominator, reason in RATES:
+        inside = [w for c, w in pairs if c in denominator]
+        if not inside:
+            out[name] = {"value": None, "ci95": None, "ci_method": "-", "k": 0.0, "n": 0.0,
+                         "n_drawn": 0, "n_eff": None, "undefined": reason}
+            continue
+        k, n = counts[numerator], sum(counts[d] for d in denominator)
+        interval = kish_wilson_ci(k / n, kish_n_eff(inside))
+        out[name] = {"value": k / n, "ci95": interval["ci95"], "ci_method": interval["method"],
+                     "k": k, "n": n, "n_drawn": len(inside), "n_eff": interval["n_eff"],
+                     "undefined": None}
+    return out
+
+
 def format_gates(gates: Sequence[dict[str, Any]], score_mode: str) -> list[str]:
-    """Text lines for ``evaluator agree``: per gate the 2x2 table and the four rates."""
+    """Text lines for ``evaluator agree``: per gate the 2x2 table and the four rates (a
+    design-weighted table: estimated counts, each CI's Kish n_eff and drawn cases)."""
     if not gates:
         return []
     lines = ["", (f"gates ({score_mode} scores; the labels with the same threshold). "
                   f"{POSITIVE_CLASS}")]
     for gate in gates:
-        lines.append(f"  {gate['rule']}  (n = {gate['n']}): TP {gate['tp']}  FP {gate['fp']}  "
-                     f"FN {gate['fn']}  TN {gate['tn']}")
+        weighted = gate.get("weighted", False)
+        if weighted:
+            lines.append(f"  {gate['rule']}  (n = {gate['n']} drawn; design-weighted, "
+                         "estimated counts in the run, sums of 1/pi):")
+            lines.append("    " + "  ".join(f"{key.upper()} {gate[key]:.1f}"
+                                            for key in ("tp", "fp", "fn", "tn")))
+        else:
+            lines.append(f"  {gate['rule']}  (n = {gate['n']}): TP {gate['tp']}  "
+                         f"FP {gate['fp']}  FN {gate['fn']}  TN {gate['tn']}")
         for name, *_ in RATES:
             entry = gate[name]
             if entry["undefined"]:
                 lines.append(f"    {name:<12} undefined: {entry['undefined']}")
+            elif weighted:
+                lines.append(f"    {name:<12}{format_number(entry['value']):>7}  "
+                             f"{format_ci(entry['ci95']):<18}{entry['k']:>8.1f} of "
+                             f"{entry['n']:<8.1f} {entry['ci_method']} "
+                             f"({entry['n_drawn']} drawn)")
             else:
                 lines.append(f"    {name:<12}{format_number(entry['value']):>7}  "
                              f"{format_ci(entry['ci95']):<18}{entry['k']:>5} of {entry['n']:<5}"

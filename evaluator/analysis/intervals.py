@@ -11,8 +11,13 @@
 * :func:`fisher_z_ci` - the Fisher-z interval of a rank correlation with the Bonett-Wright
   (2000) standard error for Spearman's rho and the Fieller-Hartley-Pearson (1957) one for
   Kendall's tau-b: valid whatever the resamples do, for n > 3 (tau: n > 4).
+* :func:`weighted_bootstrap` - the same over (judge, label, weight) triples resampled
+  together: for a design-weighted statistic (labels drawn with inclusion probabilities pi,
+  weights 1/pi), so each resample keeps every drawn case's own weight.
 * :func:`wilson_ci` - the Wilson interval of a proportion (``scipy.stats.binomtest``): for
   exact and within-one agreement, which are shares of case pairs.
+* :func:`kish_wilson_ci` - the Wilson interval of a design-weighted share, on Kish's
+  effective sample size n_eff = (sum w)^2 / sum w^2 (:func:`kish_n_eff`).
 * :func:`welch_diff_ci` - the Welch t interval of a difference of two means
   (``scipy.stats.ttest_ind(equal_var=False)``).
 
@@ -55,19 +60,36 @@ def paired_bootstrap(x: Any, y: Any, statistic: Callable[[Any, Any], float | Non
 
     Returns ``ci95`` (None when unreliable or impossible), ``method``, ``resamples``,
     ``undefined`` (resamples where the statistic was undefined) and ``reliable``."""
+    return _bootstrap((x, y), statistic, resamples=resamples, seed=seed, name="bootstrap")
+
+
+def weighted_bootstrap(x: Any, y: Any, weights: Any,
+                       statistic: Callable[[Any, Any, Any], float | None], *,
+                       resamples: int, seed: int) -> dict[str, Any]:
+    """:func:`paired_bootstrap` of a design-weighted ``statistic(x, y, weights)``: the
+    (judge, label, weight) triples are resampled together, so a resample is a sample of
+    drawn cases, each with its own 1/pi (the usual with-replacement bootstrap of a weighted
+    estimator; it ignores the finite-population correction, so it errs wide when much of
+    the run was drawn). Same return value; the method says "weighted bootstrap"."""
+    return _bootstrap((x, y, weights), statistic, resamples=resamples, seed=seed,
+                      name="weighted bootstrap")
+
+
+def _bootstrap(samples: Sequence[Any], statistic: Callable[..., float | None], *,
+               resamples: int, seed: int, name: str) -> dict[str, Any]:
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
     from scipy.stats import bootstrap
 
-    def stat(a: Any, b: Any) -> float:
-        value = statistic(a, b)
+    def stat(*arrays: Any) -> float:
+        value = statistic(*arrays)
         return math.nan if value is None or not math.isfinite(value) else float(value)
 
     with warnings.catch_warnings():
         # scipy warns when BCa cannot be computed (NaNs, a degenerate jackknife): that case
         # is handled below, from the same bootstrap distribution.
         warnings.simplefilter("ignore")
-        result = bootstrap((np.asarray(x, float), np.asarray(y, float)), stat, paired=True,
+        result = bootstrap(tuple(np.asarray(a, float) for a in samples), stat, paired=True,
                            vectorized=False, n_resamples=resamples, method="BCa",
                            confidence_level=CONFIDENCE, rng=np.random.default_rng(seed))
     distribution = np.asarray(result.bootstrap_distribution, dtype=float)
@@ -76,14 +98,14 @@ def paired_bootstrap(x: Any, y: Any, statistic: Callable[[Any, Any], float | Non
     share = undefined / resamples
     if share > UNDEFINED_SHARE_LIMIT:
         out.update(ci95=None, reliable=False,
-                   method=(f"bootstrap: unreliable, {undefined} of {resamples} resamples "
+                   method=(f"{name}: unreliable, {undefined} of {resamples} resamples "
                            f"undefined (more than {UNDEFINED_SHARE_LIMIT:.0%})"))
         return out
     if undefined == 0:
         low, high = result.confidence_interval
         ci = _interval(low, high)
         if ci is not None:
-            out.update(ci95=ci, method=f"bootstrap BCa, {resamples} resamples")
+            out.update(ci95=ci, method=f"{name} BCa, {resamples} resamples")
             return out
         # BCa needs a non-degenerate jackknife; the percentile interval does not.
         why = "BCa not computable"
@@ -91,7 +113,7 @@ def paired_bootstrap(x: Any, y: Any, statistic: Callable[[Any, Any], float | Non
         why = f"{undefined} of {resamples} resamples undefined, left out"
     finite = distribution[np.isfinite(distribution)]
     low, high = np.percentile(finite, [2.5, 97.5])
-    out.update(ci95=_interval(low, high), method=f"bootstrap percentile ({why})")
+    out.update(ci95=_interval(low, high), method=f"{name} percentile ({why})")
     return out
 
 
@@ -124,6 +146,26 @@ def wilson_ci(successes: int, n: int) -> dict[str, Any]:
 
     ci = binomtest(successes, n).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
     return {"ci95": _interval(ci.low, ci.high), "method": "Wilson"}
+
+
+def kish_n_eff(weights: Sequence[float]) -> float:
+    """Kish's effective sample size (sum w)^2 / sum w^2 of design weights: n for equal
+    weights, less the more they differ (0 for none)."""
+    total = math.fsum(weights)
+    squares = math.fsum(w * w for w in weights)
+    return total * total / squares if squares > 0 else 0.0
+
+
+def kish_wilson_ci(share: float, n_eff: float) -> dict[str, Any]:
+    """Wilson 95% CI of a design-weighted ``share`` with Kish effective sample size
+    ``n_eff``: :func:`wilson_ci` (``scipy.stats.binomtest``) of round(share * m) successes
+    of m = round(n_eff) trials (at least 1). Kish's n_eff charges the unequal weights'
+    variance, not how the weights go with the outcome: an approximation, said in the
+    method."""
+    trials = max(1, round(n_eff))
+    interval = wilson_ci(round(share * trials), trials)
+    return {"ci95": interval["ci95"], "method": f"Wilson, Kish n_eff {n_eff:.1f}",
+            "n_eff": n_eff}
 
 
 def welch_diff_ci(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:

@@ -23,7 +23,8 @@ from evaluator.data.results import ResultsFileDamaged
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--labels", "labels_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Labels: .jsonl or .csv with a case id and a numeric label per row.")
+              help="Labels: .jsonl or .csv with a case id and a numeric label per row (a "
+                   "filled-in review.csv: its design is read).")
 @click.option("--label-field", required=True, help="The labels file's field holding the label.")
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="Criterion or aggregate to compare (repeatable; default: every integer "
@@ -67,7 +68,10 @@ def agree(results: Path, labels_path: Path, label_field: str, criteria: tuple[st
     quadratic kappa, ICC, Krippendorff's alpha, exact/within-one agreement (with chance
     levels), confusion matrix, each CI with its method; warnings (a constant judge, circular
     labels, unreliable intervals) and judge-bias figures (verbosity, --by subgroups); --pass
-    gates. Only 'ok' results are compared; case text is never shown."""
+    gates. Labels from a review worksheet: a priority sheet is warned about before any
+    figure; an active sheet's labels weigh 1/pi in kappa, mean |judge - label|, exact and
+    within-one agreement, the confusion matrix and the gates. Only 'ok' results are
+    compared; case text is never shown."""
     try:
         scale = parse_label_scale(label_scale) if label_scale is not None else None
         report = agreement(results, labels_path, label_field, criteria=criteria,
