@@ -407,3 +407,21 @@ def test_the_report_page_shows_the_design_and_weighted_counts(tmp_path):
     html = render_html(report, plots=False)
     assert "these labels come from a &#39;priority&#39; worksheet" in html
     assert "WARNING: these labels" not in html
+
+
+def test_unlabelled_rows_scale_the_weights_so_estimated_counts_stand_for_the_draw(tmp_path):
+    """Two of the 12 drawn rows left unlabelled: the 10 joined stand for the 12 (missing at
+    random), so each weight is 1/(pi x 10/12); the gate's rates (ratios) are unchanged."""
+    results, ok_ids = _run(tmp_path)
+    empty = {IDS[0]: {"grade": ""}, IDS[5]: {"grade": ""}}
+    report = _agree(results, _sheet(tmp_path / "s.csv", ok_ids, **empty),
+                    gates=[parse_gate("accuracy>=4")])
+    kept = [row for i, row in enumerate(TABLE) if i not in (0, 5)]
+    scaled = [12 / 10 / pi for _, _, pi in kept]
+    table = report["gates"][0]
+    assert table["tp"] + table["fp"] + table["fn"] + table["tn"] == pytest.approx(sum(scaled))
+    judge, labels, _ = zip(*kept)
+    unscaled = gate_table(parse_gate("accuracy>=4"), judge, labels, [1 / pi for *_, pi in kept])
+    for name in ("sensitivity", "specificity", "ppv", "npv"):
+        assert table[name]["value"] == pytest.approx(unscaled[name]["value"])
+    assert report["design"]["weights"]["sum"] == pytest.approx(sum(scaled))

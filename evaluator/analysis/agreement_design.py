@@ -54,10 +54,16 @@ class AgreeDesign:
     weighted: bool
     block: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    response: float = 1.0
 
     def weights(self, case_ids: Sequence[str]) -> list[float] | None:
-        """1/pi of each case (None when the figures are not weighted)."""
-        return [self.design.weight(c) for c in case_ids] if self.weighted else None
+        """1/(pi x the share of drawn cases joined) of each case (None when the figures are
+        not weighted): with rows left unlabelled, the joined ones stand for them (missing
+        at random), so the estimated counts in the run are not too low; shares and other
+        ratios are unchanged by the common factor."""
+        if not self.weighted:
+            return None
+        return [self.design.weight(c) / self.response for c in case_ids]
 
 
 def agree_design(labels_path: Path, id_column: str, joined_ids: Sequence[str],
@@ -76,7 +82,9 @@ def agree_design(labels_path: Path, id_column: str, joined_ids: Sequence[str],
                          "weights, no figure is reweighted")
         elif design.kind == "random":
             notes.append("every case had the same probability: equal weights")
-    weights = [design.weight(c) for c in joined_ids] if weighted else None
+    drawn = len(design.probabilities)
+    response = len(joined_ids) / drawn if design.known_probabilities and drawn else 1.0
+    weights = [design.weight(c) / response for c in joined_ids] if weighted else None
     block: dict[str, Any] = {
         "kind": design.kind,
         "text": design.describe(),
@@ -88,7 +96,8 @@ def agree_design(labels_path: Path, id_column: str, joined_ids: Sequence[str],
         "weights": None if weights is None else {
             "min": min(weights), "max": max(weights), "sum": sum(weights),
             "n_eff": kish_n_eff(weights),
-            "method": "1/pi; Hajek: weighted sums divided by the sum of the weights"},
+            "method": ("1/pi, divided by the share of drawn cases joined; Hajek: weighted "
+                       "sums divided by the sum of the weights")},
         "weighted_statistics": list(WEIGHTED_STATISTICS) if weighted else [],
         "drawn_only_statistics": list(DRAWN_ONLY_STATISTICS) if weighted else [],
         "split": WEIGHTED_SPLIT if weighted else None,
@@ -96,7 +105,7 @@ def agree_design(labels_path: Path, id_column: str, joined_ids: Sequence[str],
         "warning": PRIORITY_WARNING if design.kind == "priority" else None,
     }
     return AgreeDesign(design, weighted, block,
-                       [block["warning"]] if block["warning"] else [])
+                       [block["warning"]] if block["warning"] else [], response or 1.0)
 
 
 def _sample_notes(design: LabelDesign, joined_ids: Sequence[str], ok_ids: Sequence[str],
@@ -113,5 +122,6 @@ def _sample_notes(design: LabelDesign, joined_ids: Sequence[str], ok_ids: Sequen
     if missing > 0:
         notes.append(f"{missing} of the {len(design.probabilities)} drawn case(s) are not "
                      "joined (not labelled yet, or no ok result): the joined ones are taken "
-                     "as the sample (valid if which are missing is unrelated to the labels)")
+                     "as the sample (valid if which are missing is unrelated to the labels; "
+                     "weights are scaled by the share joined)")
     return notes
