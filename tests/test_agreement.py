@@ -185,7 +185,7 @@ def test_cli_table_json_and_errors(tmp_path):
 
 
 def test_load_labels_rejects_duplicates(tmp_path):
-    from evaluator.analysis.agreement import load_labels
+    from evaluator.analysis.label_files import load_labels
 
     path = write_jsonl(tmp_path / "l.jsonl", [{"case_id": "a", "y": 1}, {"case_id": "a", "y": 2}])
     with pytest.raises(AgreementError, match="lines 1 and 2 have the same case id"):

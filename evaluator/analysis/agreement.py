@@ -30,7 +30,6 @@ The heavy libraries (the ``stats`` extra) are imported inside the functions.
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -51,8 +50,11 @@ from evaluator.analysis.intervals import (
     weighted_bootstrap,
     wilson_ci,
 )
-from evaluator.analysis.label_files import AgreementError, label_rows
-from evaluator.analysis.label_files import label_number as _number
+from evaluator.analysis.label_files import (
+    AgreementError,
+    load_groups,
+    load_labels,
+)
 from evaluator.analysis.score_mode import ScoredView, mode_block, score_view
 from evaluator.analysis.stats import require_stats
 from evaluator.data.results import ResultRecord, read_results
@@ -67,105 +69,6 @@ SAME_SCALE_NOTE = ("kappa, ICC, exact and within-one agreement compare values di
 # --score expected: statistics that need categories are not computed (docs/statistics.md).
 NOT_CATEGORIES = ("not applicable to expected scores (they are not categories); ICC, "
                   "Krippendorff's alpha and the mean absolute difference compare them")
-
-
-def parse_label_scale(text: str) -> list[float]:
-    """``--label-scale``: comma-separated values ("0,1,2") or an integer range ("1-5",
-    "1..5"), sorted."""
-    match = re.fullmatch(r"\s*(-?\d+)\s*(?:-|\.\.)\s*(-?\d+)\s*", text)
-    if match:
-        low, high = int(match.group(1)), int(match.group(2))
-        if low >= high or high - low > 100:
-            raise AgreementError(f"--label-scale {text!r}: a range LOW-HIGH with LOW < HIGH "
-                                 "and at most 101 values")
-        return [float(v) for v in range(low, high + 1)]
-    values = [_number(part) for part in text.split(",")]
-    if not values or any(v is None for v in values) or len(set(values)) != len(values):
-        raise AgreementError(f"--label-scale {text!r}: give distinct numbers separated by "
-                             "commas (0,1,2) or a range (1-5)")
-    return sorted(v for v in values if v is not None)
-
-
-class Labels(dict[str, float]):
-    """Case id -> numeric label, and ``unlabelled``: the rows whose label is still empty."""
-
-    unlabelled: int = 0
-
-
-def _empty(value: object) -> bool:
-    return value is None or (isinstance(value, str) and value.strip() == "")
-
-
-def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
-                label_scale: Sequence[float] | None = None, allow_none: bool = False) -> Labels:
-    """Map case id -> numeric label. Every row needs the id and the label field; a label that
-    is a number (one of ``label_scale`` when given) is a label, an empty one (an empty CSV
-    cell, JSON null: a worksheet row not labelled yet, ``evaluator review``) is skipped and
-    counted, anything else is an error (so is a file with no label at all, unless
-    ``allow_none``: a worksheet nobody has filled in yet). Errors name the file, lines and field, never a case
-    id (``id_column`` may hold case text)."""
-    path = Path(path)
-    rows = label_rows(path)
-    if not rows:
-        raise AgreementError(f"{path}: no label rows")
-    if not any(label_field in row for _, row in rows):
-        fields = sorted({key for _, row in rows for key in row})
-        shown = ", ".join(fields[:20]) + (" ..." if len(fields) > 20 else "")
-        raise AgreementError(f"{path}: no row has the label field {label_field!r}; "
-                             f"fields: {shown}")
-    allowed = set(label_scale) if label_scale is not None else None
-    labels = Labels()
-    line_of: dict[str, int] = {}
-    for number, row in rows:
-        case_id = row.get(id_column)
-        if case_id is None or str(case_id).strip() == "":
-            raise AgreementError(f"{path} line {number}: no case id in {id_column!r}")
-        case_id = str(case_id)
-        if label_field not in row:
-            raise AgreementError(f"{path} line {number}: field {label_field!r} is missing")
-        if _empty(row[label_field]):
-            labels.unlabelled += 1
-            continue
-        value = _number(row[label_field])
-        if value is None:
-            raise AgreementError(f"{path} line {number}: field {label_field!r} is not a "
-                                 "number "
-                                 f"({type(row[label_field]).__name__})")
-        if allowed is not None and value not in allowed:
-            raise AgreementError(f"{path} line {number}: field {label_field!r} is not one of "
-                                 f"--label-scale {', '.join(f'{v:g}' for v in label_scale)}")
-        if case_id in labels:
-            raise AgreementError(f"{path} lines {line_of[case_id]} and {number} have the same "
-                                 f"case id (in {id_column!r})")
-        labels[case_id] = value
-        line_of[case_id] = number
-    if not labels and not allow_none:
-        raise AgreementError(f"{path}: every row's {label_field!r} is empty: no labels yet")
-    return labels
-
-
-def load_groups(path: Path, column: str, id_column: str = "case_id") -> dict[str, str]:
-    """Case id -> the value of the grouping column ``column`` of the labels file (``--by``);
-    a row without it is in group "(none)". A column with more than
-    :data:`diagnostics.MAX_GROUPS` values, or long values, is refused: it is not a grouping
-    column and its values would be printed."""
-    rows = label_rows(Path(path))
-    if not any(column in row for _, row in rows):
-        raise AgreementError(f"{path}: no row has the --by column {column!r}")
-    groups: dict[str, str] = {}
-    for number, row in rows:
-        value = row.get(column)
-        text = "(none)" if value is None or str(value).strip() == "" else str(value).strip()
-        if len(text) > diagnostics.MAX_GROUP_NAME or not text.isprintable():
-            raise AgreementError(f"{path} line {number}: the --by column {column!r} holds a "
-                                 f"value longer than {diagnostics.MAX_GROUP_NAME} characters "
-                                 "or with control characters: not a grouping column")
-        groups[str(row.get(id_column))] = text
-    if len(set(groups.values())) > diagnostics.MAX_GROUPS:
-        raise AgreementError(f"{path}: the --by column {column!r} has "
-                             f"{len(set(groups.values()))} values (at most "
-                             f"{diagnostics.MAX_GROUPS}): not a grouping column")
-    return groups
 
 
 def _quiet(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

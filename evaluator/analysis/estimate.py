@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis import ppi
-from evaluator.analysis.agreement import AgreementError, load_labels
 from evaluator.analysis.designs import (
     DesignError,
     LabelDesign,
@@ -41,7 +40,7 @@ from evaluator.analysis.designs import (
     read_design,
 )
 from evaluator.analysis.gates import Gate
-from evaluator.analysis.label_files import label_number, label_rows
+from evaluator.analysis.label_files import AgreementError, label_number, label_rows, load_labels
 from evaluator.analysis.score_mode import score_view
 from evaluator.analysis.stats import require_stats
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results

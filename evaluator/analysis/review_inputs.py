@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator.analysis.agreement import AgreementError, load_labels
+from evaluator.analysis.label_files import AgreementError, load_labels
 from evaluator.analysis.review_signals import ReviewError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.files import show_path

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import click
 
-from evaluator.analysis.agreement import AgreementError, agreement, parse_label_scale
+from evaluator.analysis.agreement import AgreementError, agreement
 from evaluator.analysis.agreement_text import format_agreement
 from evaluator.analysis.gates import Gate, GateError, parse_gate
+from evaluator.analysis.label_files import parse_label_scale
 from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.analysis.stats import StatsUnavailable
 from evaluator.cli.exit_codes import EXIT_USAGE

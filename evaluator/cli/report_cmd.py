@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from evaluator.analysis.agreement import AgreementError, parse_label_scale
+from evaluator.analysis.label_files import AgreementError, parse_label_scale
 from evaluator.analysis.stats import StatsUnavailable
 from evaluator.api import USER_ERRORS
 from evaluator.cli.exit_codes import EXIT_USAGE
