@@ -4,8 +4,11 @@ one case (self-consistency samples, a jury) and the agreement between raters, an
 agreement of a results file with human labels (agreement, with CIs that name their method
 from intervals, the warnings and judge-bias figures of diagnostics, and what the labels'
 design means for them from agreement_design), score distributions, and the review
-worksheet of the cases worth labelling next (review, with review_signals and
-review_inputs) and its sample-size estimate (sample_size).
+worksheet of the cases to label next (review, with review_signals and review_inputs),
+drawn by a design with known probabilities (designs), and its sample-size estimate
+(sample_size); labels files (label_files); clinician-level estimates from a judge and a few
+labels, per system and between systems (estimate with the PPI estimators of ppi, its text
+in estimate_text).
 
 May import :mod:`evaluator.common`, :mod:`evaluator.rubrics` and :mod:`evaluator.data`.
 scipy, scikit-learn, krippendorff and pingouin (the ``stats`` extra) are imported inside
