@@ -93,7 +93,8 @@ def test_random_sheets_of_two_systems_give_estimates_and_a_paired_difference(tmp
                for line in a.read_text().splitlines()}
     ids = sorted(records)
     expected = ppi.ppi_mean([sheet[c] for c in ids if c in sheet],
-                            [records[c] for c in ids if c in sheet], [records[c] for c in ids])
+                            [records[c] for c in ids if c in sheet],
+                            [records[c] for c in ids if c not in sheet])
     assert first["ppi_estimate"] == pytest.approx(expected.estimate, abs=1e-12)
     assert first["ppi_ci"] == pytest.approx(expected.ci95, abs=1e-12)
     assert first["classical_estimate"] == pytest.approx(statistics.mean(sheet.values()))
@@ -303,3 +304,12 @@ def test_a_gate_is_refused_on_labels_off_the_criterions_scale(tmp_path, two_syst
     run = invoke("estimate", results, "--labels", labels, "--label-field", "correct",
                  "--criterion", "accuracy", "--pass", "accuracy>=4")
     assert run.exit_code == 2 and "not on 'accuracy''s scale" in run.output
+
+
+def test_few_labels_are_warned(tmp_path, two_systems):
+    results, truth = two_systems["A"]
+    sheet = review(results, tmp_path / "s", "--design", "random", "--n", "12")
+    filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
+    run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label")
+    assert run.exit_code == 0 and "WARNING: 12 labelled case(s)" in run.output
+    assert "label more cases" in flat(run.output)

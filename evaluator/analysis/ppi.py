@@ -7,17 +7,18 @@ Notation: N cases with the judge's score f_i on each; labels Y_i on the n labell
 * :func:`classical_mean` - the labels alone: mean(Y) with the CLT interval (what
   ``ppi_py.classical_mean_ci`` computes: standard deviation with ddof 0).
 * :func:`ppi_mean` - PPI++ for a simple random sample of labels (Angelopoulos, Duchi & Zrnic
-  2023): theta = lambda * mean_N(f) + mean_n(Y - lambda * f), standard error
-  sqrt(var(lambda f)/N + var(Y - lambda f)/n); lambda tuned to minimise the variance,
-  cov_n(Y, f) / ((1 + n/N) var(f)), clipped to [0, 1] (lambda = 0: labels only; 1: plain
-  PPI). Equal to ``ppi_py.ppi_mean_pointestimate`` / ``ppi_mean_ci`` given the same arrays
-  (``yhat_all``: the judge on all N cases).
+  2023): theta = lambda * mean_U(f) + mean_n(Y - lambda * f) over the n labelled and the
+  N - n unlabelled cases U, standard error sqrt(var(lambda f)/(N - n) + var(Y - lambda f)/n);
+  lambda tuned to minimise the variance, cov_n(Y, f) / ((1 + n/(N - n)) var(f)), clipped to
+  [0, 1] (lambda = 0: labels only; 1: plain PPI). Equal to ``ppi_py.ppi_mean_pointestimate``
+  / ``ppi_mean_ci`` given the same arrays.
 * :func:`ipw_mean` - active inference (Zrnic & Candes 2024): case i labelled with known
   probability pi_i (independently), xi_i = 1 when it was; per case, with the prediction
   g_i = lambda f_i + m, z_i = g_i + (xi_i / pi_i)(Y_i - g_i), theta = mean(z), standard
   error sd(z)/sqrt(N) (ddof 1). Unbiased for any fixed lambda and m; both are tuned to
   minimise var(z) (a least-squares fit: the difference estimator of model-assisted survey
-  sampling), lambda clipped to [0, 1]. lambda = 0 with m tuned is the labels' weighted
+  sampling), lambda clipped to [0, 1], by 2-fold cross-fitting (each half of the cases gets
+  the lambda and m fitted on the other half). lambda = 0 with m tuned is the labels' weighted
   (Hajek-type) mean; lambda = m = 0 the Horvitz-Thompson mean.
 * :func:`independent_difference` - two estimates from independent labels: the difference,
   sqrt(se_a^2 + se_b^2), a normal p-value. A paired difference is the estimator itself
@@ -112,17 +113,25 @@ def tuned_lambda(y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[f
     return float(np.clip(covariance / ((1 + n / big_n) * variance), 0.0, 1.0))
 
 
-def ppi_mean(y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[float],
+def ppi_mean(y: Sequence[float], yhat: Sequence[float], yhat_unlabelled: Sequence[float],
              lam: float | None = None) -> Estimate:
-    """PPI++ mean for labels ``y`` on a simple random sample, ``yhat`` the judge on those
-    cases and ``yhat_all`` on all N (the labelled ones included); ``lam`` None: tuned."""
+    """PPI++ mean for labels ``y`` on a simple random sample of the cases, ``yhat`` the
+    judge on those cases and ``yhat_unlabelled`` on the others (never the labelled ones
+    again: the variance formula takes the two sets as independent, and counting the
+    labelled cases in both undercovers when n is a large share of N); ``lam`` None: tuned.
+    No unlabelled case: the labels' own mean."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
-    y_, f, f_all = (np.asarray(a, dtype=float) for a in (y, yhat, yhat_all))
+    y_, f, f_all = (np.asarray(a, dtype=float) for a in (y, yhat, yhat_unlabelled))
     n, big_n = len(y_), len(f_all)
-    if n == 0 or big_n == 0:
+    if n == 0:
         return Estimate(None, None, None, None, "PPI++: no labels", n=n, population=big_n)
+    if big_n == 0:
+        every = classical_mean(y_)
+        every.method = "every case labelled: the labels' mean"
+        every.lam = 0.0
+        return every
     weight = tuned_lambda(y_, f, f_all) if lam is None else float(lam)
     estimate = float((weight * f_all).mean() + (y_ - weight * f).mean())
     se = math.sqrt(float((weight * f_all).std()) ** 2 / big_n
@@ -167,6 +176,33 @@ def _tuned_ipw(a: Any, b: Any, c: Any, lam: float | None) -> tuple[float, float]
     return float(lam), m
 
 
+CROSS_FIT_FOLDS = 2
+CROSS_FIT_SEED = 0
+
+
+def _cross_fitted(a: Any, b: Any, c: Any) -> tuple[Any, float]:
+    """z with lambda and m tuned by cross-fitting: the cases split in two folds (a fixed
+    seed: the same data give the same estimate), each fold's z with the (lambda, m) fitted on
+    the other. Tuning on the cases it is applied to makes sd(z) too small when few cases are
+    labelled (measured: 79% coverage at 10 labels, 88% at 20); cross-fitting keeps z's terms
+    independent of their own tuning. The lambda shown is the folds' mean."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    import numpy as np
+
+    size = len(a)
+    fold = np.empty(size, dtype=int)
+    fold[np.random.default_rng(CROSS_FIT_SEED).permutation(size)] = (
+        np.arange(size) % CROSS_FIT_FOLDS)
+    z = np.empty(size)
+    weights = []
+    for k in range(CROSS_FIT_FOLDS):
+        train, test = fold != k, fold == k
+        lam, m = _tuned_ipw(a[train], b[train], c[train], None)
+        z[test] = a[test] + lam * b[test] + m * c[test]
+        weights.append(lam)
+    return z, float(np.mean(weights))
+
+
 def ipw_mean(f_all: Sequence[float], labels: Sequence[float | None],
              pi: Sequence[float], lam: float | None = None,
              offset: float | None = None) -> Estimate:
@@ -191,15 +227,19 @@ def ipw_mean(f_all: Sequence[float], labels: Sequence[float | None],
     if np.any(~(p > 0)) or np.any(p > 1):
         raise ValueError("inclusion probabilities must be in (0, 1]")
     a, b, c = _ipw_terms(f, y, p)
-    weight, shift = _tuned_ipw(a, b, c, lam)
-    if offset is not None:
-        shift = float(offset)
-    z = a + weight * b + shift * c
+    if lam is None and offset is None:
+        z, weight = _cross_fitted(a, b, c)
+    else:
+        weight, shift = _tuned_ipw(a, b, c, lam)
+        if offset is not None:
+            shift = float(offset)
+        z = a + weight * b + shift * c
     if weight == 0:
         method = ("labels only: Horvitz-Thompson mean" if offset is not None else
                   "labels only: inverse-probability weighted mean")
     else:
-        method = ("active PPI++ (inverse-probability weighted, lambda and offset tuned)"
+        method = ("active PPI++ (inverse-probability weighted, lambda and offset tuned "
+                  "by 2-fold cross-fitting)"
                   if lam is None else
                   f"active PPI (inverse-probability weighted, lambda = {weight:g})")
     return normal_estimate(float(z.mean()), float(z.std(ddof=1)) / math.sqrt(big_n), method,
