@@ -36,8 +36,6 @@ TABLE = [(5, 5, 0.2), (4, 5, 0.5), (4, 2, 0.25), (2, 4, 1.0), (3, 3, 0.4), (1, 1
          (5, 4, 0.2), (2, 2, 0.5), (3, 5, 0.25), (4, 4, 0.1), (1, 2, 1.0), (5, 3, 0.4)]
 IDS = [f"SECRET-ID-{i:02d}" for i in range(len(TABLE))]
 POPULATION = 40  # the draw was from 40 cases; 12 were drawn
-DESIGN_FIELDS = ("design", "inclusion_probability", "design_population", "design_criterion",
-                 "design_seed", "design_floor", "design_population_sha256")
 
 
 def _write_csv(path, rows):
@@ -65,7 +63,8 @@ def _sheet(path, ok_ids, design="active", table=TABLE, ids=IDS, **override):
         row = {"case_id": cid, "design": design,
                "inclusion_probability": str(pi if design == "active"
                                             else len(table) / len(ok_ids)),
-               "design_population": str(len(ok_ids)),
+               "design_population": str(len(ok_ids)), "design_n": str(len(table)),
+               "design_files": "1",
                "design_criterion": "accuracy" if design == "active" else "",
                "design_seed": "7", "design_floor": "0.2" if design == "active" else "",
                "design_population_sha256": population_fingerprint(ok_ids),
@@ -425,3 +424,19 @@ def test_unlabelled_rows_scale_the_weights_so_estimated_counts_stand_for_the_dra
     for name in ("sensitivity", "specificity", "ppv", "npv"):
         assert table[name]["value"] == pytest.approx(unscaled[name]["value"])
     assert report["design"]["weights"]["sum"] == pytest.approx(sum(scaled))
+
+
+def test_a_random_sheet_with_rows_deleted_is_said_to_be_no_longer_the_draw(tmp_path):
+    records, truth = world(100, seed=3)
+    results = write_results(tmp_path / "r.jsonl", records)
+    run = CliRunner().invoke(cli, ["review", str(results), "--out", str(tmp_path / "s"),
+                                   "--design", "random", "--n", "20", "--seed", "2"])
+    assert run.exit_code == 0, run.output
+    filled = fill_sheet(tmp_path / "s" / "review.csv", tmp_path / "f.csv", truth)
+    report = agreement(results, filled, "accuracy.label", criteria=["accuracy"], resamples=200)
+    assert not any("not the draw" in note for note in report["design"]["notes"])
+    with filled.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    edited = _write_csv(tmp_path / "e.csv", [r for r in rows if r["accuracy.label"] != "5"])
+    report = agreement(results, edited, "accuracy.label", criteria=["accuracy"], resamples=200)
+    assert any("rows were deleted, added or edited" in n for n in report["design"]["notes"])

@@ -184,7 +184,8 @@ def _write_csv(path, rows):
 
 def _row(case_id, design="random", pi="0.5", **extra):
     return {"case_id": case_id, "design": design, "inclusion_probability": pi,
-            "design_population": "4", "design_criterion": "", "design_seed": "1",
+            "design_population": "4", "design_n": "2", "design_criterion": "",
+            "design_seed": "1", "design_files": "1",
             "design_floor": "", "design_population_sha256": "ab" * 32, "grade": "3", **extra}
 
 
@@ -214,3 +215,38 @@ def test_a_plain_labels_file_has_no_design_and_an_old_review_sheet_is_priority(t
          "min_confidence": "0.3", "max_spread": "", "gate_margin": "", "accuracy.label": "2"}])
     design = read_design(legacy)
     assert design.kind == "priority" and design.legacy
+
+
+def test_a_quoted_cell_with_line_breaks_and_an_excel_bom_read_back(tmp_path):
+    """A --show-text sheet holds case text whose cells span lines; Excel's "CSV UTF-8"
+    starts with a byte-order mark. Both read back, line numbers counting physical lines."""
+    from evaluator.analysis.label_files import load_labels
+
+    path = tmp_path / "sheet.csv"
+    path.write_text('\ufeffcase_id,input.note,grade\na,"two\nlines",3\nb,x,\nc,y,oops\n',
+                    encoding="utf-8")
+    with pytest.raises(Exception, match="line 5: field 'grade' is not a number"):
+        load_labels(path, "grade")
+    path.write_text('\ufeffcase_id,input.note,grade\na,"two\nlines",3\nb,x,\n',
+                    encoding="utf-8")
+    labels = load_labels(path, "grade")
+    assert dict(labels) == {"a": 3.0} and labels.unlabelled == 1
+
+
+def test_an_active_draw_of_no_case_is_refused_and_the_floor_has_a_minimum(tmp_path, results):
+    path, _ = results
+    for seed in range(50):  # an expected 1 case of 120: some seed draws none
+        run = CliRunner().invoke(cli, ["review", str(path), "--out", str(tmp_path / f"s{seed}"),
+                                       "--design", "active", "--criterion", "accuracy",
+                                       "--n", "1", "--seed", str(seed)])
+        if run.exit_code == 2:
+            assert "the active draw took no case" in run.output
+            assert not (tmp_path / f"s{seed}" / "review.csv").exists()
+            break
+        assert run.exit_code == 0, run.output
+    else:
+        pytest.fail("no seed of 50 drew no case at an expected 1 of 120")
+    low = CliRunner().invoke(cli, ["review", str(path), "--out", str(tmp_path / "f"),
+                                   "--design", "active", "--criterion", "accuracy",
+                                   "--floor", "0.001"])
+    assert low.exit_code == 2 and "--floor" in low.output

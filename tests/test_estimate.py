@@ -138,7 +138,7 @@ def test_an_active_sheet_is_weighted_and_a_half_filled_one_is_said(tmp_path, two
     run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label",
                  "--json")
     assert run.exit_code == 0, run.output
-    (row,) = _json_lines(run.output)
+    (row,) = [r for r in _json_lines(run.output) if r["type"] == "estimate"]
     assert row["design"] == "active" and row["n_labelled"] == len(rows)
     assert "inverse-probability" in row["ppi_method"]
     # By hand: the active estimator over all 300 cases with the sheet's probabilities.
@@ -187,7 +187,7 @@ def test_a_plain_labels_file_is_taken_as_a_random_sample_with_a_note(tmp_path, t
     run = invoke("estimate", results, "--labels", labels, "--label-field", "grade",
                  "--criterion", "accuracy", "--json")
     assert run.exit_code == 0, run.output
-    (row,) = _json_lines(run.output)
+    (row,) = [r for r in _json_lines(run.output) if r["type"] == "estimate"]
     # Every case labelled: the labels' mean is the answer, and PPI++ gives it.
     assert row["n_labelled"] == 300 and row["design"] == "none"
     assert row["classical_estimate"] == pytest.approx(statistics.mean(truth.values()))

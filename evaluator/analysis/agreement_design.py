@@ -29,6 +29,7 @@ from evaluator.analysis.designs import (
     LabelDesign,
     population_fingerprint,
     read_design,
+    redraw_mismatch,
 )
 from evaluator.analysis.intervals import kish_n_eff
 
@@ -118,6 +119,11 @@ def _sample_notes(design: LabelDesign, joined_ids: Sequence[str], ok_ids: Sequen
         notes.append(f"the sheet was drawn from {design.population} cases that are not the "
                      f"{len(set(ok_ids))} ok cases of {results_path} (another run, or the run "
                      "changed since): its figures describe the cases it was drawn from")
+    elif design.kind == "random":
+        mismatch = redraw_mismatch(design, sorted(set(ok_ids)))
+        if mismatch:
+            notes.append(f"the sheet: {mismatch}: rows were deleted, added or edited, so its "
+                         "figures describe a hand-made selection, not the draw")
     missing = len(design.probabilities) - len(joined_ids)
     if missing > 0:
         notes.append(f"{missing} of the {len(design.probabilities)} drawn case(s) are not "

@@ -35,13 +35,20 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis.label_files import AgreementError, label_number, label_rows
+from evaluator.analysis.review_signals import criterion_paths
+from evaluator.data.results import ResultRecord
+from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion
 
 DESIGNS = ("priority", "random", "active")
 WITH_PROBABILITIES = ("random", "active")
 DEFAULT_FLOOR = 0.2
-DESIGN_COLUMNS = ("design", "inclusion_probability", "design_population",
-                  "design_criterion", "design_seed", "design_floor",
+DESIGN_COLUMNS = ("design", "inclusion_probability", "design_population", "design_n",
+                  "design_criterion", "design_seed", "design_floor", "design_files",
                   "design_population_sha256")
+MIN_FLOOR = 0.01
+# Below it a probability is no draw of review's (whose floor keeps pi >= 0.01 n/N) and 1/pi
+# overflows what the estimators can weigh.
+MIN_PROBABILITY = 1e-9
 # The columns every worksheet of `evaluator review` had before designs: a labels file with
 # them and no design column is a priority sheet.
 LEGACY_REVIEW_COLUMNS = ("rank", "reason", "min_confidence", "max_spread", "gate_margin")
@@ -77,14 +84,17 @@ class Draw:
     criterion: str | None = None
     seed: int | None = None
     floor: float | None = None
+    n: int | None = None
+    files: int = 1
     notes: list[str] = field(default_factory=list)
 
     def columns(self, case_id: str) -> dict[str, Any]:
         """The design columns of ``case_id``'s worksheet row."""
         return {"design": self.design,
                 "inclusion_probability": self.probabilities.get(case_id),
-                "design_population": self.population, "design_criterion": self.criterion,
-                "design_seed": self.seed, "design_floor": self.floor,
+                "design_population": self.population, "design_n": self.n,
+                "design_criterion": self.criterion, "design_seed": self.seed,
+                "design_floor": self.floor, "design_files": self.files,
                 "design_population_sha256": self.population_sha256}
 
 
@@ -104,7 +114,7 @@ def random_draw(case_ids: Sequence[str], n: int, seed: int) -> Draw:
     notes = ([(f"--n {n} is more than the {len(population)} judged cases: every case is on "
                "the sheet")] if n > len(population) else [])
     return Draw("random", picked, {c: pi for c in population}, len(population),
-                population_fingerprint(population), seed=seed, notes=notes)
+                population_fingerprint(population), seed=seed, n=n, notes=notes)
 
 
 def inclusion_probabilities(uncertainty: Sequence[float], n: float,
@@ -118,8 +128,8 @@ def inclusion_probabilities(uncertainty: Sequence[float], n: float,
     size = len(u)
     if size == 0:
         return []
-    if not 0 < floor <= 1:
-        raise DesignError("--floor must be above 0 and at most 1")
+    if not MIN_FLOOR <= floor <= 1:
+        raise DesignError(f"--floor must be from {MIN_FLOOR} to 1")
     if np.any(~np.isfinite(u)) or np.any(u < 0):
         raise DesignError("an uncertainty is negative or not finite")
     if n >= size:
@@ -163,7 +173,18 @@ def active_draw(uncertainty: Mapping[str, float | None], n: int, seed: int, *,
                      "is on the sheet")
     return Draw("active", chosen, dict(zip(population, probabilities, strict=True)),
                 len(population), population_fingerprint(population), criterion=criterion,
-                seed=seed, floor=floor, notes=notes)
+                seed=seed, floor=floor, n=n, notes=notes)
+
+
+def case_uncertainty(criterion: IntegerCriterion | ItemsCriterion,
+                     records: Sequence[ResultRecord]) -> float | None:
+    """The judge's uncertainty on ``criterion`` for one case (its ``ok`` records, one per
+    results file): the standard deviation of its score distribution, the largest over an
+    items criterion's items and over the records; None when none has a distribution."""
+    sds = [distribution_sd(record.distributions[path].probabilities)
+           for record in records for path in criterion_paths(criterion, record)
+           if record.distributions and path in record.distributions]
+    return max(sds) if sds else None
 
 
 def distribution_sd(probabilities: Mapping[Any, float]) -> float:
@@ -189,6 +210,9 @@ class LabelDesign:
     population_sha256: str | None = None
     criterion: str | None = None
     seed: int | None = None
+    n: int | None = None
+    files: int = 1
+    floor: float | None = None
     legacy: bool = False
 
     @property
@@ -254,6 +278,11 @@ def read_design(path: Path, id_column: str = "case_id") -> LabelDesign:
     if not rows:
         raise DesignError(f"{path}: no rows")
     if not any("design" in row for _, row in rows):
+        others = [c for c in DESIGN_COLUMNS[1:] if any(c in row for _, row in rows)]
+        if others:
+            raise DesignError(f"{path}: column 'design' is missing but {others[0]!r} is there "
+                              "(a worksheet whose design column was deleted): restore it, or "
+                              "use the sheet as evaluator review wrote it")
         legacy = all(all(c in row for c in LEGACY_REVIEW_COLUMNS) for _, row in rows)
         return LabelDesign("priority", legacy=True) if legacy else LabelDesign(None)
     kinds: dict[str, int] = {}
@@ -280,17 +309,27 @@ def read_design(path: Path, id_column: str = "case_id") -> LabelDesign:
     design.population_sha256 = None if sha is None else str(sha)
     criterion = _constant(path, rows, "design_criterion")
     design.criterion = None if criterion is None else str(criterion)
-    if design.population is None or design.population_sha256 is None:
-        raise DesignError(f"{path}: a {kind} design needs the columns design_population and "
-                          "design_population_sha256 (as evaluator review writes them)")
+    design.n = _integer(path, first_line, "design_n", _constant(path, rows, "design_n"))
+    files = _integer(path, first_line, "design_files", _constant(path, rows, "design_files"))
+    design.files = files or 1
+    floor = label_number(_constant(path, rows, "design_floor"))
+    design.floor = floor
+    if (design.population is None or design.population_sha256 is None or design.n is None
+            or design.seed is None):
+        raise DesignError(f"{path}: the {kind} design needs the columns design_population, "
+                          "design_n, design_seed and design_population_sha256 (as evaluator "
+                          "review writes them)")
+    if kind == "active" and (design.criterion is None or floor is None):
+        raise DesignError(f"{path}: the active design needs the columns design_criterion and "
+                          "design_floor (as evaluator review writes them)")
     for number, row in rows:
         case_id = _cell(row, id_column)
         if case_id is None:
             raise DesignError(f"{path} line {number}: no case id in {id_column!r}")
         pi = label_number(_cell(row, "inclusion_probability"))
-        if pi is None or not 0 < pi <= 1:
+        if pi is None or not MIN_PROBABILITY <= pi <= 1:
             raise DesignError(f"{path} line {number}: column 'inclusion_probability' must be "
-                              f"a number above 0 and at most 1 for a {kind} design")
+                              f"a number from {MIN_PROBABILITY:g} to 1 for a {kind} design")
         if str(case_id) in design.probabilities:
             raise DesignError(f"{path} line {number}: a case id appears twice (in "
                               f"{id_column!r})")
@@ -299,3 +338,34 @@ def read_design(path: Path, id_column: str = "case_id") -> LabelDesign:
         raise DesignError(f"{path}: {len(design.probabilities)} rows but a population of "
                           f"{design.population}: not one draw")
     return design
+
+
+def redraw_mismatch(design: LabelDesign, population: Sequence[str],
+                    uncertainty: Mapping[str, float | None] | None = None) -> str | None:
+    """Why a sheet's rows are not the draw its design columns record, or None when they
+    are: the draw done again from ``population`` (the ok case ids of the one results file it
+    was drawn from) with the recorded n and seed (and, for ``active``, ``uncertainty`` and
+    the recorded criterion and floor) must give exactly the sheet's case ids and
+    probabilities. Rows deleted, added, or with an id or a probability changed all fail it:
+    labels on a hand-edited selection would be estimated as if drawn."""
+    if not design.known_probabilities or design.n is None or design.seed is None:
+        return None
+    if design.kind == "random":
+        draw = random_draw(population, design.n, design.seed)
+    else:
+        if uncertainty is None or design.criterion is None or design.floor is None:
+            return None
+        draw = active_draw(uncertainty, design.n, design.seed, criterion=design.criterion,
+                           floor=design.floor)
+    rows = set(design.probabilities)
+    if rows != set(draw.chosen):
+        missing, extra = len(set(draw.chosen) - rows), len(rows - set(draw.chosen))
+        return (f"its rows are not the draw it records ({len(rows)} rows; the draw of n = "
+                f"{design.n} with seed {design.seed} has {len(draw.chosen)}: {missing} of "
+                f"them missing, {extra} row(s) not in it)")
+    changed = sum(1 for c in rows
+                  if not math.isclose(float(design.probabilities[c] or 0),
+                                      draw.probabilities[c], rel_tol=1e-9, abs_tol=1e-15))
+    if changed:
+        return f"{changed} row(s) have an inclusion probability that is not the draw's"
+    return None

@@ -36,16 +36,19 @@ from evaluator.analysis import ppi
 from evaluator.analysis.designs import (
     DesignError,
     LabelDesign,
+    case_uncertainty,
     population_fingerprint,
     read_design,
+    redraw_mismatch,
 )
 from evaluator.analysis.gates import Gate
+from evaluator.analysis.intervals import wilson_ci
 from evaluator.analysis.label_files import AgreementError, label_number, label_rows, load_labels
 from evaluator.analysis.score_mode import score_view
 from evaluator.analysis.stats import require_stats
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
+from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric, RubricError
 
 NO_DESIGN_NOTE = ("records no design (a plain labels file): its labelled cases are taken as a "
                   "simple random sample of the run's cases; if they were chosen another way "
@@ -112,7 +115,7 @@ def _rubric(path: Path, records: Sequence[ResultRecord], rubrics_dirs: Sequence[
                             "--rubrics-dir") from None
 
 
-def _check_design(system: System) -> None:
+def _check_design(system: System, records: Sequence[ResultRecord]) -> None:
     design, path = system.design, system.labels_path
     if design.kind == "priority":
         raise EstimateError(f"{path}: {PRIORITY_REFUSED}")
@@ -130,6 +133,26 @@ def _check_design(system: System) -> None:
             f"{len(system.population)} ok cases of {system.path} (another run, or the run "
             "changed since): estimate the results file the sheet was drawn from, or draw a "
             "new sheet from this one")
+    uncertainty = None
+    if design.kind == "active":
+        criterion = next((f for f in system.rubric.output
+                          if isinstance(f, (IntegerCriterion, ItemsCriterion))
+                          and f.key == design.criterion), None)
+        if criterion is None:
+            raise EstimateError(f"{path}: the sheet's design_criterion is not a scored "
+                                f"criterion of rubric {system.rubric.name!r}")
+        if design.files == 1:
+            by_id = {r.case_id: r for r in records if r.status == "ok"}
+            uncertainty = {c: case_uncertainty(criterion, [by_id[c]])
+                           for c in system.population}
+        else:
+            system.notes.append(f"the sheet was drawn from {design.files} results files "
+                                "together: its draw cannot be re-checked against one")
+    mismatch = redraw_mismatch(design, system.population, uncertainty)
+    if mismatch:
+        raise EstimateError(f"{path}: {mismatch}: rows were deleted, added or edited, so the "
+                            "labelled cases are not the draw; use the sheet as evaluator "
+                            "review wrote it (an empty label is fine), or draw a new one")
     drawn = len(design.probabilities)
     missing = drawn - len(system.labelled)
     if missing:
@@ -153,7 +176,7 @@ def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
     design = read_design(labels_path, id_column)
     system = System(path, name, labels_path, rubric, population, dict(labels), design,
                     labels.unlabelled, id_column)
-    _check_design(system)
+    _check_design(system, records)
     if not system.labelled:
         raise EstimateError(f"no labelled case of {labels_path} has an ok verdict in {path}; "
                             "check --id-column")
@@ -216,8 +239,8 @@ def _fill_values(system: System, keys: Sequence[str], gates: Sequence[Gate],
             # The expected value of a 0/1 outcome is its probability: P(score passes).
             for i, case_id in enumerate(system.population):
                 dist = (by_id[case_id].distributions or {}).get(gate.key)
-                if dist is not None:
-                    total = sum(dist.probabilities.values())
+                total = sum(dist.probabilities.values()) if dist is not None else 0.0
+                if dist is not None and total > 0:
                     outcomes[i] = sum(prob for value, prob in dist.probabilities.items()
                                       if gate.passes(float(value))) / total
         system.values[gate.rule] = _imputed(system, gate.rule, outcomes)
@@ -304,6 +327,13 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
         bias.method = "judge - label on the labelled cases, CLT interval"
         variance = ppi.labelled_variance(y)
+    if classical.ci95 is None and y and set(y) <= {0.0, 1.0}:
+        # Every label the same 0/1 (e.g. every labelled case passes): the labels alone
+        # still have Wilson's interval, which a point never is.
+        interval = wilson_ci(int(sum(y)), len(y))
+        classical.ci95 = interval["ci95"]
+        classical.method = ("labels only: Wilson interval (every label the same: no normal "
+                            "interval)")
     return {
         "type": "estimate", "file": str(system.path), "system": system.name,
         "labels": str(system.labels_path),
@@ -394,6 +424,12 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
         raise EstimateError(f"{len(results)} results file(s) and {len(labels)} --labels: give "
                             "one --labels per results file, in the same order (labels rate "
                             "one system's answers)")
+    for i, path in enumerate(results):
+        for other in results[:i]:
+            if path.resolve() == other.resolve():
+                raise EstimateError(f"{path} is given twice: each results file is one system "
+                                    "(to compare two sheets of one system, estimate each "
+                                    "on its own)")
     names = _system_names(results)
     try:
         systems = [load_system(p, lp, name, label_field, id_column=id_column,
@@ -426,15 +462,18 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
         for i, a in enumerate(systems):
             for b in systems[i + 1:]:
                 differences.append(difference(a, b, key, gate, per_system))
+    scale_note = _scale_note(systems, keys)
     return {
         "label_field": label_field, "score_mode": score_mode,
-        "systems": [{"system": s.name, "file": str(s.path), "labels": str(s.labels_path),
+        "systems": [{"type": "system", "system": s.name, "file": str(s.path),
+                     "labels": str(s.labels_path),
                      "n_cases": len(s.population), "n_labelled": len(s.labelled),
                      "unlabelled_rows": s.unlabelled_rows, "design": s.design.kind or "none",
-                     "design_text": s.design.describe(), "notes": s.notes}
+                     "design_text": s.design.describe(), "notes": s.notes,
+                     "scale_note": scale_note}
                     for s in systems],
         "estimates": rows, "differences": differences,
-        "scale_note": _scale_note(systems, keys),
+        "scale_note": scale_note,
     }
 
 

@@ -17,8 +17,8 @@ def _labels_text(row: Mapping[str, Any]) -> str:
 
 def _estimate_lines(row: Mapping[str, Any]) -> list[str]:
     what = "pass rate" if row["outcome"] == "pass rate" else "mean"
-    lines = [(f"{row['system']}, {row['criterion']} ({what}; N = {row['n_cases']} cases, "
-             f"{_labels_text(row)}; design: {row['design']})")]
+    lines = _wrapped(f"{row['system']}, {row['criterion']} ({what}; N = {row['n_cases']} "
+                     f"cases, {_labels_text(row)}; design: {row['design']})", "")
 
     def line(name: str, value: Any, ci: Any, tail: str) -> str:
         return f"  {name:<14}{format_number(value):>7}  {format_ci(ci):<18} {tail}"

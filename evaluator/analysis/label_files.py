@@ -7,6 +7,7 @@ through it, and :mod:`evaluator.analysis.designs` a worksheet's design columns."
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -42,15 +43,23 @@ def label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     suffix = path.suffix.lower()
     try:
         check_regular_file(path, "labels file")
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark.
+        text = path.read_text(encoding="utf-8-sig")
     except NotARegularFile as exc:
         raise AgreementError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise AgreementError(f"{path}: cannot read labels file ({exc})") from None
     rows: list[tuple[int, dict[str, Any]]] = []
     if suffix == ".csv":
-        reader = csv.DictReader(text.splitlines())
+        # A stream, not lines: a quoted cell may hold line breaks (case text on a sheet).
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = reader.fieldnames or []
         for row in reader:
+            if None in row:  # more cells than the header has columns
+                hint = (" (it looks ';'-separated: save it comma-separated)"
+                        if len(header) == 1 and ";" in header[0] else "")
+                raise AgreementError(f"{path} line {reader.line_num}: more cells than the "
+                                     f"header line has columns{hint}")
             rows.append((reader.line_num, row))
         return rows
     if suffix != ".jsonl":
@@ -108,6 +117,12 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
     if not rows:
         raise AgreementError(f"{path}: no label rows")
     if not any(label_field in row for _, row in rows):
+        if path.suffix.lower() == ".csv":
+            # A CSV's "fields" are its first line, which is a case (id, text) when the
+            # header line is missing: count them, never show them.
+            count = len({key for _, row in rows for key in row})
+            raise AgreementError(f"{path}: no column is named {label_field!r} (the header "
+                                 f"line has {count} columns; is the header line missing?)")
         fields = sorted({key for _, row in rows for key in row})
         shown = ", ".join(fields[:20]) + (" ..." if len(fields) > 20 else "")
         raise AgreementError(f"{path}: no row has the label field {label_field!r}; "

@@ -65,8 +65,9 @@ def _finite(value: float) -> float | None:
 
 def normal_estimate(estimate: float, se: float, method: str, *, lam: float | None = None,
                     n: int = 0, population: int = 0) -> Estimate:
-    """``estimate`` with its normal 95% CI and two-sided p-value (se 0: the CI is a point
-    and the p-value 0 or 1)."""
+    """``estimate`` with its normal 95% CI and two-sided p-value. A standard error of 0 (one
+    label, or every label the same and the judge given no weight) gives no CI and no
+    p-value: a point is not a 95% interval, whatever the formula says."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     from scipy.stats import norm
 
@@ -74,9 +75,10 @@ def normal_estimate(estimate: float, se: float, method: str, *, lam: float | Non
     if est is None or se_ is None:
         return Estimate(None, None, None, None, method, lam, n, population)
     if se_ == 0:
-        p = 1.0 if est == 0 else 0.0
-    else:
-        p = float(2 * norm.sf(abs(est) / se_))
+        return Estimate(est, 0.0, None, None,
+                        f"{method}; no interval: no variation in the data (one label, or "
+                        "every label the same)", lam, n, population)
+    p = float(2 * norm.sf(abs(est) / se_))
     return Estimate(est, se_, [est - Z95 * se_, est + Z95 * se_], _finite(p), method, lam, n,
                     population)
 

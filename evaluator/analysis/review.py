@@ -31,7 +31,7 @@ from evaluator.analysis.designs import (
     DESIGNS,
     Draw,
     active_draw,
-    distribution_sd,
+    case_uncertainty,
     random_draw,
 )
 from evaluator.analysis.review_inputs import check_input_file, read_labelled
@@ -266,14 +266,19 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
         picked = rank_candidates(candidates, n)
     else:
         draw = (random_draw(list(by_case), n, seed) if design == "random" else
-                active_draw({c: _uncertainty(chosen[0], records) for c, records in
+                active_draw({c: case_uncertainty(chosen[0], records) for c, records in
                              by_case.items()}, n, seed, criterion=chosen[0].key, floor=floor))
+        draw.files = len(files)
+        if not draw.chosen:
+            raise ReviewError(f"the active draw took no case (expected {n} of "
+                              f"{draw.population}): raise --n, or draw again with another "
+                              "--seed")
         by_id = {c.case_id: c for c in candidates}
         picked = [by_id[c] for c in draw.chosen]
         for case in picked:
             pi = draw.probabilities[case.case_id]
             case.reason = (f"random draw (probability {pi:.3g})" if design == "random" else
-                           f"active draw: SD {_uncertainty(chosen[0], by_case[case.case_id]) or 0:.2f}"
+                           f"active draw: SD {case_uncertainty(chosen[0], by_case[case.case_id]) or 0:.2f}"
                            f" on {chosen[0].key} (probability {pi:.3g})")
     without = sum(1 for c in candidates
                   if c.confidence is None and not c.spread and c.margin is None)
@@ -350,16 +355,6 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                        show_text=show_text, label_columns=[f"{k}.label" for k in label_keys],
                        estimates=estimates, notes=notes, design=design, draw=draw)
 
-
-def _uncertainty(criterion: IntegerCriterion | ItemsCriterion,
-                 records: Sequence[ResultRecord]) -> float | None:
-    """The judge's uncertainty on ``criterion`` for one case: the standard deviation of its
-    score distribution (the largest over an items criterion's items, and over results
-    files); None when no record has a distribution there."""
-    sds = [distribution_sd(record.distributions[path].probabilities)
-           for record in records for path in criterion_paths(criterion, record)
-           if record.distributions and path in record.distributions]
-    return max(sds) if sds else None
 
 
 def review_paths(out_dir: Path) -> tuple[Path, Path]:

@@ -51,7 +51,8 @@ def _gates(values: tuple[str, ...]) -> tuple[Gate, ...]:
                    "expected (each score's expected value; a case without distributions uses "
                    "its verdict's score, said in a note).")
 @click.option("--json", "as_json", is_flag=True,
-              help="One JSON object per line: each estimate, then each difference.")
+              help="One JSON object per line: each system (its design and notes), each "
+                   "estimate, then each difference.")
 @rubrics_dir_option
 def estimate_command(results: tuple[Path, ...], labels_paths: tuple[Path, ...], label_field: str,
                      criteria: tuple[str, ...], gates: tuple[Gate, ...], id_column: str,
@@ -70,7 +71,7 @@ def estimate_command(results: tuple[Path, ...], labels_paths: tuple[Path, ...], 
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     if as_json:
-        for row in [*report["estimates"], *report["differences"]]:
+        for row in [*report["systems"], *report["estimates"], *report["differences"]]:
             click.echo(json.dumps(row))
     else:
         click.echo(format_estimate(report))

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from evaluator.analysis.agreement import AgreementError
-from evaluator.analysis.designs import DEFAULT_FLOOR, DESIGNS
+from evaluator.analysis.designs import DEFAULT_FLOOR, DESIGNS, MIN_FLOOR
 from evaluator.analysis.intervals import format_ci
 from evaluator.analysis.review import (
     DEFAULT_N,
@@ -89,7 +89,7 @@ def _estimate_lines(sheet: ReviewSheet) -> list[str]:
                    "random sample: figures about the run) or active (each case drawn with a "
                    "known probability that grows with the judge's uncertainty on the first "
                    "--criterion; --n is the expected number).")
-@click.option("--floor", type=click.FloatRange(min=0, max=1, min_open=True),
+@click.option("--floor", type=click.FloatRange(min=MIN_FLOOR, max=1),
               default=DEFAULT_FLOOR, show_default=True,
               help="--design active: every case's probability is at least FLOOR x n/N.")
 @rubrics_dir_option
