@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from evaluator.analysis import ppi
 from evaluator.analysis.designs import LabelDesign, inclusion_probabilities
-from evaluator.analysis.estimate import System, estimate, estimate_outcome
+from evaluator.analysis.estimate import estimate, estimate_outcome
+from evaluator.analysis.estimate_inputs import System
 from evaluator.cli.main import cli
 from tests.label_world import SECRET, fill_sheet, world, write_results
 

@@ -28,263 +28,24 @@ applied to per-case differences) and **independent** otherwise (said, with how t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evaluator.analysis import ppi
-from evaluator.analysis.designs import (
-    DesignError,
-    LabelDesign,
-    case_uncertainty,
-    population_fingerprint,
-    read_design,
-    redraw_mismatch,
+from evaluator.analysis.designs import DesignError
+from evaluator.analysis.estimate_inputs import (
+    EstimateError,
+    System,
+    check_gate_scales,
+    fill_values,
+    load_system,
+    outcome_keys,
+    scale_note,
+    system_names,
 )
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.intervals import wilson_ci
-from evaluator.analysis.label_files import AgreementError, label_number, label_rows, load_labels
-from evaluator.analysis.score_mode import score_view
 from evaluator.analysis.stats import require_stats
-from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
-from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric, RubricError
-
-NO_DESIGN_NOTE = ("records no design (a plain labels file): its labelled cases are taken as a "
-                  "simple random sample of the run's cases; if they were chosen another way "
-                  "(e.g. for being hard), the estimate is biased")
-PRIORITY_REFUSED = ("labels from a 'priority' worksheet were chosen for being hard, with no "
-                    "known probability: no estimate from them is unbiased. Draw a sheet with "
-                    "known probabilities (evaluator review --design random, or active) and "
-                    "label that")
-
-
-FEW_LABELS = 30  # below it, CLT intervals undercover (docs/statistics.md has the figures)
-
-
-class EstimateError(AgreementError):
-    """The estimate cannot be made (files, labels, designs, criteria); one line naming the
-    file and field, never a case id or case text."""
-
-
-@dataclass
-class System:
-    """One results file with its labels: the population (ok case ids, sorted), the labels on
-    it, the design, and per outcome key the judge's value on each population case."""
-
-    path: Path
-    name: str
-    labels_path: Path
-    rubric: Rubric
-    population: list[str]
-    labels: dict[str, float]
-    design: LabelDesign
-    unlabelled_rows: int
-    id_column: str = "case_id"
-    notes: list[str] = field(default_factory=list)
-    values: dict[str, list[float]] = field(default_factory=dict)
-
-    @property
-    def labelled(self) -> list[str]:
-        return [c for c in self.population if c in self.labels]
-
-
-def _system_names(paths: Sequence[Path]) -> list[str]:
-    stems = [p.stem for p in paths]
-    return stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
-
-
-def _read(path: Path) -> list[ResultRecord]:
-    try:
-        return read_results(path)
-    except ResultsFileDamaged as exc:
-        raise EstimateError(str(exc)) from None
-    except OSError as exc:
-        raise EstimateError(f"cannot read results file {path} ({exc.strerror})") from None
-
-
-def _rubric(path: Path, records: Sequence[ResultRecord], rubrics_dirs: Sequence[Path]) -> Rubric:
-    names = sorted({r.rubric for r in records})
-    if len(names) != 1:
-        raise EstimateError(f"{path}: " + ("no records" if not names else
-                                           f"records of {len(names)} rubrics"))
-    try:
-        return load_rubric(names[0], tuple(rubrics_dirs))
-    except RubricError as exc:
-        raise EstimateError(f"rubric {names[0]!r} of {path} cannot be loaded ({exc}); give "
-                            "--rubrics-dir") from None
-
-
-def _check_design(system: System, records: Sequence[ResultRecord]) -> None:
-    design, path = system.design, system.labels_path
-    if design.kind == "priority":
-        raise EstimateError(f"{path}: {PRIORITY_REFUSED}")
-    if design.kind is None:
-        system.notes.append(f"{path} {NO_DESIGN_NOTE}")
-        outside = [c for c in system.labels if c not in set(system.population)]
-        if outside:
-            system.notes.append(f"{len(outside)} labelled case(s) have no ok verdict in "
-                                f"{system.path}: left out")
-        return
-    if (design.population != len(system.population)
-            or design.population_sha256 != population_fingerprint(system.population)):
-        raise EstimateError(
-            f"{path}: the sheet was drawn from {design.population} cases that are not the "
-            f"{len(system.population)} ok cases of {system.path} (another run, or the run "
-            "changed since): estimate the results file the sheet was drawn from, or draw a "
-            "new sheet from this one")
-    uncertainty = None
-    if design.kind == "active":
-        criterion = next((f for f in system.rubric.output
-                          if isinstance(f, (IntegerCriterion, ItemsCriterion))
-                          and f.key == design.criterion), None)
-        if criterion is None:
-            raise EstimateError(f"{path}: the sheet's design_criterion is not a scored "
-                                f"criterion of rubric {system.rubric.name!r}")
-        if design.files == 1:
-            by_id = {r.case_id: r for r in records if r.status == "ok"}
-            uncertainty = {c: case_uncertainty(criterion, [by_id[c]])
-                           for c in system.population}
-        else:
-            system.notes.append(f"the sheet was drawn from {design.files} results files "
-                                "together: its draw cannot be re-checked against one")
-    mismatch = redraw_mismatch(design, system.population, uncertainty)
-    if mismatch:
-        raise EstimateError(f"{path}: {mismatch}: rows were deleted, added or edited, so the "
-                            "labelled cases are not the draw; use the sheet as evaluator "
-                            "review wrote it (an empty label is fine), or draw a new one")
-    drawn = len(design.probabilities)
-    missing = drawn - len(system.labelled)
-    if missing:
-        system.notes.append(
-            f"{missing} of the {drawn} drawn case(s) are not labelled yet: the labelled ones "
-            "are taken as the sample (valid if which were left is unrelated to the labels)"
-            + ("; their probabilities are scaled by the share labelled"
-               if design.kind == "active" else ""))
-
-
-def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
-                id_column: str, rubrics_dirs: Sequence[Path]) -> System:
-    """Read one results file and its labels, and check the labels' design against it."""
-    records = _read(path)
-    rubric = _rubric(path, records, rubrics_dirs)
-    population = sorted({r.case_id for r in records if r.status == "ok" and r.scores is not None})
-    if len(population) < 2:
-        raise EstimateError(f"{path}: {len(population)} ok case(s); an estimate needs at "
-                            "least 2")
-    labels = load_labels(labels_path, label_field, id_column)
-    design = read_design(labels_path, id_column)
-    system = System(path, name, labels_path, rubric, population, dict(labels), design,
-                    labels.unlabelled, id_column)
-    _check_design(system, records)
-    if not system.labelled:
-        raise EstimateError(f"no labelled case of {labels_path} has an ok verdict in {path}; "
-                            "check --id-column")
-    if len(system.labelled) < FEW_LABELS:
-        system.notes.append(
-            f"WARNING: {len(system.labelled)} labelled case(s): the 95% CIs are normal "
-            f"approximations, and below about {FEW_LABELS} labels they cover less than 95% "
-            "(in simulation, about 89% at 10 labels and 92% at 20): label more cases")
-    return system
-
-
-def _outcome_keys(rubric: Rubric, label_field: str, criteria: Sequence[str]) -> list[str]:
-    comparable = ([f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
-                  + [a.name for a in rubric.aggregates])
-    if criteria:
-        keys = [rubric.aliases.get(k, k) for k in dict.fromkeys(criteria)]
-        unknown = [k for k in keys if k not in comparable]
-        if unknown:
-            raise EstimateError(f"unknown --criterion {', '.join(map(repr, unknown))}; rubric "
-                                f"{rubric.name!r} has: {', '.join(comparable)}")
-        return keys
-    guess = label_field.removesuffix(".label")
-    if guess in comparable:
-        return [guess]
-    raise EstimateError(f"which criterion do the labels in {label_field!r} rate? give "
-                        f"--criterion (rubric {rubric.name!r} has: {', '.join(comparable)})")
-
-
-def _fill_values(system: System, keys: Sequence[str], gates: Sequence[Gate],
-                 score_mode: str) -> None:
-    """The judge's value of each key (and of each gate: 1 when the score passes, else 0;
-    in expected mode, for an integer criterion with a distribution, the judge's probability
-    that it passes) on every population case. A case ``score_mode`` cannot read (expected
-    mode without distributions) uses its verdict's own score, and a missing value the mean
-    of the others: any fixed prediction keeps PPI unbiased (each is said in a note)."""
-    records = _read(system.path)
-    view = score_view(system.rubric, records, score_mode, str(system.path))
-    fallback = score_view(system.rubric, records, "argmax", str(system.path))
-    if view.left_out:
-        system.notes.append(f"{view.left_out} case(s) have no score distributions: their "
-                            "verdict's own score stands in for the expected score")
-
-    def raw(key: str) -> list[float | None]:
-        out = []
-        for case_id in system.population:
-            value = view.value(case_id, key)
-            if value is None:
-                value = fallback.value(case_id, key)
-            out.append(None if value is None else float(value))
-        return out
-
-    for key in keys:
-        system.values[key] = _imputed(system, key, raw(key))
-        _check_sheet_scores(system, key, fallback)
-    integer = {f.key for f in system.rubric.output if isinstance(f, IntegerCriterion)}
-    by_id = {r.case_id: r for r in records if r.status == "ok"}
-    for gate in gates:
-        outcomes = [None if v is None else float(gate.passes(v)) for v in raw(gate.key)]
-        if score_mode == "expected" and gate.key in integer:
-            # The expected value of a 0/1 outcome is its probability: P(score passes).
-            for i, case_id in enumerate(system.population):
-                dist = (by_id[case_id].distributions or {}).get(gate.key)
-                total = sum(dist.probabilities.values()) if dist is not None else 0.0
-                if dist is not None and total > 0:
-                    outcomes[i] = sum(prob for value, prob in dist.probabilities.items()
-                                      if gate.passes(float(value))) / total
-        system.values[gate.rule] = _imputed(system, gate.rule, outcomes)
-
-
-def _check_sheet_scores(system: System, key: str, verdicts: Any) -> None:
-    """A worksheet shows each drawn case's score (``<key>.score``): when they are not this
-    results file's verdicts, the labels may rate another system's answers (same case ids,
-    another file) - said in a warning, since a sheet over several judges' files shows one
-    of them."""
-    try:
-        rows = label_rows(system.labels_path)
-    except AgreementError:
-        return
-    column = f"{key}.score"
-    compared = differ = 0
-    for _, row in rows:
-        shown = label_number(row.get(column))
-        case_id = row.get(system.id_column)
-        if shown is None or case_id is None:
-            continue
-        verdict = verdicts.value(str(case_id), key)
-        if verdict is None:
-            continue
-        compared += 1
-        differ += float(verdict) != shown
-    if differ:
-        system.notes.append(
-            f"WARNING: on {differ} of the {compared} worksheet rows, {column!r} is not "
-            f"{system.path}'s verdict: was the sheet drawn from another results file (another "
-            "system's answers)? Check that each --labels goes with its results file")
-
-
-def _imputed(system: System, key: str, values: list[float | None]) -> list[float]:
-    present = [v for v in values if v is not None]
-    if not present:
-        raise EstimateError(f"{system.path}: no ok case has a value for {key!r}")
-    missing = len(values) - len(present)
-    if missing:
-        mean = sum(present) / len(present)
-        system.notes.append(f"{missing} case(s) have no value for {key!r}: the judge's mean "
-                            "stands in for them")
-        return [mean if v is None else v for v in values]
-    return [float(v) for v in values]  # type: ignore[arg-type]
 
 
 def _label_outcome(gate: Gate | None, label: float) -> float:
@@ -430,7 +191,7 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
                 raise EstimateError(f"{path} is given twice: each results file is one system "
                                     "(to compare two sheets of one system, estimate each "
                                     "on its own)")
-    names = _system_names(results)
+    names = system_names(results)
     try:
         systems = [load_system(p, lp, name, label_field, id_column=id_column,
                                rubrics_dirs=rubrics_dirs)
@@ -441,7 +202,7 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
     if len(rubric_names) != 1:
         raise EstimateError(f"the results files are of {len(rubric_names)} rubrics "
                             f"({', '.join(sorted(rubric_names))}): compare one rubric")
-    keys = _outcome_keys(systems[0].rubric, label_field, criteria)
+    keys = outcome_keys(systems[0].rubric, label_field, criteria)
     resolved = [Gate(systems[0].rubric.aliases.get(g.key, g.key), g.op, g.threshold)
                 for g in gates]
     for gate in resolved:
@@ -449,9 +210,9 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
             raise EstimateError(f"--pass {gate.rule!r}: its criterion is not among the "
                                 f"criteria the labels rate ({', '.join(keys)}); add it with "
                                 "--criterion or drop the gate")
-    _check_gate_scales(systems, resolved)
+    check_gate_scales(systems, resolved)
     for system in systems:
-        _fill_values(system, keys, resolved, score_mode)
+        fill_values(system, keys, resolved, score_mode)
     outcomes: list[tuple[str, Gate | None]] = ([(k, None) for k in keys]
                                                + [(g.key, g) for g in resolved])
     rows: list[dict[str, Any]] = []
@@ -462,7 +223,7 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
         for i, a in enumerate(systems):
             for b in systems[i + 1:]:
                 differences.append(difference(a, b, key, gate, per_system))
-    scale_note = _scale_note(systems, keys)
+    scale = scale_note(systems, keys)
     return {
         "label_field": label_field, "score_mode": score_mode,
         "systems": [{"type": "system", "system": s.name, "file": str(s.path),
@@ -470,43 +231,10 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
                      "n_cases": len(s.population), "n_labelled": len(s.labelled),
                      "unlabelled_rows": s.unlabelled_rows, "design": s.design.kind or "none",
                      "design_text": s.design.describe(), "notes": s.notes,
-                     "scale_note": scale_note}
+                     "scale_note": scale}
                     for s in systems],
         "estimates": rows, "differences": differences,
-        "scale_note": scale_note,
+        "scale_note": scale,
     }
 
 
-def _check_gate_scales(systems: Sequence[System], gates: Sequence[Gate]) -> None:
-    """A gate applies to the judge's score and to the label alike: labels off the
-    criterion's scale (e.g. 0/1 outcomes) make the labels' side meaningless."""
-    scales = {f.key: set(f.allowed) for f in systems[0].rubric.output
-              if isinstance(f, IntegerCriterion)}
-    for gate in gates:
-        allowed = scales.get(gate.key)
-        if allowed is None:
-            continue
-        for system in systems:
-            if any(v not in allowed for v in system.labels.values()):
-                raise EstimateError(
-                    f"--pass {gate.rule!r}: the labels in {system.labels_path} are not on "
-                    f"{gate.key!r}'s scale ({min(allowed)}-{max(allowed)}), so the gate "
-                    "cannot be applied to them; label pass/fail as 0/1 and estimate its mean "
-                    "with --criterion instead")
-
-
-def _scale_note(systems: Sequence[System], keys: Sequence[str]) -> str | None:
-    """Labels outside the criterion's scale (e.g. 0/1 outcomes against a 1-5 score): the
-    judge-only mean and its bias are on another scale, PPI++ is still valid."""
-    scales = {f.key: set(f.allowed) for f in systems[0].rubric.output
-              if isinstance(f, IntegerCriterion)}
-    for key in keys:
-        allowed = scales.get(key)
-        if allowed is None:
-            continue
-        if any(v not in allowed for s in systems for v in s.labels.values()):
-            return (f"the labels are not on {key!r}'s scale ({min(allowed)}-{max(allowed)}): "
-                    "the judge-only mean and the judge - label bias compare different scales "
-                    "and say nothing; labels only and PPI++ estimate the labels' mean (PPI++ "
-                    "rescales the judge by lambda, and stays valid whatever the judge)")
-    return None
