@@ -313,3 +313,11 @@ def test_few_labels_are_warned(tmp_path, two_systems):
     run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label")
     assert run.exit_code == 0 and "WARNING: 12 labelled case(s)" in run.output
     assert "label more cases" in flat(run.output)
+
+
+def test_a_label_too_large_to_be_a_score_is_refused(tmp_path, two_systems):
+    results, truth = two_systems["A"]
+    labels = write_labels(tmp_path / "huge.jsonl", {**truth, "q-0000": 1e200})
+    run = invoke("estimate", results, "--labels", labels, "--label-field", "grade",
+                 "--criterion", "accuracy")
+    assert run.exit_code == 2 and "beyond +-1e+09" in run.output and "q-0000" not in run.output

@@ -37,6 +37,7 @@ PRIORITY_REFUSED = ("labels from a 'priority' worksheet were chosen for being ha
                     "label that")
 
 
+MAX_LABEL = 1e9
 FEW_LABELS = 30  # below it, CLT intervals undercover (docs/statistics.md has the figures)
 
 
@@ -151,6 +152,10 @@ def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
         raise EstimateError(f"{path}: {len(population)} ok case(s); an estimate needs at "
                             "least 2")
     labels = load_labels(labels_path, label_field, id_column)
+    if any(abs(v) > MAX_LABEL for v in labels.values()):
+        raise EstimateError(f"{labels_path}: a label in {label_field!r} is beyond "
+                            f"+-{MAX_LABEL:g}: not a score or an outcome (the estimators' sums "
+                            "would overflow)")
     design = read_design(labels_path, id_column)
     system = System(path, name, labels_path, rubric, population, dict(labels), design,
                     labels.unlabelled, id_column)
