@@ -11,12 +11,12 @@ import click
 
 from evaluator.analysis.agreement import AgreementError, agreement
 from evaluator.analysis.agreement_text import format_agreement
-from evaluator.analysis.gates import Gate, GateError, parse_gate
+from evaluator.analysis.gates import Gate
 from evaluator.analysis.label_files import parse_label_scale
 from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.analysis.stats import StatsUnavailable
 from evaluator.cli.exit_codes import EXIT_USAGE
-from evaluator.cli.options import parse_mapping, rubrics_dir_option, score_option
+from evaluator.cli.options import parse_gates, parse_mapping, rubrics_dir_option, score_option
 from evaluator.data.results import ResultsFileDamaged
 
 
@@ -54,7 +54,7 @@ from evaluator.data.results import ResultsFileDamaged
 @click.option("--seed", type=int, default=20141, show_default=True, help="Bootstrap seed.")
 @score_option
 @click.option("--pass", "gates", multiple=True, metavar="CRITERION>=THRESHOLD",
-              callback=lambda ctx, param, values: _gates(values),
+              callback=lambda ctx, param, values: parse_gates(values),
               help="A pass/fail gate (repeatable; also >, <=, <): the judge's pass/fail "
                    "against the labels' with the same threshold (pass is the positive "
                    "class): TP/FP/FN/TN, sensitivity, specificity, PPV, NPV with Wilson CIs.")
@@ -87,8 +87,3 @@ def agree(results: Path, labels_path: Path, label_field: str, criteria: tuple[st
     click.echo(json.dumps(report, indent=2) if as_json else format_agreement(report))
 
 
-def _gates(values: tuple[str, ...]) -> tuple[Gate, ...]:
-    try:
-        return tuple(parse_gate(value) for value in values)
-    except GateError as exc:
-        raise click.BadParameter(str(exc), param_hint="--pass") from None

@@ -13,19 +13,12 @@ from evaluator.analysis.agreement import AgreementError
 from evaluator.analysis.distributions import SCORE_MODES
 from evaluator.analysis.estimate import estimate
 from evaluator.analysis.estimate_text import format_estimate
-from evaluator.analysis.gates import Gate, GateError, parse_gate
+from evaluator.analysis.gates import Gate
 from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.analysis.stats import StatsUnavailable
 from evaluator.cli.exit_codes import EXIT_USAGE
-from evaluator.cli.options import rubrics_dir_option
+from evaluator.cli.options import parse_gates, rubrics_dir_option
 from evaluator.data.results import ResultsFileDamaged
-
-
-def _gates(values: tuple[str, ...]) -> tuple[Gate, ...]:
-    try:
-        return tuple(parse_gate(value) for value in values)
-    except GateError as exc:
-        raise click.BadParameter(str(exc), param_hint="--pass") from None
 
 
 @click.command("estimate")
@@ -40,7 +33,7 @@ def _gates(values: tuple[str, ...]) -> tuple[Gate, ...]:
               help="Criterion or aggregate the labels rate (repeatable; default: KEY of a "
                    "KEY.label field).")
 @click.option("--pass", "gates", multiple=True, metavar="CRITERION>=T",
-              callback=lambda ctx, param, values: _gates(values),
+              callback=lambda ctx, param, values: parse_gates(values),
               help="Also estimate the clinician-level pass rate of this gate (repeatable; "
                    "also >, <=, <): the judge's pass/fail predicts the labels'.")
 @click.option("--id-column", default="case_id", show_default=True,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from evaluator.analysis.gates import Gate, GateError, parse_gate
 from evaluator.analysis.score_mode import SCORE_MODES
 
 # Control and format characters (terminal escape sequences, bidi overrides, line and
@@ -54,3 +55,12 @@ def printable(text: object) -> str:
     send escape sequences to the terminal."""
     return "".join(ch if ch == "\n" or unicodedata.category(ch) not in _UNPRINTABLE
                    else ch.encode("unicode_escape").decode("ascii") for ch in str(text))
+
+
+def parse_gates(values: tuple[str, ...]) -> tuple[Gate, ...]:
+    """``--pass`` values (``accuracy>=4``, ...) as gates; a malformed one is a usage error
+    naming the option."""
+    try:
+        return tuple(parse_gate(value) for value in values)
+    except GateError as exc:
+        raise click.BadParameter(str(exc), param_hint="--pass") from None
