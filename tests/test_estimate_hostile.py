@@ -230,21 +230,18 @@ def test_a_csv_without_its_header_row_never_prints_case_ids_or_text(tmp_path, sy
 
 # --- 6. Wrong numbers / UX ------------------------------------------------------------------
 
-def test_the_same_results_file_twice_keeps_both_estimates(tmp_path, system_a):
-    """Two sheets of one system (e.g. a random and an active one): today the first
-    estimate vanishes and the 'difference' is the second one minus itself (0, p 1)."""
+def test_the_same_results_file_twice_is_refused_in_one_line(tmp_path, system_a):
+    """Two sheets of one system (e.g. a random and an active one) given as two systems: the
+    first estimate vanished and the 'difference' was the second one minus itself (0, p 1).
+    Now refused, naming the file, with what to do instead."""
     results, truth = system_a
     rand = sheet(tmp_path, results, truth, "--design", "random", "--n", "40", name="r")
     act = sheet(tmp_path, results, truth, "--design", "active", "--criterion", "accuracy",
                 "--n", "40", name="a")
-    try:
-        report = estimate([results, results], [rand, act], "accuracy.label")
-    except ValueError:
-        return  # refusing the same file twice is fine too
-    assert len(report["estimates"]) == 2
-    a, b = report["estimates"]
-    (difference,) = report["differences"]
-    assert difference["estimate"] == pytest.approx(b["ppi_estimate"] - a["ppi_estimate"])
+    run = invoke("estimate", results, results, "--labels", rand, "--labels", act,
+                 "--label-field", "accuracy.label")
+    assert one_line_exit_2(run), run.output
+    assert "is given twice" in run.output and "estimate each on its own" in run.output
 
 
 def test_json_output_keeps_the_warnings_the_text_prints(tmp_path, system_a):

@@ -265,3 +265,22 @@ def test_cross_fitted_active_tuning_keeps_coverage_with_few_labels():
     again = ppi.ipw_mean(judge, [v if t else None for v, t in zip(labels, taken)],
                          np.where(taken, pi, 1.0))
     assert again.estimate == result.estimate  # the folds are seeded: the same every time
+
+
+def test_the_coverage_benchmark_runs_and_prints_its_figures_and_rerun_command(capsys):
+    """benchmarks/ppi_coverage.py is where the docs' coverage figures come from: its quick
+    mode runs and prints coverage and width for every estimator, and how to re-run it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmarks_ppi_coverage",
+                                                  ROOT / "benchmarks" / "ppi_coverage.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    figures = module.main(["--quick"])
+    output = capsys.readouterr().out
+    (row,) = figures["main"].values()
+    for name in module.ESTIMATORS:
+        assert 0 <= row[name]["coverage"] <= 1 and row[name]["width"] > 0
+        assert row[name]["replicates"] == 40
+    assert row["judge only"]["coverage"] < 0.5 < row["random PPI++"]["coverage"]
+    assert "re-run: " in output and "benchmarks/ppi_coverage.py --quick" in output

@@ -167,7 +167,8 @@ def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
         system.notes.append(
             f"WARNING: {len(system.labelled)} labelled case(s): the 95% CIs are normal "
             f"approximations, and below about {FEW_LABELS} labels they cover less than 95% "
-            "(in simulation, about 89% at 10 labels and 92% at 20): label more cases")
+            "(in simulation, 87-90% at 10 labels and 91-93% at 20; benchmarks/"
+            "ppi_coverage.py): label more cases")
     return system
 
 

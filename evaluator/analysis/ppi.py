@@ -186,8 +186,8 @@ def _cross_fitted(a: Any, b: Any, c: Any, lam: float | None = None) -> tuple[Any
     """z with lambda and m tuned by cross-fitting: the cases split in two folds (a fixed
     seed: the same data give the same estimate), each fold's z with the (lambda, m) fitted on
     the other. Tuning on the cases it is applied to makes sd(z) too small when few cases are
-    labelled (measured: 79% coverage at 10 labels, 88% at 20); cross-fitting keeps z's terms
-    independent of their own tuning. ``lam`` given: only m is fitted. The lambda shown is
+    labelled; cross-fitting keeps z's terms independent of their own tuning (coverage:
+    benchmarks/ppi_coverage.py). ``lam`` given: only m is fitted. The lambda shown is
     the folds' mean."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
