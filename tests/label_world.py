@@ -54,20 +54,30 @@ def write_results(path: Path, records: list[ResultRecord]) -> Path:
     return path
 
 
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """A CSV file's rows (a worksheet), as dicts."""
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def write_rows(path: Path, rows: list[dict], *, fields: list[str] | None = None,
+               delimiter: str = ",") -> Path:
+    """``rows`` as a CSV file (columns: ``fields``, else the first row's keys)."""
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields or list(rows[0]), delimiter=delimiter)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
 def fill_sheet(sheet: Path, out: Path, truth: dict[str, float], column: str = "accuracy.label",
                *, skip: set[str] = frozenset()) -> Path:
     """A copy of a review.csv with ``column`` filled from ``truth`` (rows in ``skip`` left
     empty: not labelled yet)."""
-    with sheet.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-        fields = list(rows[0]) if rows else [column]
+    rows = read_rows(sheet)
     for row in rows:
         row[column] = "" if row["case_id"] in skip else str(truth[row["case_id"]])
-    with out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    return out
+    return write_rows(out, rows, fields=list(rows[0]) if rows else [column])
 
 
 def write_labels(path: Path, labels: dict[str, float], field: str = "grade") -> Path:

@@ -28,7 +28,7 @@ from evaluator.analysis.designs import PRIORITY_WARNING, active_draw, population
 from evaluator.analysis.gates import gate_table, parse_gate
 from evaluator.analysis.review import build_review, write_review
 from evaluator.cli.main import cli
-from tests.label_world import SECRET, fill_sheet, world, write_results
+from tests.label_world import SECRET, fill_sheet, read_rows, world, write_results, write_rows
 from tests.test_score_mode import write_records
 
 # (judge, label, inclusion probability): a small active draw, by hand.
@@ -37,13 +37,6 @@ TABLE = [(5, 5, 0.2), (4, 5, 0.5), (4, 2, 0.25), (2, 4, 1.0), (3, 3, 0.4), (1, 1
 IDS = [f"SECRET-ID-{i:02d}" for i in range(len(TABLE))]
 POPULATION = 40  # the draw was from 40 cases; 12 were drawn
 
-
-def _write_csv(path, rows):
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 def _run(tmp_path, table=TABLE, ids=IDS, population=POPULATION):
@@ -71,7 +64,7 @@ def _sheet(path, ok_ids, design="active", table=TABLE, ids=IDS, **override):
                "grade": str(label)}
         row.update(override.get(cid, {}))
         rows.append(row)
-    return _write_csv(path, rows)
+    return write_rows(path, rows)
 
 
 def _plain(path, table=TABLE, ids=IDS):
@@ -146,7 +139,7 @@ def test_a_priority_sheet_from_review_warns_before_any_figure(priority_sheet, tm
 
 def test_a_sheet_from_before_designs_is_priority_and_warned(tmp_path):
     results, _ = _run(tmp_path)
-    legacy = _write_csv(tmp_path / "old.csv", [
+    legacy = write_rows(tmp_path / "old.csv", [
         {"case_id": cid, "rubric": "trial_eligibility", "judge": "hand", "rank": str(i + 1),
          "reason": "lowest confidence", "min_confidence": "0.3", "max_spread": "",
          "gate_margin": "", "grade": str(label)}
@@ -397,7 +390,7 @@ def test_the_report_page_shows_the_design_and_weighted_counts(tmp_path):
     assert "design-weighted, estimated counts in the run: sums of 1/pi" in html
     assert "<td>10.0</td>" in html  # label 4, judge 4: one case with pi 0.1
     assert "weighted bootstrap BCa" in html  # (the page lists case ids by design)
-    legacy = _write_csv(tmp_path / "old.csv", [
+    legacy = write_rows(tmp_path / "old.csv", [
         {"case_id": cid, "rubric": "trial_eligibility", "judge": "hand", "rank": "1",
          "reason": "lowest confidence", "min_confidence": "0.3", "max_spread": "",
          "gate_margin": "", "grade": str(label)} for cid, (_, label, _) in zip(IDS, TABLE)])
@@ -435,8 +428,7 @@ def test_a_random_sheet_with_rows_deleted_is_said_to_be_no_longer_the_draw(tmp_p
     filled = fill_sheet(tmp_path / "s" / "review.csv", tmp_path / "f.csv", truth)
     report = agreement(results, filled, "accuracy.label", criteria=["accuracy"], resamples=200)
     assert not any("not the draw" in note for note in report["design"]["notes"])
-    with filled.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    edited = _write_csv(tmp_path / "e.csv", [r for r in rows if r["accuracy.label"] != "5"])
+    rows = read_rows(filled)
+    edited = write_rows(tmp_path / "e.csv", [r for r in rows if r["accuracy.label"] != "5"])
     report = agreement(results, edited, "accuracy.label", criteria=["accuracy"], resamples=200)
     assert any("rows were deleted, added or edited" in n for n in report["design"]["notes"])

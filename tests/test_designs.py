@@ -4,7 +4,6 @@ them, and they are read back - or refused in one line - exactly."""
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
@@ -25,7 +24,7 @@ from evaluator.analysis.designs import (
     read_design,
 )
 from evaluator.cli.main import cli
-from tests.label_world import SECRET, fill_sheet, world, write_results
+from tests.label_world import SECRET, fill_sheet, read_rows, world, write_results, write_rows
 
 IDS = [f"c{i:03d}" for i in range(60)]
 
@@ -96,10 +95,6 @@ def results(tmp_path):
     return write_results(tmp_path / "results.jsonl", records), truth
 
 
-def _sheet(path):
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
-
 
 @pytest.mark.parametrize("design", ["random", "active"])
 def test_review_writes_the_design_on_every_row_and_reads_it_back(tmp_path, results, design):
@@ -110,7 +105,7 @@ def test_review_writes_the_design_on_every_row_and_reads_it_back(tmp_path, resul
     assert run.exit_code == 0, run.output
     assert f"({design} design)" in run.output and "evaluator estimate" in run.output
     assert SECRET not in run.output
-    rows = _sheet(out / "review.csv")
+    rows = read_rows(out / "review.csv")
     assert rows and all(c in rows[0] for c in DESIGN_COLUMNS)
     assert {r["design"] for r in rows} == {design}
     assert {r["design_population"] for r in rows} == {"120"}
@@ -141,7 +136,7 @@ def test_two_systems_on_the_same_cases_get_the_same_random_draw(tmp_path):
         run = CliRunner().invoke(cli, ["review", str(path), "--out", str(tmp_path / name),
                                        "--design", "random", "--n", "15", "--seed", "4"])
         assert run.exit_code == 0, run.output
-    ids = [[r["case_id"] for r in _sheet(tmp_path / name / "review.csv")] for name in "ab"]
+    ids = [[r["case_id"] for r in read_rows(tmp_path / name / "review.csv")] for name in "ab"]
     assert ids[0] == ids[1] and len(ids[0]) == 15
 
 
@@ -151,7 +146,7 @@ def test_priority_is_still_the_default_and_says_what_its_labels_describe(tmp_pat
                                    "--n", "5"])
     assert run.exit_code == 0, run.output
     assert "(priority design)" in run.output and "chosen for being hard" in run.output
-    rows = _sheet(tmp_path / "s" / "review.csv")
+    rows = read_rows(tmp_path / "s" / "review.csv")
     assert {r["design"] for r in rows} == {"priority"}
     assert {r["inclusion_probability"] for r in rows} == {""}
     assert read_design(tmp_path / "s" / "review.csv").kind == "priority"
@@ -174,13 +169,6 @@ def test_review_design_errors_are_one_line_exit_2(tmp_path, results, args, messa
     assert "Traceback" not in run.output and SECRET not in run.output
 
 
-def _write_csv(path, rows):
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
 
 def _row(case_id, design="random", pi="0.5", **extra):
     return {"case_id": case_id, "design": design, "inclusion_probability": pi,
@@ -199,7 +187,7 @@ def _row(case_id, design="random", pi="0.5", **extra):
     ([_row(f"x{i}") for i in range(5)], "5 rows but a population of 4"),
 ])
 def test_read_design_refuses_what_is_not_one_draw_naming_lines_never_ids(tmp_path, rows, message):
-    path = _write_csv(tmp_path / "labels.csv", rows)
+    path = write_rows(tmp_path / "labels.csv", rows)
     with pytest.raises(DesignError) as info:
         read_design(path)
     assert message in str(info.value)
@@ -210,7 +198,7 @@ def test_a_plain_labels_file_has_no_design_and_an_old_review_sheet_is_priority(t
     plain = tmp_path / "plain.jsonl"
     plain.write_text('{"case_id": "a", "grade": 1}\n')
     assert read_design(plain).kind is None
-    legacy = _write_csv(tmp_path / "old.csv", [
+    legacy = write_rows(tmp_path / "old.csv", [
         {"case_id": "a", "rubric": "r", "judge": "j", "rank": "1", "reason": "lowest confidence",
          "min_confidence": "0.3", "max_spread": "", "gate_margin": "", "accuracy.label": "2"}])
     design = read_design(legacy)

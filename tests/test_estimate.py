@@ -4,7 +4,6 @@ for two; the refusals that keep an estimate honest; nothing of the cases printed
 
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 
@@ -22,6 +21,7 @@ from evaluator.cli.main import cli
 from tests.label_world import (
     SECRET,
     fill_sheet,
+    read_rows,
     world,
     write_labels,
     write_results,
@@ -30,10 +30,6 @@ from tests.label_world import (
 JSON_KEYS = {"file", "criterion", "n_cases", "n_labelled", "judge_mean", "classical_estimate",
              "classical_ci", "ppi_estimate", "ppi_ci", "lambda", "effective_labels"}
 
-
-def rows_of(path):
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 def invoke(*args):
@@ -88,7 +84,7 @@ def test_random_sheets_of_two_systems_give_estimates_and_a_paired_difference(tmp
     # The figures are ppi.ppi_mean's on the labelled rows (the estimator itself is checked
     # against ppi-python in test_ppi.py).
     first = estimates[0]
-    sheet = {r["case_id"]: float(r["accuracy.label"]) for r in rows_of(labels[0])}
+    sheet = {r["case_id"]: float(r["accuracy.label"]) for r in read_rows(labels[0])}
     records = {json.loads(line)["case_id"]: json.loads(line)["scores"]["accuracy"]
                for line in a.read_text().splitlines()}
     ids = sorted(records)
@@ -133,7 +129,7 @@ def test_an_active_sheet_is_weighted_and_a_half_filled_one_is_said(tmp_path, two
     results, truth = two_systems["A"]
     sheet = review(results, tmp_path / "s", "--design", "active", "--criterion", "accuracy",
                    "--n", "50", "--seed", "3")
-    rows = rows_of(sheet)
+    rows = read_rows(sheet)
     filled = fill_sheet(sheet, tmp_path / "full.csv", truth)
     run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label",
                  "--json")

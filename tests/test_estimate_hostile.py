@@ -4,7 +4,6 @@ Every test here fails on 9eda258 and should pass once its finding is fixed."""
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
@@ -19,7 +18,7 @@ from evaluator.analysis.designs import LabelDesign, inclusion_probabilities
 from evaluator.analysis.estimate import estimate, estimate_outcome
 from evaluator.analysis.estimate_inputs import System
 from evaluator.cli.main import cli
-from tests.label_world import SECRET, fill_sheet, world, write_results
+from tests.label_world import SECRET, fill_sheet, read_rows, world, write_results, write_rows
 
 
 def invoke(*args):
@@ -31,17 +30,6 @@ def one_line_exit_2(run) -> bool:
             and "internal error" not in run.output and "Traceback" not in run.output)
 
 
-def rows_of(path):
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
-
-
-def write_rows(path, rows, *, delimiter=","):
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]), delimiter=delimiter)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 @pytest.fixture
@@ -108,7 +96,7 @@ def test_labels_all_equal_never_give_a_zero_width_ci(tmp_path, system_a, labelle
     common for safety gates): a point 'CI' [1.000, 1.000] with p 0 is not a 95% CI."""
     results, truth = system_a
     filled = sheet(tmp_path, results, truth, "--design", "random", "--n", "40", "--seed", "7")
-    rows = rows_of(filled)
+    rows = read_rows(filled)
     for i, row in enumerate(rows):
         row["accuracy.label"] = "5" if i < labelled else ""
     write_rows(filled, rows)
@@ -143,7 +131,7 @@ def test_active_estimator_covers_at_twenty_labels():
 # --- 3. Wrong numbers: an edited sheet is taken at its word ---------------------------------
 
 def _edited(tmp_path, filled, edit):
-    rows = rows_of(filled)
+    rows = read_rows(filled)
     rows = edit(rows)
     return write_rows(tmp_path / "edited.csv", rows)
 
@@ -165,7 +153,7 @@ def test_a_random_sheet_with_rows_deleted_or_foreign_is_refused(tmp_path, system
 def test_a_random_sheet_with_hand_picked_rows_added_is_refused(tmp_path, system_a):
     results, truth = system_a
     filled = sheet(tmp_path, results, truth, "--design", "random", "--n", "40", "--seed", "7")
-    rows = rows_of(filled)
+    rows = read_rows(filled)
     have = {r["case_id"] for r in rows}
     picked = [c for c in sorted(truth) if c not in have and truth[c] == 5][:10]
     extra = [{**rows[0], "case_id": c, "accuracy.label": "5", "accuracy.score": ""}
@@ -182,7 +170,7 @@ def test_a_semicolon_csv_is_one_line_not_a_crash(tmp_path, system_a):
     """Excel in many locales saves ';'-separated CSV; the distribution cells hold commas."""
     results, truth = system_a
     filled = sheet(tmp_path, results, truth, "--design", "random", "--n", "20")
-    semi = write_rows(tmp_path / "semi.csv", rows_of(filled), delimiter=";")
+    semi = write_rows(tmp_path / "semi.csv", read_rows(filled), delimiter=";")
     run = invoke("estimate", results, "--labels", semi, "--label-field", "accuracy.label")
     assert one_line_exit_2(run), run.output
 
@@ -191,7 +179,7 @@ def test_a_near_zero_probability_is_one_line_not_a_crash(tmp_path, system_a):
     results, truth = system_a
     filled = sheet(tmp_path, results, truth, "--design", "active", "--criterion", "accuracy",
                    "--n", "40", "--seed", "7")
-    rows = rows_of(filled)
+    rows = read_rows(filled)
     rows[0]["inclusion_probability"] = "1e-320"
     run = invoke("estimate", results, "--labels", write_rows(filled, rows),
                  "--label-field", "accuracy.label")

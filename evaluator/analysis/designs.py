@@ -269,12 +269,14 @@ def _integer(path: Path, line: int, column: str, value: Any) -> int | None:
     return int(number)
 
 
-def read_design(path: Path, id_column: str = "case_id") -> LabelDesign:
+def read_design(path: Path, id_column: str = "case_id",
+                rows: list[tuple[int, dict[str, Any]]] | None = None) -> LabelDesign:
     """The design recorded in a labels file's :data:`DESIGN_COLUMNS` (every row, labelled
     or not: unlabelled rows were drawn too). A file without a ``design`` column records
-    none, unless it has the columns of an older review worksheet (then: ``priority``)."""
+    none, unless it has the columns of an older review worksheet (then: ``priority``).
+    ``rows``: the file's :func:`label_rows`, when the caller has read them already."""
     path = Path(path)
-    rows = label_rows(path)
+    rows = label_rows(path) if rows is None else rows
     if not rows:
         raise DesignError(f"{path}: no rows")
     if not any("design" in row for _, row in rows):

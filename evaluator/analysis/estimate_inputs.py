@@ -62,6 +62,9 @@ class System:
     id_column: str = "case_id"
     notes: list[str] = field(default_factory=list)
     values: dict[str, list[float]] = field(default_factory=dict)
+    # Each file is read once: the results' records, the labels file's rows.
+    records: list[ResultRecord] = field(default_factory=list)
+    rows: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
     @property
     def labelled(self) -> list[str]:
@@ -151,14 +154,15 @@ def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
     if len(population) < 2:
         raise EstimateError(f"{path}: {len(population)} ok case(s); an estimate needs at "
                             "least 2")
-    labels = load_labels(labels_path, label_field, id_column)
+    rows = label_rows(Path(labels_path))
+    labels = load_labels(labels_path, label_field, id_column, rows=rows)
     if any(abs(v) > MAX_LABEL for v in labels.values()):
         raise EstimateError(f"{labels_path}: a label in {label_field!r} is beyond "
                             f"+-{MAX_LABEL:g}: not a score or an outcome (the estimators' sums "
                             "would overflow)")
-    design = read_design(labels_path, id_column)
+    design = read_design(labels_path, id_column, rows=rows)
     system = System(path, name, labels_path, rubric, population, dict(labels), design,
-                    labels.unlabelled, id_column)
+                    labels.unlabelled, id_column, records=records, rows=rows)
     _check_design(system, records)
     if not system.labelled:
         raise EstimateError(f"no labelled case of {labels_path} has an ok verdict in {path}; "
@@ -196,7 +200,7 @@ def fill_values(system: System, keys: Sequence[str], gates: Sequence[Gate],
     that it passes) on every population case. A case ``score_mode`` cannot read (expected
     mode without distributions) uses its verdict's own score, and a missing value the mean
     of the others: any fixed prediction keeps PPI unbiased (each is said in a note)."""
-    records = _read(system.path)
+    records = system.records
     view = score_view(system.rubric, records, score_mode, str(system.path))
     fallback = score_view(system.rubric, records, "argmax", str(system.path))
     if view.left_out:
@@ -235,13 +239,9 @@ def _check_sheet_scores(system: System, key: str, verdicts: Any) -> None:
     results file's verdicts, the labels may rate another system's answers (same case ids,
     another file) - said in a warning, since a sheet over several judges' files shows one
     of them."""
-    try:
-        rows = label_rows(system.labels_path)
-    except AgreementError:
-        return
     column = f"{key}.score"
     compared = differ = 0
-    for _, row in rows:
+    for _, row in system.rows:
         shown = label_number(row.get(column))
         case_id = row.get(system.id_column)
         if shown is None or case_id is None:

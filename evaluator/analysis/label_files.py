@@ -105,15 +105,17 @@ def _empty(value: object) -> bool:
 
 
 def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
-                label_scale: Sequence[float] | None = None, allow_none: bool = False) -> Labels:
+                label_scale: Sequence[float] | None = None, allow_none: bool = False,
+                rows: list[tuple[int, dict[str, Any]]] | None = None) -> Labels:
     """Map case id -> numeric label. Every row needs the id and the label field; a label that
     is a number (one of ``label_scale`` when given) is a label, an empty one (an empty CSV
     cell, JSON null: a worksheet row not labelled yet, ``evaluator review``) is skipped and
     counted, anything else is an error (so is a file with no label at all, unless
-    ``allow_none``: a worksheet nobody has filled in yet). Errors name the file, lines and field, never a case
-    id (``id_column`` may hold case text)."""
+    ``allow_none``: a worksheet nobody has filled in yet). Errors name the file, lines and
+    field, never a case id (``id_column`` may hold case text). ``rows``: the file's
+    :func:`label_rows`, when the caller has read them already (one read for every use)."""
     path = Path(path)
-    rows = label_rows(path)
+    rows = label_rows(path) if rows is None else rows
     if not rows:
         raise AgreementError(f"{path}: no label rows")
     if not any(label_field in row for _, row in rows):

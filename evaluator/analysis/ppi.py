@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975)
@@ -53,9 +53,6 @@ class Estimate:
     lam: float | None = None
     n: int = 0
     population: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _finite(value: float) -> float | None:
