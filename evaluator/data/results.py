@@ -25,7 +25,9 @@ from evaluator.data.files import (
 log = logging.getLogger(__name__)
 
 # 2: adds ``distributions`` (per-score probabilities). Files of version 1 still load.
+# 3: a pairwise rubric's records (``pairwise``); absolute records stay version 2.
 RECORD_VERSION = 2
+PAIRWISE_RECORD_VERSION = 3
 
 Status = Literal[
     "ok",              # a verdict that parsed and passed the output model
@@ -79,13 +81,58 @@ class PanelVerdict(BaseModel):
     distributions: dict[str, ScoreDistribution] | None = None
 
 
+Side = Literal["A", "B"]
+Choice = Literal["A", "B", "tie"]
+Outcome = Literal["A", "B", "tie", "inconsistent"]
+
+
+class PairOrder(BaseModel):
+    """One of the two orders a pair is judged in. ``first``: the candidate shown first
+    (``A``: the pair as given; ``B``: swapped). ``verdict`` is the judge's verdict as
+    written, where ``"A"`` means the text shown first; ``choices`` and ``probabilities``
+    are in candidate terms (``"A"`` is candidate A whichever position it was shown in), so
+    the two orders compare directly. ``probabilities``: the judge's exact probability of
+    each choice at that point of its verdict (as :class:`ScoreDistribution`)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    first: Side
+    status: Status
+    verdict: dict[str, Any] | None = None
+    choices: dict[str, Choice] | None = None
+    probabilities: dict[str, dict[Choice, Annotated[float, Field(ge=0, le=1)]]] | None = None
+    reason: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    prompt_hash: str | None = None
+    raw_output: str | None = None  # as on ResultRecord: results file only, never logs
+
+
+class PairwiseResult(BaseModel):
+    """A pairwise verdict: both orders, and their reconciliation per choice criterion.
+
+    ``systems``: the names of candidates A and B (the two input files' names, or the two
+    columns'); ``lengths``: each candidate's length in characters (for length bias);
+    ``outcome``: per criterion, the winner when both orders agree (``A``, ``B`` or
+    ``tie``), else ``inconsistent`` (the verdict did not survive the swap)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    systems: dict[Side, str]
+    lengths: dict[Side, int]
+    orders: list[PairOrder] = Field(min_length=2, max_length=2)
+    outcome: dict[str, Outcome] | None = None
+
+
 class ResultRecord(BaseModel):
     """One case's outcome. A case that could not be judged has a status and a reason,
     never scores."""
 
     model_config = ConfigDict(extra="forbid")
 
-    record_version: Literal[1, 2] = RECORD_VERSION
+    record_version: Literal[1, 2, 3] = RECORD_VERSION
     case_id: str
     rubric: str
     judge: str
@@ -117,6 +164,9 @@ class ResultRecord(BaseModel):
     # the judge's probabilities over the allowed values. Several verdicts: the mean of
     # their distributions. None for record_version 1 and backends without probabilities.
     distributions: dict[str, ScoreDistribution] | None = None
+    # A pairwise rubric's record (record_version 3): both orders and the reconciled outcome,
+    # which ``scores`` repeats (criterion -> A, B, tie or inconsistent).
+    pairwise: PairwiseResult | None = None
 
 
 class ResultsFileDamaged(ValueError):

@@ -142,8 +142,29 @@ class StringField(_Strict):
         return self
 
 
+CHOICES = ("A", "B")
+TIE = "tie"
+
+
+class ChoiceCriterion(_Strict):
+    """A pairwise rubric's verdict on one criterion: which of the two candidates shown is
+    better, ``"A"`` (the first shown) or ``"B"`` (the second), or ``"tie"`` where the
+    rubric allows ties (``ties: true``, the default)."""
+
+    key: OutputKey
+    type: Literal["choice"]
+    description: str = ""
+    ties: bool = True
+
+    @property
+    def allowed(self) -> list[str]:
+        """The values the judge may write, in order."""
+        return [*CHOICES, TIE] if self.ties else list(CHOICES)
+
+
 OutputField = Annotated[
-    IntegerCriterion | ItemsCriterion | StringField, Field(discriminator="type")
+    IntegerCriterion | ItemsCriterion | StringField | ChoiceCriterion,
+    Field(discriminator="type"),
 ]
 
 
@@ -182,6 +203,10 @@ class Rubric(_Strict):
     # Summary pass rates: share of judged cases whose score is >= the threshold.
     pass_thresholds: dict[str, float] = Field(default={}, max_length=MAX_RUBRIC_KEYS)
     chat_template_kwargs: dict[str, Any] = {}
+    # absolute: one text scored against its reference; pairwise: two candidates compared
+    # (``candidates`` names the two inputs that hold them, shown first and second).
+    kind: Literal["absolute", "pairwise"] = "absolute"
+    candidates: tuple[str, str] | None = None
     system: str | None = None
     template: str
     # Not part of the file: where it was loaded from and the hash of its bytes.
@@ -211,12 +236,51 @@ class Rubric(_Strict):
             if target not in names and target not in by_key:
                 raise ValueError(f"alias {alias!r} points to {target!r}, which is neither an "
                                  "output key nor an aggregate")
+        self._check_kind()
         scored = {f.key for f in self.output if isinstance(f, IntegerCriterion)} | names
         for key in self.pass_thresholds:
             if key not in scored:
                 raise ValueError(f"pass_thresholds: {key!r} is neither an integer criterion "
                                  "nor an aggregate")
         return self
+
+    def _check_kind(self) -> None:
+        choices = [f.key for f in self.output if isinstance(f, ChoiceCriterion)]
+        if self.kind == "absolute":
+            if choices:
+                raise ValueError(f"output {choices} are choices, which only a rubric with "
+                                 "'kind: pairwise' may have")
+            if self.candidates is not None:
+                raise ValueError("'candidates' belongs to a rubric with 'kind: pairwise'")
+            return
+        if self.candidates is None:
+            raise ValueError("a pairwise rubric names its two candidate inputs: "
+                             "'candidates: [answer_a, answer_b]'")
+        first, second = self.candidates
+        if first == second:
+            raise ValueError("'candidates' must name two different inputs")
+        missing = [name for name in self.candidates if name not in self.inputs]
+        if missing:
+            raise ValueError(f"candidates {missing} are not declared under 'inputs'")
+        if not all(self.inputs[name].required for name in self.candidates):
+            raise ValueError("candidate inputs must be required (a pair needs both texts)")
+        if not choices:
+            raise ValueError("a pairwise rubric needs at least one output of 'type: choice'")
+        scored = [f.key for f in self.output if isinstance(f, (IntegerCriterion, ItemsCriterion))]
+        if scored:
+            raise ValueError(f"outputs {scored}: a pairwise rubric's outputs are choices and "
+                             "strings only (score each text with an absolute rubric)")
+        if self.aggregates or self.pass_thresholds:
+            raise ValueError("a pairwise rubric has no aggregates or pass_thresholds")
+
+    @property
+    def pairwise(self) -> bool:
+        """Whether the rubric compares two candidates."""
+        return self.kind == "pairwise"
+
+    def choices(self) -> list[ChoiceCriterion]:
+        """The choice criteria, in output order (none for an absolute rubric)."""
+        return [f for f in self.output if isinstance(f, ChoiceCriterion)]
 
     def alias_of(self, name: str) -> str | None:
         """The paper name declared for an output key or aggregate, if any."""

@@ -27,7 +27,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from evaluator.common.charsets import ASCII_BODY, PRINTABLE_BODY
-from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric, StringField
+from evaluator.rubrics.rubric import (
+    ChoiceCriterion,
+    IntegerCriterion,
+    ItemsCriterion,
+    Rubric,
+    StringField,
+)
 
 # Longest encoding of one character in the JSON text, per body: UTF-8 is at most 4 bytes,
 # and the only escapes the grammar allows (\" and \\) are 2.
@@ -56,7 +62,7 @@ def _string_type(field: StringField) -> Any:
         description=field.description or None)]
 
 
-def _score_type(values: list[int], description: str) -> Any:
+def _score_type(values: list[int] | list[str], description: str) -> Any:
     return Annotated[Literal[tuple(values)], Field(description=description or None)]
 
 
@@ -83,6 +89,8 @@ def build_output_model(rubric: Rubric) -> type[BaseModel]:
             fields[field.key] = (_score_type(field.allowed, field.description), ...)
         elif isinstance(field, ItemsCriterion):
             fields[field.key] = (_items_type(field, model_name), ...)
+        elif isinstance(field, ChoiceCriterion):
+            fields[field.key] = (_score_type(field.allowed, field.description), ...)
         else:
             fields[field.key] = (_string_type(field), ...)
     return create_model(f"{model_name}Verdict", __base__=_Verdict, **fields)

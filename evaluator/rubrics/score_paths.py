@@ -1,5 +1,6 @@
-"""Where each score sits in a verdict: its path, the values the rubric allows there, and
-the byte offset of its value in the verdict's JSON text (pure functions).
+"""Where each score (or a pairwise verdict's choice) sits in a verdict: its path, the values
+the rubric allows there, and the byte offset of its value in the verdict's JSON text (pure
+functions). A choice's value is a JSON string: its offset is that of the opening quote.
 
 Paths: a top-level integer criterion is its key (``"accuracy"``); the score of item ``i`` of
 an items criterion is ``"<key>[<i>].<score_key>"`` (``"Rhythm[0].Score"``). Records key
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric
+from evaluator.rubrics.rubric import ChoiceCriterion, IntegerCriterion, ItemsCriterion, Rubric
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,8 @@ class ScoreSlot:
     """One score of a verdict: its path, the value given and the values allowed."""
 
     path: str
-    value: int
-    allowed: tuple[int, ...]
+    value: int | str
+    allowed: tuple[int, ...] | tuple[str, ...]
 
 
 def item_path(key: str, index: int, score_key: str) -> str:
@@ -43,6 +44,13 @@ def score_slots(rubric: Rubric, scores: Mapping[str, Any]) -> list[ScoreSlot]:
     return slots
 
 
+def choice_slots(rubric: Rubric, scores: Mapping[str, Any]) -> list[ScoreSlot]:
+    """Every choice of a validated pairwise verdict, in the order the verdict has them
+    (the ``value`` is the choice written: ``"A"``, ``"B"`` or ``"tie"``)."""
+    return [ScoreSlot(field.key, scores[field.key], tuple(field.allowed))
+            for field in rubric.output if isinstance(field, ChoiceCriterion)]
+
+
 def _compact(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
@@ -58,7 +66,7 @@ def value_offsets(rubric: Rubric, scores: Mapping[str, Any], text: str) -> dict[
             out += b","
         out += _compact(field.key) + b":"
         value = scores[field.key]
-        if isinstance(field, IntegerCriterion):
+        if isinstance(field, (IntegerCriterion, ChoiceCriterion)):
             offsets[field.key] = len(out)
             out += _compact(value)
         elif isinstance(field, ItemsCriterion):
