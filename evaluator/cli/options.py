@@ -9,6 +9,7 @@ import click
 
 from evaluator.analysis.gates import Gate, GateError, parse_gate
 from evaluator.analysis.score_mode import SCORE_MODES
+from evaluator.judges.models_file import JudgeConfigError
 
 # Control and format characters (terminal escape sequences, bidi overrides, line and
 # paragraph separators): config text printed with them could rewrite the terminal.
@@ -64,3 +65,14 @@ def parse_gates(values: tuple[str, ...]) -> tuple[Gate, ...]:
         return tuple(parse_gate(value) for value in values)
     except GateError as exc:
         raise click.BadParameter(str(exc), param_hint="--pass") from None
+
+
+def parse_systems(text: str | None) -> tuple[str, str] | None:
+    """``--systems A,B``: the two names of a pairwise run's candidates."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",")]
+    if len(names) != 2 or not all(names):
+        raise JudgeConfigError("--systems: give two names separated by a comma, e.g. "
+                               "--systems gpt4o,llama")
+    return names[0], names[1]

@@ -29,7 +29,12 @@ from evaluator.cli.exit_codes import (
     EXIT_USAGE,
     interrupted_exit_code,
 )
-from evaluator.cli.options import models_file_option, parse_mapping, rubrics_dir_option
+from evaluator.cli.options import (
+    models_file_option,
+    parse_mapping,
+    parse_systems,
+    rubrics_dir_option,
+)
 from evaluator.cli.progress import library_progress_hidden
 from evaluator.cli.signals import Terminated, sigterm_as_interrupt
 from evaluator.data.files import check_path_name, show_path
@@ -91,6 +96,14 @@ def _quiet_ray() -> None:
               help="Read rubric input FIELD from COLUMN (repeatable).")
 @click.option("--id-column", default="case_id", show_default=True,
               help="Column holding the case id (rows without it get line-N).")
+@click.option("--versus", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Pairwise rubric: a second case file (the same case ids) whose "
+              "answers are candidate B; INPUT's are candidate A. Needs --answer-column.")
+@click.option("--answer-column", default=None, metavar="COLUMN",
+              help="--versus: the column holding each file's answer.")
+@click.option("--systems", default=None, metavar="A,B",
+              help="Pairwise rubric: names for candidates A and B [default: the two files' "
+                   "names with --versus, else the two candidate columns'].")
 @rubrics_dir_option
 @models_file_option
 @click.option("--force-new", is_flag=True, help="Start OUTPUT afresh instead of resuming; the "
@@ -114,6 +127,7 @@ def _quiet_ray() -> None:
 def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...],
         samples: int, temperature: float | None, reduce: str | None, limit: int | None,
         batch_size: int | None, mappings: tuple[str, ...], id_column: str,
+        versus: Path | None, answer_column: str | None, systems: str | None,
         rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
         wait: bool, no_progress: bool, engine: str, address: str | None, replicas: int | None,
         gpus_per_replica: float | None) -> None:
@@ -129,6 +143,7 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
         check_path_name(output_name)
         check_path_name(input_path, "--input")
         mapping = parse_mapping(mappings)
+        system_names = parse_systems(systems)
     except USER_ERRORS as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -166,7 +181,8 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
                    err=True)
 
     task = Task(rubric=rubric, input_path=input_path, rubrics_dirs=rubrics_dirs,
-                mapping=mapping, id_column=id_column, limit=limit)
+                mapping=mapping, id_column=id_column, limit=limit, versus=versus,
+                answer_column=answer_column, systems=system_names)
     judge = Judge(name=judges[0] if judges else None, models_path=models_file,
                   samples=samples, temperature=temperature, reduce=reduce)
     how = RunOptions(output_path=output_path, batch_size=batch_size, force_new=force_new,
@@ -199,7 +215,7 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
         bar.close()
     summary = result.summary
     shown = ("rubric", "judge", "cases", "status_counts", "criteria", "aggregates",
-             "self_consistency", "inter_judge")
+             "self_consistency", "inter_judge", "pairwise")
     click.echo(json.dumps({k: summary[k] for k in shown if k in summary}, indent=2))
     click.echo(f"results: {result.results_path}\nsummary: {result.summary_path}", err=True)
     if result.failed:

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluator.rubrics.rubric import Rubric
+from evaluator.rubrics.rubric import InputField, Rubric
 
 SUPPORTED_SUFFIXES = (".jsonl", ".csv")
 MAX_ID_LENGTH = 200
@@ -243,6 +243,19 @@ def iter_cases(path: Path, rubric: Rubric, *, mapping: Mapping[str, str] | None 
     ``mapping`` maps a rubric input name to the column that holds it. A row without an id
     column gets ``line-N``. Ids are not checked for uniqueness here: see :class:`UniqueIds`.
     """
+    mapping = dict(mapping or {})
+    unknown = sorted(set(mapping) - set(rubric.inputs))
+    if unknown:
+        raise InputFileError(f"--map names {unknown}, which are not inputs of rubric "
+                             f"{rubric.name!r} (its inputs: {', '.join(rubric.inputs)})")
+    return iter_rows(path, rubric.inputs, mapping=mapping, id_column=id_column, limit=limit)
+
+
+def iter_rows(path: Path, inputs: Mapping[str, InputField], *,
+              mapping: Mapping[str, str] | None = None, id_column: str = "case_id",
+              limit: int | None = None) -> Iterator[Case | InputProblem]:
+    """:func:`iter_cases` for any set of input fields (``inputs``: name -> field), e.g. the
+    columns one file of a pair must have."""
     path = Path(path)
     if not path.is_file():
         if not path.exists():
@@ -253,24 +266,20 @@ def iter_cases(path: Path, rubric: Rubric, *, mapping: Mapping[str, str] | None 
             "a FIFO (named pipe)" if path.is_fifo() else "a device or socket")
         raise InputFileError(f"{path}: is {kind}, not a regular file; save the cases to a "
                              ".jsonl or .csv file")
-    mapping = dict(mapping or {})
-    unknown = sorted(set(mapping) - set(rubric.inputs))
-    if unknown:
-        raise InputFileError(f"--map names {unknown}, which are not inputs of rubric "
-                             f"{rubric.name!r} (its inputs: {', '.join(rubric.inputs)})")
     rows = _rows(path)
-    return _validated(rows, path, rubric, mapping, id_column, limit)
+    return _validated(rows, path, dict(inputs), dict(mapping or {}), id_column, limit)
 
 
-def _validated(rows: Iterator[_Row], path: Path, rubric: Rubric, mapping: Mapping[str, str],
-               id_column: str, limit: int | None) -> Iterator[Case | InputProblem]:
+def _validated(rows: Iterator[_Row], path: Path, inputs: Mapping[str, InputField],
+               mapping: Mapping[str, str], id_column: str, limit: int | None,
+               ) -> Iterator[Case | InputProblem]:
     count = 0
     try:
         for row in rows:
             if limit is not None and count >= limit:
                 return
             count += 1
-            yield _validate_row(row, rubric, mapping, id_column, str(path))
+            yield _validate_row(row, inputs, mapping, id_column, str(path))
     except OSError as exc:
         raise InputFileError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
 
@@ -332,8 +341,8 @@ def _id_problem(value: object) -> str | None:
     return None
 
 
-def _validate_row(row: _Row, rubric: Rubric, mapping: Mapping[str, str], id_column: str,
-                  file: str) -> Case | InputProblem:
+def _validate_row(row: _Row, inputs: Mapping[str, InputField], mapping: Mapping[str, str],
+                  id_column: str, file: str) -> Case | InputProblem:
     fallback_id = f"line-{row.line}"
     if row.data is None:
         return InputProblem(fallback_id, row.line, row.field, row.problem or "unreadable row",
@@ -347,7 +356,7 @@ def _validate_row(row: _Row, rubric: Rubric, mapping: Mapping[str, str], id_colu
             return InputProblem(fallback_id, row.line, id_column, problem, file)
         case_id = str(_as_text(raw_id))
     fields: dict[str, str] = {}
-    for name, spec in rubric.inputs.items():
+    for name, spec in inputs.items():
         column = mapping.get(name, name)
         value = row.data.get(column)
         if value is None and not spec.required:

@@ -23,13 +23,21 @@ from evaluator.analysis.distributions import summarize as summarize_distribution
 from evaluator.analysis.panel import combine_verdicts
 from evaluator.data.cases import Case, InputProblem
 from evaluator.data.results import ResultRecord, ResultWriter
-from evaluator.judges.backends import Backend, Generation, Sampling, ScoreAnchor, ScoringBackend
+from evaluator.judges.backends import (
+    Backend,
+    Generation,
+    Sampling,
+    ScoreAnchor,
+    ScoringBackend,
+    ValueDistribution,
+)
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.rubrics.aggregate import compute_aggregates
 from evaluator.rubrics.render import render_messages
 from evaluator.rubrics.rubric import Rubric
-from evaluator.rubrics.score_paths import ScoreSlot, score_slots, value_offsets
+from evaluator.rubrics.score_paths import ScoreSlot, choice_slots, score_slots, value_offsets
 from evaluator.run.manifest import prompt_hash
+from evaluator.run.pairing import ORDERS, ordered_cases, pair_order, pair_record
 from evaluator.run.preflight import template_errors
 from evaluator.run.resume import ResumePlan
 
@@ -57,11 +65,24 @@ class RunSetup:
     input_file: str
     samples: int = 1
     reduce: str = "median"
+    # A pairwise rubric's two systems (candidate A's name, candidate B's).
+    systems: tuple[str, str] = ("A", "B")
 
     def chat(self, case: Case) -> list[dict[str, str]]:
         """The case rendered into the judge's chat messages."""
         with template_errors(self.rubric):
             return render_messages(self.rubric, case.fields, system_role=self.spec.system_role)
+
+    def chats(self, case: Case) -> list[list[dict[str, str]]]:
+        """Every prompt a case is judged with: one, or a pair's two orders (A first, then
+        B first)."""
+        if not self.rubric.pairwise:
+            return [self.chat(case)]
+        return [self.chat(order) for order in ordered_cases(self.rubric, case)]
+
+    def prompt_hash(self, case: Case) -> str:
+        """The case's resume key: the hash of its prompt (a pair's: of both orders')."""
+        return prompt_hash([message for chat in self.chats(case) for message in chat])
 
 
 def _validation_reason(error: ValidationError) -> str:
@@ -148,6 +169,8 @@ def judge_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> lis
     (sample k seeded with the judge's seed + k), validated and, for several samples,
     reduced. A backend that raises gives every case of the batch a ``backend_error`` record
     (re-run to judge them again) instead of stopping the run."""
+    if setup.rubric.pairwise:
+        return judge_pairs(batch, setup, backend)
     chats = [setup.chat(case) for case in batch]
     bases = [dict(case_id=case.case_id, rubric=setup.rubric.name, judge=setup.judge_name,
                   input_file=setup.input_file, input_line=case.line,
@@ -187,17 +210,20 @@ def judge_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> lis
     return records
 
 
-def add_distributions(setup: RunSetup, backend: ScoringBackend, generations: Sequence[Generation],
-                      records: list[ResultRecord]) -> None:
-    """Give every ``ok`` record of one generate call its score distributions (in place).
-    A failure here costs only the distributions: the verdicts are kept, and logged."""
+def _walk(setup: RunSetup, backend: ScoringBackend, generations: Sequence[Generation],
+          records: Sequence[ResultRecord],
+          slots_of: Callable[[Rubric, Mapping[str, Any]], list[ScoreSlot]],
+          ) -> list[tuple[int, list[ScoreSlot], list[ValueDistribution | None]]]:
+    """The value distributions of the slots ``slots_of`` finds in every ``ok`` verdict, as
+    (record index, slots, distributions). A failure here costs only the distributions: the
+    verdicts are kept, and it is logged."""
     wanted: list[int] = []
     slots: list[list[ScoreSlot]] = []
     anchors: list[list[ScoreAnchor]] = []
     for index, (generation, record) in enumerate(zip(generations, records)):
         if record.status != "ok" or record.scores is None:
             continue
-        found = score_slots(setup.rubric, record.scores)
+        found = slots_of(setup.rubric, record.scores)
         offsets = value_offsets(setup.rubric, record.scores, generation.text or "")
         if not found or offsets is None:
             continue
@@ -205,16 +231,77 @@ def add_distributions(setup: RunSetup, backend: ScoringBackend, generations: Seq
         slots.append(found)
         anchors.append([ScoreAnchor(s.path, offsets[s.path], s.allowed) for s in found])
     if not wanted:
-        return
+        return []
     try:
         dists = backend.score_distributions(setup.schema_text,
                                             [generations[i] for i in wanted], anchors)
     except Exception as exc:  # the verdicts stand without their distributions
         log.error("score distributions failed for a batch of %d verdict(s): %s",
                   len(wanted), type(exc).__name__)
-        return
-    for index, found, per_anchor in zip(wanted, slots, dists, strict=True):
+        return []
+    return list(zip(wanted, slots, dists, strict=True))
+
+
+def add_distributions(setup: RunSetup, backend: ScoringBackend, generations: Sequence[Generation],
+                      records: list[ResultRecord]) -> None:
+    """Give every ``ok`` record of one generate call its score distributions (in place)."""
+    for index, found, per_anchor in _walk(setup, backend, generations, records, score_slots):
         out = {slot.path: summarize_distribution(dist.probabilities, slot.value, dist.coverage)
                for slot, dist in zip(found, per_anchor, strict=True) if dist is not None}
         if out:
             records[index] = records[index].model_copy(update={"distributions": out})
+
+
+def choice_probabilities(setup: RunSetup, backend: Backend, generations: Sequence[Generation],
+                         records: Sequence[ResultRecord],
+                         ) -> list[dict[str, dict[str, float]] | None]:
+    """Per record, the judge's exact probability of each choice of a pairwise verdict (in
+    positions, as written); None where it has none."""
+    out: list[dict[str, dict[str, float]] | None] = [None] * len(records)
+    if not isinstance(backend, ScoringBackend):
+        return out
+    for index, found, per_anchor in _walk(setup, backend, generations, records, choice_slots):
+        probs = {slot.path: {str(v): float(p) for v, p in dist.probabilities.items()}
+                 for slot, dist in zip(found, per_anchor, strict=True) if dist is not None}
+        out[index] = probs or None
+    return out
+
+
+def judge_pairs(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> list[ResultRecord]:
+    """A pairwise rubric's records: every pair judged in both orders in one generate call
+    (:mod:`evaluator.run.pairing`), with each choice's probabilities; a backend that raises
+    gives every pair a ``backend_error`` record, as :func:`judge_batch` does."""
+    orders = [ordered_cases(setup.rubric, case) for case in batch]
+    chats = [setup.chat(order) for pair in orders for order in pair]
+    bases = [dict(case_id=case.case_id, rubric=setup.rubric.name, judge=setup.judge_name,
+                  input_file=setup.input_file, input_line=case.line,
+                  max_new_tokens=setup.sampling.max_new_tokens, batch_size=len(batch),
+                  settings_hash=setup.settings_hash,
+                  prompt_hash=prompt_hash([m for chat in chats[2 * i:2 * i + 2] for m in chat]))
+             for i, case in enumerate(batch)]
+    started = time.perf_counter()
+    try:
+        generations = backend.generate(chats, setup.schema_text, setup.sampling,
+                                       setup.template_kwargs)
+    except Exception as exc:  # one failing batch must not kill the run
+        log.error("backend error on a batch of %d pair(s): %s", len(batch), type(exc).__name__)
+        reason = (f"backend raised {type(exc).__name__}; see the log for details. Re-run the "
+                  "same command to judge these cases again.")
+        return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
+    elapsed = time.perf_counter() - started
+    if len(generations) != len(chats):
+        reason = f"backend returned {len(generations)} generations for {len(chats)} prompts"
+        return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
+    judged = [judge_generation(setup.rubric, setup.output_model, generation,
+                               dict(case_id="", rubric="", judge="",
+                                    max_new_tokens=setup.sampling.max_new_tokens,
+                                    prompt_hash=prompt_hash(chat)))
+              for generation, chat in zip(generations, chats)]
+    probabilities = choice_probabilities(setup, backend, generations, judged)
+    records = []
+    for i, case in enumerate(batch):
+        parts = [pair_order(setup.rubric, first, judged[2 * i + k], probabilities[2 * i + k])
+                 for k, first in enumerate(ORDERS)]
+        records.append(pair_record(setup.rubric, case, setup.systems, parts,
+                                   dict(bases[i], batch_seconds=elapsed)))
+    return records

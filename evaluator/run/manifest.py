@@ -186,9 +186,10 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def run_entry(input_path: Path) -> dict[str, Any]:
-    """The descriptive part of one invocation (completed by the runner at the end)."""
-    return {
+def run_entry(input_path: Path, versus: Path | None = None) -> dict[str, Any]:
+    """The descriptive part of one invocation (completed by the runner at the end).
+    ``versus``: a pairwise run's second case file."""
+    entry = {
         "started": now(),
         "ended": None,
         "status": "running",
@@ -199,6 +200,10 @@ def run_entry(input_path: Path) -> dict[str, Any]:
         "input_file": str(input_path),
         "input_sha256": sha256_file(input_path),
     }
+    if versus is not None:
+        entry["versus_file"] = str(versus)
+        entry["versus_sha256"] = sha256_file(Path(versus))
+    return entry
 
 
 def manifest_path_for(results_path: Path) -> Path:

@@ -24,6 +24,7 @@ from evaluator.analysis.panel import reduction_of
 from evaluator.analysis.summary import summarize, summary_path_for, write_summary
 from evaluator.data.cases import Case, InputProblem, UniqueIds, iter_cases
 from evaluator.data.files import check_path_name, exclusive_lock
+from evaluator.data.pairs import iter_pairs
 from evaluator.data.results import iter_records
 from evaluator.judges.backends import Sampling
 from evaluator.judges.models_file import MAX_SEED, JudgeConfigError, resolve_judge
@@ -41,7 +42,6 @@ from evaluator.run.manifest import (
     model_fingerprint,
     new_manifest,
     now,
-    prompt_hash,
     read_manifest,
     run_entry,
     save_manifest,
@@ -179,10 +179,19 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
     if ray_engine is not None and judge.backend is not None:
         raise JudgeConfigError("--engine ray loads the judge in each replica: pass "
                                "RayOptions(backend_factory=...) instead of a backend")
+    systems = _pair_settings(task, judge, rubric_obj)
+    if task.versus is not None:
+        check_path_name(Path(task.versus), "--versus")
     # A picklable factory: the Ray engine reads the input again on the driver's node.
-    items = partial(iter_cases, input_path, rubric_obj, mapping=task.mapping,
-                    id_column=task.id_column, limit=task.limit)
+    if task.versus is not None:
+        items = partial(iter_pairs, input_path, Path(task.versus), rubric_obj,
+                        answer_column=task.answer_column or "", mapping=task.mapping,
+                        id_column=task.id_column, limit=task.limit)
+    else:
+        items = partial(iter_cases, input_path, rubric_obj, mapping=task.mapping,
+                        id_column=task.id_column, limit=task.limit)
     items()  # the file and mapping are checked now, before anything else
+    inputs = [input_path] + ([Path(task.versus)] if task.versus is not None else [])
 
     schema = output_json_schema(rubric_obj)
     # Keys must stay unsorted: outlines emits properties in schema order, the rubric's order.
@@ -200,17 +209,58 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
                                   rubric=rubric_obj, schema_text=schema_text,
                                   sampling=asdict(sampling),
                                   chat_template_kwargs=template_kwargs, panel=panel)
+    if systems is not None:
+        settings["pairwise"] = {"systems": list(systems)}
     setup = RunSetup(rubric_obj, judge_name, judge_spec, schema_text,
                      build_output_model(rubric_obj), sampling, template_kwargs,
-                     settings_hash(settings), str(input_path), judge.samples, reduce)
+                     settings_hash(settings), str(input_path), judge.samples, reduce,
+                     systems or ("A", "B"))
 
     # Nothing is written until the output's files are known to be safe to write, and then
     # only under the output's lock, held until the summary is written: a second run on the
     # same output is refused (or waits), never appends the same cases again.
-    check_output_paths(output_path, [input_path])
+    check_output_paths(output_path, inputs)
     with exclusive_lock(lock_path_for(output_path), output_path, wait=run.wait):
-        check_output_paths(output_path, [input_path])  # again, now that no run can change it
+        check_output_paths(output_path, inputs)  # again, now that no run can change it
         return _run_locked(setup, settings, model, items, task, judge, run, ray_engine)
+
+
+def _pair_settings(task: Task, judge: Judge, rubric: Rubric) -> tuple[str, str] | None:
+    """A pairwise rubric's two system names (None for an absolute rubric); the options that
+    only a pairwise run takes are refused elsewhere, in one line."""
+    pair_options = [name for name, value in (("--versus", task.versus),
+                                             ("--answer-column", task.answer_column),
+                                             ("--systems", task.systems)) if value]
+    if not rubric.pairwise:
+        if pair_options:
+            raise JudgeConfigError(f"{', '.join(pair_options)}: only for a pairwise rubric; "
+                                   f"{rubric.name!r} scores one text (see `evaluator rubrics`)")
+        return None
+    if judge.samples > 1:
+        raise JudgeConfigError("--samples: a pairwise rubric judges each pair once in each "
+                               "order; self-consistency samples are for absolute rubrics")
+    if (task.versus is None) != (task.answer_column is None):
+        raise JudgeConfigError("--versus FILE and --answer-column COLUMN go together: the "
+                               "second file, and the column holding each file's answer")
+    if task.versus is not None and Path(task.versus).resolve() == Path(task.input_path).resolve():
+        raise JudgeConfigError(f"{task.versus}: --versus is the --input file itself; give the "
+                               "other system's answers")
+    if task.systems is not None:
+        systems = tuple(task.systems)
+    elif task.versus is not None:
+        systems = (Path(task.input_path).stem, Path(task.versus).stem)
+    else:
+        first, second = rubric.candidates or ("A", "B")
+        mapping = dict(task.mapping or {})
+        systems = (mapping.get(first, first), mapping.get(second, second))
+    if len(systems) != 2 or any(not name.strip() or len(name) > 100 or not name.isprintable()
+                                for name in systems):
+        raise JudgeConfigError("--systems: give two names, A,B (printable, at most 100 "
+                               "characters each)")
+    if systems[0] == systems[1]:
+        raise JudgeConfigError(f"both candidates would be called {systems[0]!r}; name them "
+                               "with --systems A,B")
+    return systems[0], systems[1]
 
 
 def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any],
@@ -225,7 +275,7 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
     # this pass succeeds (and --strict accepted the input).
     plan = plan_resume(None if run.force_new else output_path, manifest_path, settings,
                        setup.settings_hash, items(), UniqueIds(input_path, task.id_column),
-                       lambda case: prompt_hash(setup.chat(case)))
+                       setup.prompt_hash)
     if run.strict and plan.first_problem is not None:
         raise InputRejected(f"--strict: {plan.first_problem.describe(with_id=False)} "
                             f"({plan.input_errors} bad row(s) in all); nothing was judged")
@@ -243,7 +293,7 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
     manifest = read_manifest(manifest_path) if output_path.exists() else None
     if manifest is None or manifest.get("settings_hash") != setup.settings_hash:
         manifest = new_manifest(output_path, settings, model)
-    entry = run_entry(input_path)
+    entry = run_entry(input_path, task.versus)
     manifest["runs"].append(entry)
     with _stop_on_full_disk(output_path):
         save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)

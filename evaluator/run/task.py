@@ -33,6 +33,12 @@ class Task:
     mapping: Mapping[str, str] | None = None
     id_column: str = "case_id"
     limit: int | None = None
+    # Pairwise rubrics: ``versus`` is a second case file with the same case ids, whose
+    # ``answer_column`` is candidate B (``input_path``'s is candidate A); ``systems`` names
+    # the two candidates (default: the two files' names, or the two candidate columns').
+    versus: Path | None = None
+    answer_column: str | None = None
+    systems: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ class ScoreAnchor:
 
     path: str
     offset: int
-    values: tuple[int, ...]
+    values: tuple[int, ...] | tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class ValueDistribution:
     """P(value | prompt, verdict before the value) for one score, over the allowed values;
     ``coverage``: the share of the probability mass that was seen (1.0: exact)."""
 
-    probabilities: dict[int, float]
+    probabilities: dict[int, float] | dict[str, float]
     coverage: float = 1.0
 
 

@@ -101,8 +101,12 @@ class FakeBackend:
             text = (generation.text or "").encode()
             row: list[ValueDistribution | None] = []
             for anchor in wanted:
-                digits = text[anchor.offset:].split(b",", 1)[0].split(b"}", 1)[0]
-                chosen = int(digits)
+                if anchor.values and isinstance(anchor.values[0], str):  # a choice: "A"
+                    chosen: int | str = json.JSONDecoder().raw_decode(
+                        text[anchor.offset:].decode())[0]
+                else:
+                    digits = text[anchor.offset:].split(b",", 1)[0].split(b"}", 1)[0]
+                    chosen = int(digits)
                 others = [v for v in anchor.values if v != chosen]
                 share = (1 - FAKE_CONFIDENCE) / len(others) if others else 0.0
                 probs = {v: (FAKE_CONFIDENCE if others else 1.0) if v == chosen else share

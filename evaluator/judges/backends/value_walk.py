@@ -28,6 +28,7 @@ oracle could not see (top-k log-probabilities), lowers the distribution's ``cove
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -70,15 +71,18 @@ _NUMBER = frozenset(b"0123456789-")
 _EXPAND, _INCONSISTENT, _INVALID = "expand", "inconsistent", "invalid"
 
 
-def classify(written: bytes, before: bytes, values: Sequence[int]) -> int | str:
+def classify(written: bytes, before: bytes, values: Sequence[int] | Sequence[str]) -> int | str:
     """What ``written`` (bytes since the walk's start) says about the value: the value, or
     ``expand`` (still open), ``inconsistent`` (not the verdict's text before the value) or
-    ``invalid`` (not an allowed value: the grammar and rubric disagree)."""
+    ``invalid`` (not an allowed value: the grammar and rubric disagree). Values are
+    integers (a score) or strings (a pairwise choice, written as a JSON string)."""
     if len(written) <= len(before):
         return _EXPAND if before.startswith(written) else _INCONSISTENT
     if not written.startswith(before):
         return _INCONSISTENT
     tail = written[len(before):]
+    if values and isinstance(values[0], str):
+        return _classify_string(tail, values)  # type: ignore[arg-type]
     end = 0
     while end < len(tail) and tail[end] in _NUMBER:
         end += 1
@@ -92,6 +96,19 @@ def classify(written: bytes, before: bytes, values: Sequence[int]) -> int | str:
     candidates = [v for v in values if str(v).startswith(number)]
     if len(candidates) == 1:
         return candidates[0]  # the grammar can only complete it to this value
+    return _EXPAND if candidates else _INVALID
+
+
+def _classify_string(tail: bytes, values: Sequence[str]) -> str:
+    """A choice's value: a JSON string closes itself, so the value is known once its
+    closing quote is written, or once only one allowed value starts with ``tail``."""
+    spelled = {json.dumps(v, ensure_ascii=False).encode(): v for v in values}
+    for text, value in spelled.items():
+        if tail.startswith(text):
+            return value
+    candidates = [value for text, value in spelled.items() if text.startswith(tail)]
+    if len(candidates) == 1:
+        return candidates[0]
     return _EXPAND if candidates else _INVALID
 
 
@@ -127,16 +144,20 @@ def normalise(logprobs: dict[int, float] | np.ndarray, allowed: np.ndarray,
 
 @dataclass
 class _Tally:
-    values: tuple[int, ...]
+    values: tuple[int, ...] | tuple[str, ...]
     before: bytes
-    mass: dict[int, float] = field(default_factory=dict)
+    mass: dict[int | str, float] = field(default_factory=dict)
     unseen: float = 0.0
 
     def result(self) -> ValueDistribution | None:
         seen = sum(self.mass.values())
         if not seen > 0:
             return None
-        return ValueDistribution({v: m / seen for v, m in sorted(self.mass.items())},
+        # scores in numeric order, choices in the rubric's (A, B, tie)
+        ordered = [v for v in self.values if v in self.mass]
+        if ordered and isinstance(ordered[0], int):
+            ordered.sort()
+        return ValueDistribution({v: self.mass[v] / seen for v in ordered},
                                  coverage=seen / (seen + self.unseen))
 
 

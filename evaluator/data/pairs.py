@@ -1,0 +1,125 @@
+"""Pairs from two case files joined on case id: the same cases answered by two systems.
+
+File A gives every input of a pairwise rubric except the second candidate; file B gives
+the second candidate (``answer_column`` holds each file's answer). B is indexed first (its
+answers, and a hash of any shared field it also has); then A is streamed, so a pair comes
+out in A's order with A's line. Nothing is dropped silently: a case in one file only, a bad
+row in B, or a shared field (the patient, the reference) that differs between the files is
+an :class:`~evaluator.data.cases.InputProblem` that the run records as ``input_error``.
+Messages name files, lines and fields, never case text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluator.data.cases import Case, InputFileError, InputProblem, UniqueIds, iter_rows
+from evaluator.rubrics.rubric import InputField, Rubric
+
+
+@dataclass(frozen=True)
+class _Answer:
+    line: int
+    text: str | None                 # None: the row is a problem
+    problem: InputProblem | None
+    shared: dict[str, str]           # shared input -> sha256 of B's text (when given)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _index_b(path: Path, second: str, shared: list[str], mapping: Mapping[str, str],
+             answer_column: str, id_column: str) -> dict[str, _Answer]:
+    inputs = {second: InputField(description="", required=True),
+              **{name: InputField(description="", required=False) for name in shared}}
+    ids = UniqueIds(path, id_column)
+    index: dict[str, _Answer] = {}
+    for item in iter_rows(path, inputs, mapping={**mapping, second: answer_column},
+                          id_column=id_column):
+        ids.add(item)
+        if isinstance(item, InputProblem):
+            index[item.case_id] = _Answer(item.line, None, item, {})
+            continue
+        index[item.case_id] = _Answer(
+            item.line, item.fields[second], None,
+            {name: _digest(item.fields[name]) for name in shared if item.fields[name]})
+    ids.check()
+    return index
+
+
+def iter_pairs(path_a: Path, path_b: Path, rubric: Rubric, *, answer_column: str,
+               mapping: Mapping[str, str] | None = None, id_column: str = "case_id",
+               limit: int | None = None) -> Iterator[Case | InputProblem]:
+    """Every case of ``path_a`` with its answer from ``path_b`` as the second candidate,
+    then every case of ``path_b`` that ``path_a`` lacks (as an input problem; not with
+    ``limit``). ``mapping`` maps the rubric's shared inputs to columns (in both files)."""
+    if not rubric.pairwise or rubric.candidates is None:
+        raise InputFileError(f"--versus pairs two files for a pairwise rubric; "
+                             f"{rubric.name!r} is not one (see `evaluator rubrics`)")
+    first, second = rubric.candidates
+    mapping = dict(mapping or {})
+    named = sorted(set(mapping) & {first, second})
+    if named:
+        raise InputFileError(f"--map names the candidates {named}; with --versus the "
+                             "column holding each file's answer is --answer-column")
+    unknown = sorted(set(mapping) - set(rubric.inputs))
+    if unknown:
+        raise InputFileError(f"--map names {unknown}, which are not inputs of rubric "
+                             f"{rubric.name!r} (its inputs: {', '.join(rubric.inputs)})")
+    if Path(path_a).resolve() == Path(path_b).resolve():
+        raise InputFileError(f"{path_b}: --versus is the --input file itself; give the "
+                             "other system's answers")
+    shared = [name for name in rubric.inputs if name not in (first, second)]
+    inputs_a = {name: field for name, field in rubric.inputs.items() if name != second}
+    rows_a = iter_rows(path_a, inputs_a, mapping={**mapping, first: answer_column},
+                       id_column=id_column, limit=limit)  # checks file A now
+    index = _index_b(Path(path_b), second, shared, mapping, answer_column, id_column)
+    return _joined(rows_a, index, Path(path_a), Path(path_b), second, shared, mapping,
+                   limit is None)
+
+
+def _joined(rows_a: Iterator[Case | InputProblem], index: dict[str, _Answer], path_a: Path,
+            path_b: Path, second: str, shared: list[str], mapping: Mapping[str, str],
+            leftovers: bool) -> Iterator[Case | InputProblem]:
+    seen: set[str] = set()
+    for item in rows_a:
+        seen.add(item.case_id)
+        if isinstance(item, InputProblem):
+            yield item
+            continue
+        answer = index.get(item.case_id)
+        if answer is None:
+            yield InputProblem(item.case_id, item.line, None,
+                               f"no case with this id in {path_b.name} (--versus); both "
+                               "files must hold every case", str(path_a))
+            continue
+        if answer.problem is not None:
+            problem = answer.problem
+            yield InputProblem(item.case_id, item.line, problem.field,
+                               f"its row in {path_b.name} (line {problem.line}) cannot be "
+                               f"used: {problem.message}", str(path_a))
+            continue
+        differs = [mapping.get(name, name) for name in shared
+                   if name in answer.shared and answer.shared[name] != _digest(item.fields[name])]
+        if differs:
+            yield InputProblem(item.case_id, item.line, differs[0],
+                               f"differs between {path_a.name} and {path_b.name} (line "
+                               f"{answer.line}) for this case; both files must describe the "
+                               "same case", str(path_a))
+            continue
+        yield Case(item.case_id, item.line, {**item.fields, second: answer.text or ""})
+    if not leftovers:
+        return
+    for case_id, answer in index.items():
+        if case_id in seen:
+            continue
+        if answer.problem is not None:
+            yield answer.problem  # a bad row of B that matches no case of A
+        else:
+            yield InputProblem(case_id, answer.line, None,
+                               f"no case with this id in {path_a.name} (--input); both "
+                               "files must hold every case", str(path_b))

@@ -1,0 +1,414 @@
+"""Pairwise judging (issue 26), the run side: pairwise rubrics as data, pairs from one file or
+two files joined on case id, both orders judged in one batch, the reconciled record, the
+choices' exact probabilities, resume, and the one-line refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.cli.main import cli
+from evaluator.data.cases import InputFileError, InputProblem
+from evaluator.data.pairs import iter_pairs
+from evaluator.data.results import iter_records
+from evaluator.judges.backends import Generation
+from evaluator.judges.backends.fake import FakeBackend
+from evaluator.judges.backends.value_walk import classify
+from evaluator.judges.models_file import JudgeConfigError, JudgeSpec
+from evaluator.rubrics.load import load_rubric, load_rubric_file
+from evaluator.rubrics.rubric import RubricError
+from evaluator.rubrics.schema import output_json_schema
+from evaluator.run.pairing import reconcile, to_candidate
+from evaluator.run.runner import evaluate
+from tests.conftest import ROOT, run_options, write_jsonl
+
+PAIRWISE = "trial_eligibility_pairwise"
+CHOICES = ("hallucination", "accuracy", "clarity")
+SHARED = {"patient_profile": "A 58-year-old woman with chest pain.", "trial_id": "NCT001",
+          "trial_title": "A trial", "eligibility_criteria": "Adults with angina.",
+          "ground_truth_label": "Likely Eligible"}
+
+
+def _verdict(choice: str) -> str:
+    body = {}
+    for key in CHOICES:
+        body[key] = choice
+        body[f"{key}_reasoning"] = "because"
+    return json.dumps(body, separators=(",", ":"))
+
+
+class ScriptedJudge(FakeBackend):
+    """Chooses by looking at the two answers in each prompt: ``rule(first, second)``
+    returns ``"A"`` (the answer shown first), ``"B"`` or ``"tie"``."""
+
+    def __init__(self, rule):
+        super().__init__(record_calls=True)
+        self.rule = rule
+
+    def generate(self, chats, json_schema, sampling, chat_template_kwargs=None):
+        self.calls.append((list(chats), json_schema, sampling, {}))
+        out = []
+        for chat in chats:
+            text = chat[-1]["content"]
+            first = text.split("ANSWER A:", 1)[1].split("ANSWER B:", 1)[0]
+            second = text.split("ANSWER B:", 1)[1].split("Compare the two", 1)[0]
+            verdict = _verdict(self.rule(first.strip(), second.strip()))
+            out.append(Generation(text=verdict, finish_reason="stop", prompt_tokens=10,
+                                  completion_tokens=len(verdict)))
+        return out
+
+
+def _pairs_file(tmp_path: Path, answers: list[tuple[str, str]]) -> Path:
+    rows = [dict(SHARED, case_id=f"c{i}", gpt=a, llama=b) for i, (a, b) in enumerate(answers)]
+    return write_jsonl(tmp_path / "pairs.jsonl", rows)
+
+
+def _run(tmp_path: Path, backend, input_path: Path, **task):
+    options = dict(rubric=PAIRWISE, input_path=input_path, output_path=tmp_path / "out.jsonl",
+                   judge_spec=JudgeSpec(backend="fake"), backend=backend)
+    if "versus" not in task:
+        options["mapping"] = {"answer_a": "gpt", "answer_b": "llama"}
+    options.update(task)
+    return evaluate(*run_options(**options))
+
+
+def _records(tmp_path: Path):
+    return list(iter_records(tmp_path / "out.jsonl"))
+
+
+# --- the rubric format ----------------------------------------------------------------------
+
+def test_the_builtin_pairwise_rubric_keeps_the_originals_keys_as_choices():
+    rubric = load_rubric(PAIRWISE)
+    absolute = load_rubric("trial_eligibility")
+    assert rubric.pairwise and rubric.candidates == ("answer_a", "answer_b")
+    assert [f.key for f in rubric.output] == [f.key for f in absolute.output]
+    schema = output_json_schema(rubric)
+    for key in CHOICES:
+        assert schema["properties"][key]["enum"] == ["A", "B", "tie"]
+    assert not absolute.pairwise and absolute.candidates is None
+
+
+BASE = """
+format_version: 1
+name: {name}
+title: t
+inputs:
+  reference: {{description: r}}
+  one: {{description: a}}
+  two: {{description: b}}
+template: "{{{{ reference | fence }}}} {{{{ one | fence }}}} {{{{ two | fence }}}}"
+"""
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("kind: pairwise\noutput: [{key: better, type: choice}]\n", "names its two candidate"),
+    ("kind: pairwise\ncandidates: [one, one]\noutput: [{key: better, type: choice}]\n",
+     "two different inputs"),
+    ("kind: pairwise\ncandidates: [one, three]\noutput: [{key: better, type: choice}]\n",
+     "not declared"),
+    ("kind: pairwise\ncandidates: [one, two]\noutput: [{key: why, type: string, max_length: 9}]\n",
+     "at least one output of 'type: choice'"),
+    ("kind: pairwise\ncandidates: [one, two]\noutput: [{key: better, type: choice}, "
+     "{key: s, type: integer, range: [1, 5]}]\n", "choices and strings only"),
+    ("output: [{key: better, type: choice}]\n", "only a rubric with 'kind: pairwise'"),
+    ("candidates: [one, two]\noutput: [{key: s, type: integer, range: [1, 5]}]\n",
+     "belongs to a rubric with 'kind: pairwise'"),
+])
+def test_a_pairwise_rubric_that_breaks_a_rule_is_refused_in_one_line(tmp_path, extra, message):
+    path = tmp_path / "mine.yaml"
+    path.write_text(BASE.format(name="mine") + extra, encoding="utf-8")
+    with pytest.raises(RubricError, match=message) as info:
+        load_rubric_file(path)
+    assert "\n" not in str(info.value)
+
+
+def test_a_rubric_without_ties_allows_only_a_and_b(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(BASE.format(name="mine") + "kind: pairwise\ncandidates: [one, two]\n"
+                    "output: [{key: better, type: choice, ties: false}]\n", encoding="utf-8")
+    schema = output_json_schema(load_rubric_file(path))
+    assert schema["properties"]["better"]["enum"] == ["A", "B"]
+
+
+# --- reconciliation -------------------------------------------------------------------------
+
+def test_positions_map_back_to_candidates_and_a_flip_is_inconsistent():
+    assert to_candidate("A", "A") == "A" and to_candidate("A", "B") == "B"
+    assert to_candidate("B", "B") == "A" and to_candidate("tie", "B") == "tie"
+    assert reconcile(["A", "A"]) == "A" and reconcile(["tie", "tie"]) == "tie"
+    assert reconcile(["A", "B"]) == "inconsistent" and reconcile(["A", "tie"]) == "inconsistent"
+
+
+@pytest.mark.parametrize(("rule", "outcome"), [
+    (lambda first, second: "A", "inconsistent"),                 # always the first shown
+    (lambda first, second: "B", "inconsistent"),                 # always the second shown
+    (lambda first, second: "A" if "good" in first else "B", "A"),  # honest: the good answer
+    (lambda first, second: "tie", "tie"),
+])
+def test_both_orders_are_judged_in_one_batch_and_reconciled(tmp_path, rule, outcome):
+    backend = ScriptedJudge(rule)
+    path = _pairs_file(tmp_path, [("a good answer", "a poor answer"),
+                                  ("another good one", "another poor one")])
+    result = _run(tmp_path, backend, path, batch_size=8)
+    assert len(backend.calls) == 1 and len(backend.calls[0][0]) == 4  # 2 pairs x 2 orders
+    records = _records(tmp_path)
+    assert [r.status for r in records] == ["ok", "ok"]
+    for record in records:
+        assert record.record_version == 3
+        assert record.scores == {key: outcome for key in CHOICES}
+        assert record.pairwise.outcome == record.scores
+        assert [o.first for o in record.pairwise.orders] == ["A", "B"]
+        assert record.pairwise.systems == {"A": "gpt", "B": "llama"}
+    first, second = records[0].pairwise.orders
+    assert first.verdict["accuracy"] == rule("a good answer", "a poor answer")
+    assert second.verdict["accuracy"] == rule("a poor answer", "a good answer")
+    assert result.summary["status_counts"] == {"ok": 2}
+
+
+def test_each_order_shows_the_other_candidate_first(tmp_path):
+    backend = ScriptedJudge(lambda first, second: "A")
+    _run(tmp_path, backend, _pairs_file(tmp_path, [("alpha text", "beta text")]))
+    prompts = [chat[-1]["content"] for chat in backend.calls[0][0]]
+    assert prompts[0].index("alpha text") < prompts[0].index("beta text")
+    assert prompts[1].index("beta text") < prompts[1].index("alpha text")
+    record = _records(tmp_path)[0]
+    assert record.pairwise.lengths == {"A": len("alpha text"), "B": len("beta text")}
+    assert record.pairwise.orders[0].choices["accuracy"] == "A"   # alpha shown first, chosen
+    assert record.pairwise.orders[1].choices["accuracy"] == "B"   # beta shown first, chosen
+
+
+def test_choice_probabilities_are_kept_per_order_in_candidate_terms(tmp_path):
+    backend = FakeBackend()  # always writes "A" (the first shown) with probability 0.7
+    _run(tmp_path, backend, _pairs_file(tmp_path, [("x1", "y1")]))
+    first, second = _records(tmp_path)[0].pairwise.orders
+    assert first.probabilities["accuracy"]["A"] == pytest.approx(0.7)
+    assert second.probabilities["accuracy"]["B"] == pytest.approx(0.7)   # B was shown first
+    assert list(second.probabilities["accuracy"]) == ["A", "B", "tie"]
+
+
+def test_an_order_that_fails_fails_the_pair_and_says_which_order(tmp_path):
+    backend = FakeBackend([_verdict("A"), Generation(text='{"hallu', finish_reason="length")])
+    _run(tmp_path, backend, _pairs_file(tmp_path, [("x1", "y1")]))
+    record = _records(tmp_path)[0]
+    assert record.status == "truncated" and record.scores is None
+    assert record.reason.startswith("the order swapped (B first): ")
+    assert record.pairwise.orders[0].status == "ok"
+    assert record.pairwise.orders[1].raw_output == '{"hallu'
+
+
+def test_a_resumed_pairwise_run_judges_nothing_twice(tmp_path):
+    path = _pairs_file(tmp_path, [("x1", "y1"), ("x2", "y2")])
+    _run(tmp_path, FakeBackend(), path, limit=1)
+    backend = FakeBackend()
+    _run(tmp_path, backend, path)
+    assert sum(len(call[0]) for call in backend.calls) == 2  # only the second pair, 2 orders
+    assert [r.case_id for r in _records(tmp_path)] == ["c0", "c1"]
+
+
+# --- two files joined on case id ------------------------------------------------------------
+
+def _two_files(tmp_path: Path, a_rows: list[dict], b_rows: list[dict]) -> tuple[Path, Path]:
+    return (write_jsonl(tmp_path / "gpt4o.jsonl", a_rows),
+            write_jsonl(tmp_path / "llama.jsonl", b_rows))
+
+
+def test_two_files_are_joined_on_case_id_and_nothing_is_dropped(tmp_path):
+    a_rows = [dict(SHARED, case_id=f"c{i}", answer=f"gpt {i}") for i in range(4)]
+    b_rows = [dict(SHARED, case_id="c2", answer="llama 2"),
+              dict(SHARED, case_id="c0", answer="llama 0"),
+              dict(SHARED, case_id="c1", answer="llama 1", patient_profile="someone else"),
+              dict(SHARED, case_id="c9", answer="llama 9")]
+    a, b = _two_files(tmp_path, a_rows, b_rows)
+    _run(tmp_path, FakeBackend(), a, versus=b, answer_column="answer")
+    records = {r.case_id: r for r in _records(tmp_path)}
+    assert set(records) == {"c0", "c1", "c2", "c3", "c9"}
+    assert records["c0"].status == records["c2"].status == "ok"
+    assert records["c0"].pairwise.systems == {"A": "gpt4o", "B": "llama"}
+    assert records["c0"].pairwise.lengths == {"A": len("gpt 0"), "B": len("llama 0")}
+    differs = records["c1"]
+    assert differs.status == "input_error" and "'patient_profile'" in differs.reason
+    assert "differs between gpt4o.jsonl and llama.jsonl" in differs.reason
+    assert "someone else" not in differs.reason
+    assert records["c3"].status == "input_error" and "no case with this id in llama.jsonl" \
+        in records["c3"].reason
+    assert records["c9"].status == "input_error" and "no case with this id in gpt4o.jsonl" \
+        in records["c9"].reason and records["c9"].input_file.endswith("llama.jsonl")
+
+
+def test_a_bad_row_in_the_second_file_is_an_input_error_of_its_case(tmp_path):
+    a, b = _two_files(tmp_path, [dict(SHARED, case_id="c0", answer="gpt")],
+                      [dict(SHARED, case_id="c0", answer="  ")])
+    items = list(iter_pairs(a, b, load_rubric(PAIRWISE), answer_column="answer"))
+    assert len(items) == 1 and isinstance(items[0], InputProblem)
+    assert "llama.jsonl (line 1)" in items[0].message and items[0].field == "answer"
+
+
+def test_the_second_file_with_a_repeated_id_is_refused(tmp_path):
+    a, b = _two_files(tmp_path, [dict(SHARED, case_id="c0", answer="gpt")],
+                      [dict(SHARED, case_id="c0", answer="x"), dict(SHARED, case_id="c0",
+                                                                     answer="y")])
+    with pytest.raises(InputFileError, match="llama.jsonl: duplicate case ids"):
+        list(iter_pairs(a, b, load_rubric(PAIRWISE), answer_column="answer"))
+
+
+@pytest.mark.parametrize(("task", "message"), [
+    (dict(versus="SELF", answer_column="answer"), "is the --input file itself"),
+    (dict(versus="B", answer_column="answer", mapping={"answer_a": "x"}),
+     "names the candidates"),
+    (dict(versus="B"), "go together"),
+    (dict(samples=2, temperature=0.5), "self-consistency samples are for absolute"),
+    (dict(systems=("same", "same")), "both candidates would be called"),
+])
+def test_pairwise_options_that_cannot_work_are_refused_before_judging(tmp_path, task, message):
+    a, b = _two_files(tmp_path, [dict(SHARED, case_id="c0", answer="gpt")],
+                      [dict(SHARED, case_id="c0", answer="llama")])
+    if "versus" in task:
+        task["versus"] = a if task["versus"] == "SELF" else b
+    backend = FakeBackend()
+    with pytest.raises((InputFileError, JudgeConfigError), match=message):
+        _run(tmp_path, backend, a, **task)
+    assert not backend.calls and not (tmp_path / "out.jsonl").exists()
+
+
+def test_pairwise_options_on_an_absolute_rubric_are_refused(tmp_path):
+    a, b = _two_files(tmp_path, [dict(SHARED, case_id="c0", answer="gpt")],
+                      [dict(SHARED, case_id="c0", answer="llama")])
+    with pytest.raises(JudgeConfigError, match="only for a pairwise rubric"):
+        _run(tmp_path, FakeBackend(), a, rubric="trial_eligibility", versus=b,
+             answer_column="answer")
+
+
+def test_the_cli_runs_two_files_and_refuses_bad_options_in_one_line(tmp_path):
+    a, b = _two_files(tmp_path, [dict(SHARED, case_id="c0", answer="gpt")],
+                      [dict(SHARED, case_id="c0", answer="llama")])
+    models = tmp_path / "models.yaml"
+    models.write_text("default: fake\njudges:\n  fake: {backend: fake}\n", encoding="utf-8")
+    common = ["run", "-r", PAIRWISE, "-i", str(a), "--models-file", str(models),
+              "--no-progress", "-o", str(tmp_path / "out.jsonl")]
+    ok = CliRunner().invoke(cli, [*common, "--versus", str(b), "--answer-column", "answer",
+                                  "--systems", "new,old"])
+    assert ok.exit_code == 0, ok.output
+    assert _records(tmp_path)[0].pairwise.systems == {"A": "new", "B": "old"}
+    for extra, message in ((["--systems", "one"], "--systems: give two names"),
+                           (["--versus", str(b)], "go together")):
+        bad = CliRunner().invoke(cli, [*common[:-1], str(tmp_path / "o2.jsonl"), *extra])
+        assert bad.exit_code == 2
+        assert bad.output.strip().count("\n") == 0 and message in bad.output
+
+
+def test_a_jury_does_not_run_a_pairwise_rubric(tmp_path):
+    from evaluator.run.jury import evaluate_jury
+    from evaluator.judges.models_file import JurySpec
+
+    path = _pairs_file(tmp_path, [("x", "y")])
+    task, judge, how = run_options(rubric=PAIRWISE, input_path=path,
+                                   output_path=tmp_path / "out.jsonl")
+    with pytest.raises(JudgeConfigError, match="judged by one judge"):
+        evaluate_jury(task, "panel", JurySpec(judges=["a", "b"]), judge, how)
+
+
+# --- the choices' exact probabilities -------------------------------------------------------
+
+@pytest.mark.parametrize(("written", "before", "expected"), [
+    (b'"', b"", "expand"),
+    (b'"A', b"", "A"),        # only "A" starts with "A: the grammar must close it
+    (b'"t', b"", "tie"),
+    (b'"A"', b"", "A"),
+    (b'"B",', b"", "B"),
+    (b'"x', b"", "invalid"),
+    (b':"B', b":", "B"),
+    (b'x', b":", "inconsistent"),
+])
+def test_classify_reads_a_choice_as_a_json_string(written, before, expected):
+    assert classify(written, before, ("A", "B", "tie")) == expected
+
+
+def test_choice_probabilities_on_the_real_model_match_a_brute_force_enumeration(tiny_backend):
+    """The tiny model's P(A), P(B), P(tie) at each choice of a pairwise verdict, from the
+    walk (through the run), against the definition: every allowed token path expanded
+    until the JSON string closes, one unpadded forward pass per node."""
+    import numpy as np
+    import torch
+    from llguidance import LLMatcher
+
+    from evaluator.rubrics.render import render_messages
+    from evaluator.rubrics.schema import max_new_tokens
+    from evaluator.judges.backends import Sampling
+
+    rubric = load_rubric(PAIRWISE)
+    schema = output_json_schema(rubric)
+    schema_text = json.dumps(schema, separators=(",", ":"))
+    fields = dict(SHARED, ground_truth_explanation="", answer_a="Eligible.", answer_b="No.")
+    gen = tiny_backend.generate([render_messages(rubric, fields)], schema_text,
+                                Sampling(max_new_tokens=max_new_tokens(schema)), {})[0]
+    from evaluator.rubrics.score_paths import choice_slots, value_offsets
+    from evaluator.judges.backends import ScoreAnchor
+
+    scores = json.loads(gen.text)
+    offsets = value_offsets(rubric, scores, gen.text)
+    anchors = [ScoreAnchor(s.path, offsets[s.path], s.allowed)
+               for s in choice_slots(rubric, scores)]
+    got = tiny_backend.score_distributions(schema_text, [gen], [anchors])[0]
+    processor = tiny_backend._processor(schema_text)
+    llg = processor.tokenizer
+    starts = np.cumsum([0] + [len(llg.decode_bytes([t])) for t in gen.token_ids])
+    for anchor, dist in zip(anchors, got):
+        k = int(np.searchsorted(starts, anchor.offset, side="right")) - 1
+        before = gen.text.encode()[int(starts[k]):anchor.offset]
+        matcher = LLMatcher(llg, processor.grammar, log_level=0)
+        assert matcher.consume_tokens(list(gen.token_ids[:k]))
+        expected: dict[str, float] = {}
+
+        def walk(ids, matcher, written, mass):
+            with torch.inference_mode():
+                logits = tiny_backend.model(input_ids=torch.tensor([ids])).logits[0, -1]
+            lp = torch.log_softmax(logits.float(), -1).numpy().astype(np.float64)
+            bits = np.unpackbits(np.frombuffer(matcher.compute_bitmask(), dtype=np.uint8),
+                                 bitorder="little")[:llg.vocab_size]
+            allowed = np.flatnonzero(bits)
+            p = np.exp(lp[allowed] - lp[allowed].max())
+            p /= p.sum()
+            for token, pt in zip(allowed.tolist(), p):
+                text = written + llg.decode_bytes([token])
+                tail = text[len(before):] if text.startswith(before) else None
+                done = [v for v in ("A", "B", "tie")
+                        if tail is not None and tail.startswith(f'"{v}"'.encode())]
+                if done:
+                    expected[done[0]] = expected.get(done[0], 0.0) + mass * pt
+                elif mass * pt > 1e-12:
+                    child = matcher.deep_copy()
+                    assert child.consume_token(token)
+                    walk(ids + [token], child, text, mass * pt)
+
+        walk(list(gen.prompt_ids) + list(gen.token_ids[:k]), matcher, b"", 1.0)
+        assert dist is not None and dist.coverage == pytest.approx(1.0)
+        assert set(dist.probabilities) == set(expected) == {"A", "B", "tie"}
+        for value, p in expected.items():
+            assert dist.probabilities[value] == pytest.approx(p, abs=2e-5), value
+
+
+def test_the_real_model_judges_a_pair_in_both_orders_through_the_run(tmp_path, tiny_backend):
+    path = _pairs_file(tmp_path, [("Likely Eligible: meets all criteria.", "Not Eligible.")])
+    _run(tmp_path, tiny_backend, path, judge_spec=JudgeSpec(backend="tiny-random"))
+    record = _records(tmp_path)[0]
+    assert record.status == "ok", record.reason
+    for order in record.pairwise.orders:
+        for key in CHOICES:
+            probs = order.probabilities[key]
+            assert sum(probs.values()) == pytest.approx(1.0)
+            assert max(probs, key=probs.get) == order.choices[key]  # greedy: the argmax
+
+
+def test_the_absolute_builtins_are_unchanged():
+    """The pairwise rubric is a new file; the four originals' files are untouched."""
+    import subprocess
+
+    changed = subprocess.run(["git", "diff", "--name-only", "1b1d0ab~1", "--", "prompts/"],
+                             cwd=ROOT, capture_output=True, text=True, check=False)
+    if changed.returncode != 0:
+        pytest.skip("not a git checkout with this history")
+    assert [name for name in changed.stdout.split() if not name.endswith("_pairwise.yaml")] == []
