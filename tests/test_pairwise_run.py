@@ -412,3 +412,47 @@ def test_the_absolute_builtins_are_unchanged():
     if changed.returncode != 0:
         pytest.skip("not a git checkout with this history")
     assert [name for name in changed.stdout.split() if not name.endswith("_pairwise.yaml")] == []
+
+
+def test_choice_probabilities_are_read_from_the_logits_kept_while_generating(tiny_backend):
+    """The transformers path keeps the logits where a choice is written, so a pairwise
+    verdict's probabilities need no forward pass, and equal the ones recomputed."""
+    from dataclasses import replace
+
+    from evaluator.judges.backends import Sampling, ScoreAnchor
+    from evaluator.rubrics.render import render_messages
+    from evaluator.rubrics.schema import max_new_tokens
+    from evaluator.rubrics.score_paths import choice_slots, value_offsets
+
+    rubric = load_rubric(PAIRWISE)
+    schema = output_json_schema(rubric)
+    schema_text = json.dumps(schema, separators=(",", ":"))
+    fields = dict(SHARED, ground_truth_explanation="", answer_a="Eligible.", answer_b="No.")
+    gens = tiny_backend.generate([render_messages(rubric, fields)] * 2, schema_text,
+                                 Sampling(max_new_tokens=max_new_tokens(schema),
+                                          temperature=1.0, seed=4), {})
+    anchors = []
+    for gen in gens:
+        verdict = json.loads(gen.text)
+        offsets = value_offsets(rubric, verdict, gen.text)
+        anchors.append([ScoreAnchor(s.path, offsets[s.path], s.allowed)
+                        for s in choice_slots(rubric, verdict)])
+    assert all(len(g.step_logits) >= 3 for g in gens)
+    asked = []
+    original = tiny_backend._next_token_dists
+
+    def spy(contexts, bases, allowed):
+        asked.extend(contexts)
+        return original(contexts, bases, allowed)
+
+    tiny_backend._next_token_dists = spy
+    try:
+        kept = tiny_backend.score_distributions(schema_text, gens, anchors)
+    finally:
+        del tiny_backend._next_token_dists
+    recomputed = tiny_backend.score_distributions(
+        schema_text, [replace(g, step_logits=None) for g in gens], anchors)
+    assert asked == []  # every choice read from the kept logits
+    for row, again in zip(kept, recomputed):
+        for dist, other in zip(row, again):
+            assert dist.probabilities == pytest.approx(other.probabilities, abs=2e-5)

@@ -261,3 +261,59 @@ def test_distributions_match_the_transformers_path(vllm_backend, trial_rows, nam
                 assert dist.probabilities[value] == pytest.approx(p, abs=1e-4)
             compared += 1
     assert compared >= 4
+
+
+def test_pairwise_runs_both_orders_through_vllm_and_matches_the_transformers_path(
+        vllm_backend, vllm_spec, tmp_path):
+    """A pairwise rubric on vLLM (issue 26): every pair judged in both orders, every verdict
+    parses, and each choice's probabilities equal the transformers path's on the same
+    weights and verdicts."""
+    from evaluator.data.results import iter_records
+    from evaluator.judges.backends import ScoreAnchor
+    from evaluator.rubrics.score_paths import choice_slots, value_offsets
+
+    rows = example_cases("trial_eligibility")
+    pairs = [dict(row, case_id=f"pair-{i}", answer_a=row["workflow_answer"],
+                  answer_b=rows[(i + 1) % len(rows)]["workflow_answer"])
+             for i, row in enumerate(rows)]
+    input_path = write_jsonl(tmp_path / "pairs.jsonl", pairs)
+    evaluate(Task("trial_eligibility_pairwise", input_path),
+             Judge(JUDGE, spec=vllm_spec, backend=vllm_backend), RunOptions(tmp_path / "o.jsonl"))
+    records = list(iter_records(tmp_path / "o.jsonl"))
+    assert len(records) == len(pairs) and all(r.status == "ok" for r in records)
+    rubric = load_rubric("trial_eligibility_pairwise")
+    model = build_output_model(rubric)
+    for record in records:
+        assert [o.first for o in record.pairwise.orders] == ["A", "B"]
+        for order in record.pairwise.orders:
+            model.model_validate(order.verdict)
+            assert set(order.probabilities) == {"hallucination", "accuracy", "clarity"}
+            for probs in order.probabilities.values():
+                assert sum(probs.values()) == pytest.approx(1.0)
+
+    schema_text, budget = _schema(rubric)
+    chats = [render_messages(rubric, pair) for pair in pairs[:2]]
+    gens = vllm_backend.generate(chats, schema_text,
+                                 Sampling(max_new_tokens=budget, temperature=1.0, seed=5), {})
+    anchors = []
+    for gen in gens:
+        verdict = model.model_validate_json(gen.text).model_dump(mode="json")
+        offsets = value_offsets(rubric, verdict, gen.text)
+        anchors.append([ScoreAnchor(s.path, offsets[s.path], s.allowed)
+                        for s in choice_slots(rubric, verdict)])
+    got = vllm_backend.score_distributions(schema_text, gens, anchors)
+    reference_backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random",
+                                                              device="cpu"))
+    try:
+        expected = reference_backend.score_distributions(schema_text, gens, anchors)
+    finally:
+        reference_backend.close()
+    compared = 0
+    for row, reference_row in zip(got, expected):
+        for dist, reference in zip(row, reference_row):
+            assert dist is not None and reference is not None
+            assert set(dist.probabilities) == set(reference.probabilities) == {"A", "B", "tie"}
+            for value, p in reference.probabilities.items():
+                assert dist.probabilities[value] == pytest.approx(p, abs=1e-4)
+            compared += 1
+    assert compared == 6

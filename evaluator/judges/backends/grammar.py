@@ -74,7 +74,10 @@ def build_grammar(json_schema: str | dict[str, Any]) -> str:
     return grammar
 
 
-def _score_keys(node: Any, root: dict[str, Any], keys: set[str], depth: int = 0) -> None:
+def _score_keys(node: Any, root: dict[str, Any], keys: set[str], depth: int = 0,
+                choices: set[str] | None = None) -> None:
+    """Collect the keys whose value is an integer enum (a score) into ``keys``, and those
+    whose value is a string enum (a pairwise choice) into ``choices``."""
     if not isinstance(node, dict) or depth > 32:
         return
     ref = node.get("$ref")
@@ -87,21 +90,35 @@ def _score_keys(node: Any, root: dict[str, Any], keys: set[str], depth: int = 0)
         enum = target.get("enum") if isinstance(target, dict) else None
         if enum and all(isinstance(v, int) and not isinstance(v, bool) for v in enum):
             keys.add(key)
-        _score_keys(sub, root, keys, depth + 1)
-    _score_keys(node.get("items"), root, keys, depth + 1)
+        elif enum and choices is not None and all(isinstance(v, str) for v in enum):
+            choices.add(key)
+        _score_keys(sub, root, keys, depth + 1, choices)
+    _score_keys(node.get("items"), root, keys, depth + 1, choices)
+
+
+def _names(keys: set[str]) -> bytes:
+    return b"|".join(re.escape(json.dumps(k, ensure_ascii=False).encode()) for k in sorted(keys))
 
 
 def score_watch(json_schema: str | dict[str, Any]) -> re.Pattern[bytes] | None:
     """A pattern that matches the end of a verdict's compact JSON text exactly where an
     integer score's value starts or is still being written (``{"accuracy":``,
-    ``,"Score":1``): the steps whose next-token distribution the score distributions need.
-    Inside a string a ``"`` is always escaped, so a string's text never matches. None when
-    the schema has no integer scores."""
+    ``,"Score":1``), or a pairwise choice's (from ``,"accuracy`` to ``,"accuracy":"t``): the
+    steps whose next-token distribution the score distributions need. Inside a string a
+    ``"`` is always escaped, so a string's text never matches. None when the schema has no
+    scores or choices."""
     schema = json.loads(json_schema) if isinstance(json_schema, str) else json_schema
     keys: set[str] = set()
-    _score_keys(schema, schema, keys)
-    if not keys:
-        return None
-    names = b"|".join(re.escape(json.dumps(k, ensure_ascii=False).encode())
-                      for k in sorted(keys))
-    return re.compile(rb"[{,](?:" + names + rb"):-?[0-9]*\Z")
+    choices: set[str] = set()
+    _score_keys(schema, schema, keys, choices=choices)
+    parts = []
+    if keys:
+        parts.append(rb"[{,](?:" + _names(keys) + rb"):-?[0-9]*\Z")
+    if choices:
+        # A choice's opening quote often shares a token with the key's end (``":"``), so
+        # the walk may start before the colon or at the key's closing quote: watch from the
+        # key's last letter on.
+        open_names = b"|".join(re.escape(json.dumps(k, ensure_ascii=False).encode()[:-1])
+                               for k in sorted(choices))
+        parts.append(rb"[{,](?:" + open_names + rb')(?:"(?::(?:"[A-Za-z]*)?)?)?\Z')
+    return re.compile(b"|".join(parts)) if parts else None
