@@ -456,3 +456,20 @@ def test_choice_probabilities_are_read_from_the_logits_kept_while_generating(tin
     for row, again in zip(kept, recomputed):
         for dist, other in zip(row, again):
             assert dist.probabilities == pytest.approx(other.probabilities, abs=2e-5)
+
+
+@pytest.mark.parametrize("command", [
+    ["agree", "{out}", "--labels", "{labels}", "--label-field", "accuracy"],
+    ["estimate", "{out}", "--labels", "{labels}", "--label-field", "accuracy"],
+    ["review", "{out}", "--out", "{dir}/review"],
+    ["report", "{out}", "--html", "{dir}/report.html"],
+])
+def test_commands_that_read_scores_refuse_a_pairwise_file_in_one_line(tmp_path, command):
+    _run(tmp_path, FakeBackend(), _pairs_file(tmp_path, [("x", "y")]))
+    labels = tmp_path / "labels.csv"
+    labels.write_text("case_id,accuracy\nc0,3\n", encoding="utf-8")
+    args = [a.format(out=tmp_path / "out.jsonl", labels=labels, dir=tmp_path) for a in command]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().count("\n") == 0
+    assert "holds pairwise verdicts" in result.output and "evaluator compare" in result.output

@@ -59,7 +59,7 @@ from evaluator.analysis.score_mode import ScoredView, mode_block, score_view
 from evaluator.analysis.stats import require_stats
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
+from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError, pairwise_elsewhere
 
 AGREEMENT_RESAMPLES = 1000
 AGREEMENT_SEED = 20141
@@ -391,6 +391,8 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
     ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}
     not_ok = [r for r in records if r.case_id not in ok]
     rubric, rubric_note = _rubric_for(records, rubrics_dirs)
+    if rubric is not None and rubric.pairwise:
+        raise AgreementError(pairwise_elsewhere(results_path, rubric.name, "agree"))
     if score_mode != "argmax" and rubric is None:
         raise AgreementError(f"--score {score_mode} needs the rubric: {rubric_note}")
     view = (score_view(rubric, records, score_mode, str(results_path)) if rubric is not None

@@ -26,7 +26,13 @@ from evaluator.analysis.label_files import AgreementError, label_number, label_r
 from evaluator.analysis.score_mode import score_view
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric, RubricError
+from evaluator.rubrics.rubric import (
+    IntegerCriterion,
+    ItemsCriterion,
+    Rubric,
+    RubricError,
+    pairwise_elsewhere,
+)
 
 NO_DESIGN_NOTE = ("records no design (a plain labels file): its labelled cases are taken as a "
                   "simple random sample of the run's cases; if they were chosen another way "
@@ -91,10 +97,13 @@ def _rubric(path: Path, records: Sequence[ResultRecord], rubrics_dirs: Sequence[
         raise EstimateError(f"{path}: " + ("no records" if not names else
                                            f"records of {len(names)} rubrics"))
     try:
-        return load_rubric(names[0], tuple(rubrics_dirs))
+        rubric = load_rubric(names[0], tuple(rubrics_dirs))
     except RubricError as exc:
         raise EstimateError(f"rubric {names[0]!r} of {path} cannot be loaded ({exc}); give "
                             "--rubrics-dir") from None
+    if rubric.pairwise:
+        raise EstimateError(pairwise_elsewhere(path, rubric.name, "estimate"))
+    return rubric
 
 
 def _check_design(system: System, records: Sequence[ResultRecord]) -> None:

@@ -48,7 +48,13 @@ from evaluator.analysis.sample_size import TARGET_STATISTICS, halfwidth_estimate
 from evaluator.data.files import atomic_writer, same_file, show_path
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric, RubricError
+from evaluator.rubrics.rubric import (
+    IntegerCriterion,
+    ItemsCriterion,
+    Rubric,
+    RubricError,
+    pairwise_elsewhere,
+)
 
 REVIEW_CSV = "review.csv"
 REVIEW_JSONL = "review.jsonl"
@@ -246,6 +252,8 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     except RubricError as exc:
         raise ReviewError(f"rubric {names[0]!r} cannot be loaded ({exc}); give "
                           "--rubrics-dir") from None
+    if rubric.pairwise:
+        raise ReviewError(pairwise_elsewhere(", ".join(map(str, results)), rubric.name, "review"))
     chosen = _chosen_criteria(rubric, criteria)
     _check_gates(rubric, gates)
     labels: dict[str, float] = {}
