@@ -37,6 +37,9 @@ def rubrics(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...])
     click.echo(printable(f"{rubric.name}: {rubric.title}\n  file: {rubric.source_path}"))
     if rubric.description:
         click.echo(printable(f"  {rubric.description}"))
+    if rubric.pairwise and rubric.candidates is not None:
+        click.echo(printable(f"  pairwise: compares {rubric.candidates[0]} (candidate A) with "
+                             f"{rubric.candidates[1]} (candidate B), judged in both orders"))
     click.echo("inputs:")
     for field, spec in rubric.inputs.items():
         optional = "" if spec.required else " (optional)"
@@ -48,6 +51,8 @@ def rubrics(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...])
         elif out.type == "items":
             detail = (f"list of {out.min_items}-{out.max_items} {{{out.score_key}, "
                       f"{out.explanation_key}}} items, {out.score_key} in {out.allowed}")
+        elif out.type == "choice":
+            detail = f"choice of {' / '.join(out.allowed)} (A: the answer shown first)"
         else:
             detail = f"integer in {out.allowed}"
         click.echo(printable(f"  {out.key}: {detail}"))
