@@ -270,3 +270,33 @@ def test_ray_client_addresses_are_refused_with_what_to_do(tmp_path):
     assert result.exit_code == 2
     assert "Run the command on a node of the cluster with --address auto" in result.output
     assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_pairwise_rubric_gets_the_same_records_on_ray_as_locally(ray_cluster, tmp_path):
+    """Pairs (issue 26) go through the judging step both engines share: on Ray each pair is
+    judged in both orders and gets the local engine's record."""
+    from evaluator.judges.backends.fake import FakeBackend
+
+    rows = [{"case_id": f"p{i}", "patient_profile": f"patient {i}", "trial_id": "NCT1",
+             "trial_title": "t", "eligibility_criteria": "c", "ground_truth_label": "g",
+             "gpt": f"answer {i}", "llama": f"other answer {i}"} for i in range(5)]
+    source = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    mapping = {"answer_a": "gpt", "answer_b": "llama"}
+    folder = tmp_path / "markers"
+    folder.mkdir()
+    evaluate(*run_options(rubric="trial_eligibility_pairwise", input_path=source,
+                          mapping=mapping, output_path=tmp_path / "local.jsonl",
+                          judge="slow-fake", judge_spec=FAKE, backend=FakeBackend(),
+                          batch_size=2))
+    evaluate(*run_options(rubric="trial_eligibility_pairwise", input_path=source,
+                          mapping=mapping, output_path=tmp_path / "ray.jsonl",
+                          judge="slow-fake", judge_spec=FAKE, batch_size=2, engine="ray",
+                          ray_options=RayOptions(replicas=1, backend_factory=partial(
+                              ray_judges.slow_fake, str(folder), 0.0))))
+    timing = {"batch_seconds"}
+    local = {r.case_id: r.model_dump(exclude=timing) for r in read_results(tmp_path / "local.jsonl")}
+    remote = _exactly_once(tmp_path / "ray.jsonl", [f"p{i}" for i in range(5)])
+    assert {cid: r.model_dump(exclude=timing) for cid, r in remote.items()} == local
+    assert all(r.pairwise.outcome["accuracy"] == "inconsistent" for r in remote.values())
