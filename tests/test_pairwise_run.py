@@ -112,8 +112,8 @@ template: "{{{{ reference | fence }}}} {{{{ one | fence }}}} {{{{ two | fence }}
      "not declared"),
     ("kind: pairwise\ncandidates: [one, two]\noutput: [{key: why, type: string, max_length: 9}]\n",
      "at least one output of 'type: choice'"),
-    ("kind: pairwise\ncandidates: [one, two]\noutput: [{key: better, type: choice}, "
-     "{key: s, type: integer, range: [1, 5]}]\n", "choices and strings only"),
+    (("kind: pairwise\ncandidates: [one, two]\noutput: [{key: better, type: choice}, "
+      "{key: s, type: integer, range: [1, 5]}]\n"), "choices and strings only"),
     ("output: [{key: better, type: choice}]\n", "only a rubric with 'kind: pairwise'"),
     ("candidates: [one, two]\noutput: [{key: s, type: integer, range: [1, 5]}]\n",
      "belongs to a rubric with 'kind: pairwise'"),
@@ -301,8 +301,8 @@ def test_the_cli_runs_two_files_and_refuses_bad_options_in_one_line(tmp_path):
 
 
 def test_a_jury_does_not_run_a_pairwise_rubric(tmp_path):
-    from evaluator.run.jury import evaluate_jury
     from evaluator.judges.models_file import JurySpec
+    from evaluator.run.jury import evaluate_jury
 
     path = _pairs_file(tmp_path, [("x", "y")])
     task, judge, how = run_options(rubric=PAIRWISE, input_path=path,
@@ -335,9 +335,9 @@ def test_choice_probabilities_on_the_real_model_match_a_brute_force_enumeration(
     import torch
     from llguidance import LLMatcher
 
+    from evaluator.judges.backends import Sampling
     from evaluator.rubrics.render import render_messages
     from evaluator.rubrics.schema import max_new_tokens
-    from evaluator.judges.backends import Sampling
 
     rubric = load_rubric(PAIRWISE)
     schema = output_json_schema(rubric)
@@ -345,8 +345,8 @@ def test_choice_probabilities_on_the_real_model_match_a_brute_force_enumeration(
     fields = dict(SHARED, ground_truth_explanation="", answer_a="Eligible.", answer_b="No.")
     gen = tiny_backend.generate([render_messages(rubric, fields)], schema_text,
                                 Sampling(max_new_tokens=max_new_tokens(schema)), {})[0]
-    from evaluator.rubrics.score_paths import choice_slots, value_offsets
     from evaluator.judges.backends import ScoreAnchor
+    from evaluator.rubrics.score_paths import choice_slots, value_offsets
 
     scores = json.loads(gen.text)
     offsets = value_offsets(rubric, scores, gen.text)
@@ -363,7 +363,7 @@ def test_choice_probabilities_on_the_real_model_match_a_brute_force_enumeration(
         assert matcher.consume_tokens(list(gen.token_ids[:k]))
         expected: dict[str, float] = {}
 
-        def walk(ids, matcher, written, mass):
+        def walk(ids, matcher, written, mass, before=before, expected=expected):
             with torch.inference_mode():
                 logits = tiny_backend.model(input_ids=torch.tensor([ids])).logits[0, -1]
             lp = torch.log_softmax(logits.float(), -1).numpy().astype(np.float64)
