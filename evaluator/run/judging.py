@@ -25,6 +25,7 @@ from evaluator.data.cases import Case, InputProblem
 from evaluator.data.results import ResultRecord, ResultWriter
 from evaluator.judges.backends import (
     Backend,
+    Chat,
     Generation,
     Sampling,
     ScoreAnchor,
@@ -164,6 +165,29 @@ def reject_too_long(records: Sequence[ResultRecord]) -> None:
                             f"{too_long[0].reason}")
 
 
+def _generate(backend: Backend, chats: Sequence[Chat], setup: RunSetup, samples: int,
+              ) -> tuple[list[list[Generation]], float] | str:
+    """Every chat generated ``samples`` times (sample k seeded with the judge's seed + k;
+    sample 0 is the usual run), and the seconds it took; or, when the backend raises or
+    returns the wrong number of generations, the ``backend_error`` reason for the batch."""
+    started = time.perf_counter()
+    runs: list[list[Generation]] = []
+    try:
+        for k in range(samples):
+            sampling = replace(setup.sampling, seed=setup.sampling.seed + k)
+            runs.append(backend.generate(chats, setup.schema_text, sampling,
+                                         setup.template_kwargs))
+    except Exception as exc:  # noqa: BLE001 - one failing batch must not kill the run
+        log.error("backend error on a batch of %d prompt(s): %s", len(chats),
+                  type(exc).__name__)
+        return (f"backend raised {type(exc).__name__}; see the log for details. Re-run the "
+                "same command to judge these cases again.")
+    wrong = next((len(gens) for gens in runs if len(gens) != len(chats)), None)
+    if wrong is not None:
+        return f"backend returned {wrong} generations for {len(chats)} prompts"
+    return runs, time.perf_counter() - started
+
+
 def judge_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> list[ResultRecord]:
     """One record per case of ``batch``: rendered, generated ``setup.samples`` times
     (sample k seeded with the judge's seed + k), validated and, for several samples,
@@ -177,24 +201,10 @@ def judge_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> lis
                   max_new_tokens=setup.sampling.max_new_tokens, batch_size=len(batch),
                   settings_hash=setup.settings_hash, prompt_hash=prompt_hash(chat))
              for case, chat in zip(batch, chats)]
-    started = time.perf_counter()
-    runs: list[list[Generation]] = []
-    try:
-        for k in range(setup.samples):
-            # Sample k is seeded with the judge's seed + k (sample 0 is the usual run).
-            sampling = replace(setup.sampling, seed=setup.sampling.seed + k)
-            runs.append(backend.generate(chats, setup.schema_text, sampling,
-                                         setup.template_kwargs))
-    except Exception as exc:  # one failing batch must not kill the run
-        log.error("backend error on a batch of %d case(s): %s", len(batch), type(exc).__name__)
-        reason = (f"backend raised {type(exc).__name__}; see the log for details. Re-run the "
-                  "same command to judge these cases again.")
-        return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
-    elapsed = time.perf_counter() - started
-    wrong = next((len(gens) for gens in runs if len(gens) != len(batch)), None)
-    if wrong is not None:
-        reason = f"backend returned {wrong} generations for {len(batch)} prompts"
-        return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
+    generated = _generate(backend, chats, setup, setup.samples)
+    if isinstance(generated, str):
+        return [ResultRecord(status="backend_error", reason=generated, **base) for base in bases]
+    runs, elapsed = generated
     judged = [[judge_generation(setup.rubric, setup.output_model, generation,
                                 dict(base, batch_seconds=elapsed))
                for generation, base in zip(gens, bases)] for gens in runs]
@@ -279,19 +289,10 @@ def judge_pairs(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> lis
                   settings_hash=setup.settings_hash,
                   prompt_hash=prompt_hash([m for chat in chats[2 * i:2 * i + 2] for m in chat]))
              for i, case in enumerate(batch)]
-    started = time.perf_counter()
-    try:
-        generations = backend.generate(chats, setup.schema_text, setup.sampling,
-                                       setup.template_kwargs)
-    except Exception as exc:  # one failing batch must not kill the run
-        log.error("backend error on a batch of %d pair(s): %s", len(batch), type(exc).__name__)
-        reason = (f"backend raised {type(exc).__name__}; see the log for details. Re-run the "
-                  "same command to judge these cases again.")
-        return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
-    elapsed = time.perf_counter() - started
-    if len(generations) != len(chats):
-        reason = f"backend returned {len(generations)} generations for {len(chats)} prompts"
-        return [ResultRecord(status="backend_error", reason=reason, **base) for base in bases]
+    generated = _generate(backend, chats, setup, 1)
+    if isinstance(generated, str):
+        return [ResultRecord(status="backend_error", reason=generated, **base) for base in bases]
+    [generations], elapsed = generated
     judged = [judge_generation(setup.rubric, setup.output_model, generation,
                                dict(case_id="", rubric="", judge="",
                                     max_new_tokens=setup.sampling.max_new_tokens,
