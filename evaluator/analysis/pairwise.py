@@ -26,6 +26,7 @@ the functions.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -280,8 +281,6 @@ LABEL_CODES = {"A": 0, "B": 1, "tie": 2}
 
 def _kappa(x: Any, y: Any) -> float | None:
     # Imported here: the stats extra, which `import evaluator` never loads.
-    import warnings
-
     from sklearn.metrics import cohen_kappa_score
 
     if len(set(x.tolist()) | set(y.tolist())) < 2:
