@@ -21,7 +21,7 @@ def _wrapped(text: str, indent: str) -> list[str]:
 def _line(name: str, figure: Mapping[str, Any] | None, tail: str = "") -> str:
     figure = figure or {}
     text = (f"    {name:<22}{format_number(figure.get('value')):>7}  "
-            f"{format_ci(figure.get('ci95')):<18} {tail}")
+            f"{format_ci(figure.get('ci95')):<17} {tail}")
     return text.rstrip()[:WIDTH]
 
 
@@ -45,7 +45,7 @@ def _comparison_lines(entry: Mapping[str, Any]) -> list[str]:
         length = entry["length_bias"]
         lines.append(_line("length slope", length["slope"], "> 0: longer favoured"))
         lines.append(_line("length-controlled win", length["controlled_win_rate"],
-                           "A's win rate at equal length"))
+                           "A's, at equal lengths"))
         longer = length["longer_wins"]
         lines.append(_line("longer answer wins", longer,
                            f"{longer['longer_won']} of {longer['n']} decisive pairs"))
@@ -80,7 +80,7 @@ def format_comparison(report: Mapping[str, Any]) -> str:
         lines.extend(_wrapped(
             f"{info['path']}: {info['systems']['A']} (A) vs {info['systems']['B']} (B); "
             f"rubric {info['rubric']}; {info['ok']} of {info['records']} records ok", ""))
-        lines.append(f"    {'figure':<22}{'value':>7}  {'95% CI':<18}")
+        lines.append(f"    {'figure':<22}{'value':>7}  95% CI")
         for entry in report["comparisons"]:
             if entry["file"] == info["path"]:
                 lines.extend(_comparison_lines(entry))
