@@ -8,7 +8,9 @@ worksheet of the cases to label next (review, with review_signals and review_inp
 drawn by a design with known probabilities (designs), and its sample-size estimate
 (sample_size); labels files (label_files); clinician-level estimates from a judge and a few
 labels, per system and between systems (estimate with the PPI estimators of ppi, its
-inputs read and checked in estimate_inputs, its text in estimate_text).
+inputs read and checked in estimate_inputs, its text in estimate_text); pairwise
+comparisons (compare, with the statistics of pairwise, bradley_terry and their batched
+logistic fit, logit, and the text of pairwise_text).
 
 May import :mod:`evaluator.common`, :mod:`evaluator.rubrics` and :mod:`evaluator.data`.
 scipy, scikit-learn, krippendorff and pingouin (the ``stats`` extra) are imported inside

@@ -12,6 +12,7 @@ import click
 from evaluator.api import USER_ERRORS, OutputWriteFailed
 from evaluator.cli import (
     agree_cmd,
+    compare_cmd,
     estimate_cmd,
     models_cmd,
     prepare_cmd,
@@ -89,5 +90,6 @@ def cli(verbose: int) -> None:
 
 for command in (run_cmd.run, rubrics_cmd.rubrics, models_cmd.models, validate_cmd.validate,
                 prepare_cmd.prepare_judge, agree_cmd.agree, report_cmd.report,
-                summary_cmd.summary, review_cmd.review, estimate_cmd.estimate_command):
+                summary_cmd.summary, review_cmd.review, estimate_cmd.estimate_command,
+                compare_cmd.compare_command):
     cli.add_command(command)

@@ -1,0 +1,55 @@
+"""``evaluator compare``: how a pairwise judge ranks the systems of one or more pairwise
+results files, and how far its position and length biases and clinicians' labels let its
+verdicts be trusted."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.analysis.compare import CompareError, compare
+from evaluator.analysis.label_files import AgreementError
+from evaluator.analysis.pairwise_text import format_comparison
+from evaluator.analysis.stats import StatsUnavailable
+from evaluator.cli.exit_codes import EXIT_USAGE
+
+
+@click.command("compare")
+@click.argument("results", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--criterion", "criteria", multiple=True, metavar="KEY",
+              help="A choice criterion to compare (repeatable; default: all of the rubric's).")
+@click.option("--labels", "labels_path", default=None,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Clinicians' preferences (.csv or .jsonl): A, B or tie per case, A being "
+                   "system A; with one RESULTS file.")
+@click.option("--label-field", default=None,
+              help="The labels file's field holding A, B or tie.")
+@click.option("--id-column", default="case_id", show_default=True,
+              help="The labels file's case id column.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def compare_command(results: tuple[Path, ...], criteria: tuple[str, ...],
+                    labels_path: Path | None, label_field: str | None, id_column: str,
+                    as_json: bool) -> None:
+    """Compare the systems of pairwise RESULTS files (each one pairing, system A vs B,
+    judged in both orders): per choice criterion A's win rate, the position consistency
+    and position bias, the length bias (and a length-controlled win rate), with --labels
+    the agreement with clinicians' preferences, and with more than two systems their
+    Bradley-Terry strengths and ranking. Each figure has its 95% CI; no case text is
+    shown."""
+    if label_field is not None and labels_path is None:
+        click.echo("error: --label-field goes with --labels", err=True)
+        sys.exit(EXIT_USAGE)
+    try:
+        report = compare(list(results), criteria=criteria, labels_path=labels_path,
+                         label_field=label_field, id_column=id_column)
+    except (CompareError, AgreementError, StatsUnavailable) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        click.echo(format_comparison(report))
