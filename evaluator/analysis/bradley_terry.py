@@ -5,9 +5,8 @@ the battle's system A, -1 in B's), no intercept and no penalty, a tie half a win
 
 P(A beats B) = sigmoid(s_A - s_B): strengths are on the log-odds scale (natural log, not
 Arena's 400/log(10) Elo scale), identified up to a constant, reported with their mean 0.
-The fit is maximum likelihood by :func:`logit.fit_logit` (the estimate scikit-learn's
-``LogisticRegression(fit_intercept=False, C=np.inf)`` gives; checked against statsmodels in
-the tests); the 95% CIs are percentile bootstrap intervals over battles, resampled within
+The fit is scikit-learn's ``LogisticRegression(fit_intercept=False, C=np.inf)`` by
+:func:`logit.fit_logit` (checked against statsmodels in the tests); the 95% CIs are percentile bootstrap intervals over battles, resampled within
 each results file (each pairing keeps its number of battles).
 
 numpy is imported inside the functions (the ``stats`` extra).

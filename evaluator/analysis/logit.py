@@ -1,24 +1,24 @@
-"""Maximum-likelihood logistic regression with case weights, fitted for many weightings at
-once: the length-bias model and the Bradley-Terry strengths of ``evaluator compare``, on
-the data and on every bootstrap resample (a resample is a weighting of the cases: how many
-times each was drawn).
+"""Maximum-likelihood logistic regression with case weights, for many weightings: the
+length-bias model and the Bradley-Terry strengths of ``evaluator compare``, on the data and
+on every bootstrap resample (a resample is a weighting of the cases: how many times each was
+drawn).
 
-:func:`fit_logit` runs Newton's method on a batch of weight vectors together (numpy), so
-2,000 refits cost about what one does. It finds the same maximum-likelihood estimate as
-scikit-learn's ``LogisticRegression(C=np.inf)`` (no penalty) and statsmodels' ``GLM``
-(binomial): ``tests/test_pairwise_stats.py`` checks both to 1e-6. A response may be 0, 1 or
-in between: ``y = 0.5`` with weight ``w`` is exactly the two half-weight rows (one win, one
-loss) by which a tie is usually counted, and it keeps the tie's two halves together when
-cases are resampled.
+The fit is scikit-learn's ``LogisticRegression`` without a penalty (``C=inf``) and the
+``newton-cholesky`` solver, as Chatbot Arena fits its Bradley-Terry ratings; each bootstrap
+refit starts from the full data's estimate (``warm_start``). A response may be 0, 1 or in
+between: ``y = 0.5`` with weight ``w`` is the two half-weight rows (one win, one loss) by
+which a tie is usually counted, and they stay together when cases are resampled.
+``tests/test_pairwise_stats.py`` checks the estimates against statsmodels' ``GLM``.
 
 A weighting whose estimate is not finite (separable data: one side wins every time), or not
 identified (a column without information), is reported as not fitted, never as a number.
 
-numpy is imported inside the function (the ``stats`` extra).
+numpy and scikit-learn are imported inside the function (the ``stats`` extra).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 # A coefficient beyond this (a log-odds of 30: a probability of 1e-13) is an estimate
@@ -26,47 +26,65 @@ from typing import Any
 COEFFICIENT_LIMIT = 30.0
 MAX_ITERATIONS = 100
 TOLERANCE = 1e-10
-MAX_STEP = 5.0  # a Newton step is cut to this size (far from the optimum it can overshoot)
 
 
 def fit_logit(x: Any, y: Any, weights: Any, *, start: Any = None,
               max_iterations: int = MAX_ITERATIONS) -> tuple[Any, Any]:
     """Fit P(y = 1) = sigmoid(x @ beta) by weighted maximum likelihood, for each row of
     ``weights`` (shape (B, n); a vector (n,) for one fit). ``x``: (n, p), with a column of
-    ones for an intercept; ``y``: (n,) in [0, 1].
+    ones for an intercept (no intercept is added); ``y``: (n,) in [0, 1]. ``start``: where
+    each fit starts (e.g. the full data's estimate, for bootstrap refits).
 
-    Returns ``(beta, fitted)``: beta (B, p), and fitted (B,) False where the fit did not
-    converge, a coefficient passed :data:`COEFFICIENT_LIMIT` (separation) or the
+    Returns ``(beta, fitted)``: beta (B, p), and fitted (B,) False where a coefficient
+    passed :data:`COEFFICIENT_LIMIT` (separation), the solver did not converge, or the
     information matrix is singular (a parameter the data do not identify)."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
 
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     weights = np.asarray(weights, dtype=float)
     single = weights.ndim == 1
     weights = np.atleast_2d(weights)
-    batch, p = weights.shape[0], x.shape[1]
-    beta = (np.zeros((batch, p)) if start is None
-            else np.broadcast_to(np.asarray(start, dtype=float), (batch, p)).copy())
-    outer = (x[:, :, None] * x[:, None, :]).reshape(len(x), p * p)
-    ridge = 1e-12 * np.eye(p)
-    converged = np.zeros(batch, dtype=bool)
-    information = np.zeros((batch, p, p))
-    for _ in range(max_iterations):
-        mu = 0.5 * (1.0 + np.tanh(0.5 * (beta @ x.T)))  # the logistic function, stably
-        gradient = (weights * (y - mu)) @ x
-        information = ((weights * mu * (1.0 - mu)) @ outer).reshape(batch, p, p)
-        step = np.linalg.solve(information + ridge, gradient[:, :, None])[:, :, 0]
-        size = np.abs(step).max(axis=1)
-        step *= np.minimum(1.0, MAX_STEP / np.maximum(size, 1e-300))[:, None]
-        beta += step
-        converged = size < TOLERANCE * np.maximum(1.0, np.abs(beta).max(axis=1))
-        if converged.all() or (np.abs(beta) > COEFFICIENT_LIMIT).any(axis=1).all():
-            break
-    eigen = np.linalg.eigvalsh(information)
-    identified = eigen[:, 0] > 1e-9 * np.maximum(eigen[:, -1], 1e-300)
-    fitted = converged & identified & (np.abs(beta) <= COEFFICIENT_LIMIT).all(axis=1)
+    n, p = x.shape
+    # Each case as a win row (weight w * y) and a loss row (weight w * (1 - y)).
+    rows = np.vstack([x, x])
+    labels = np.concatenate([np.ones(n), np.zeros(n)])
+    model = LogisticRegression(C=np.inf, fit_intercept=False, solver="newton-cholesky",
+                               tol=TOLERANCE, max_iter=max_iterations,
+                               warm_start=start is not None)
+    betas = np.full((len(weights), p), np.nan)
+    fitted = np.zeros(len(weights), dtype=bool)
+    for index, w in enumerate(weights):
+        sample_weight = np.concatenate([w * y, w * (1.0 - y)])
+        keep = sample_weight > 0
+        if len(np.unique(labels[keep])) < 2:
+            continue  # one side wins every time: no finite estimate
+        if start is not None:
+            model.coef_ = np.asarray(start, dtype=float).reshape(1, p).copy()
+            model.intercept_ = np.zeros(1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(rows[keep], labels[keep], sample_weight=sample_weight[keep])
+        beta = model.coef_[0]
+        betas[index] = beta
+        converged = not any(issubclass(c.category, ConvergenceWarning) for c in caught)
+        fitted[index] = (converged and bool(np.isfinite(beta).all())
+                         and bool((np.abs(beta) <= COEFFICIENT_LIMIT).all())
+                         and _identified(x, beta, w))
     if single:
-        return beta[0], fitted[0]
-    return beta, fitted
+        return betas[0], fitted[0]
+    return betas, fitted
+
+
+def _identified(x: Any, beta: Any, w: Any) -> bool:
+    """Whether the information matrix at ``beta`` is non-singular: every parameter is
+    informed by the (weighted) data."""
+    import numpy as np  # the stats extra, as above
+
+    mu = 0.5 * (1.0 + np.tanh(0.5 * (x @ beta)))
+    information = (x * (w * mu * (1.0 - mu))[:, None]).T @ x
+    eigen = np.linalg.eigvalsh(information)
+    return bool(eigen[0] > 1e-9 * max(eigen[-1], 1e-300))
