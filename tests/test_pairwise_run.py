@@ -21,7 +21,8 @@ from evaluator.judges.models_file import JudgeConfigError, JudgeSpec
 from evaluator.rubrics.load import load_rubric, load_rubric_file
 from evaluator.rubrics.rubric import RubricError
 from evaluator.rubrics.schema import output_json_schema
-from evaluator.run.pairing import reconcile, to_candidate
+from evaluator.analysis.pairwise import reconcile
+from evaluator.run.pairing import to_candidate
 from evaluator.run.runner import evaluate
 from tests.conftest import ROOT, run_options, write_jsonl
 
@@ -139,8 +140,8 @@ def test_a_rubric_without_ties_allows_only_a_and_b(tmp_path):
 def test_positions_map_back_to_candidates_and_a_flip_is_inconsistent():
     assert to_candidate("A", "A") == "A" and to_candidate("A", "B") == "B"
     assert to_candidate("B", "B") == "A" and to_candidate("tie", "B") == "tie"
-    assert reconcile(["A", "A"]) == "A" and reconcile(["tie", "tie"]) == "tie"
-    assert reconcile(["A", "B"]) == "inconsistent" and reconcile(["A", "tie"]) == "inconsistent"
+    assert reconcile("A", "A") == "A" and reconcile("tie", "tie") == "tie"
+    assert reconcile("A", "B") == "inconsistent" and reconcile("A", "tie") == "inconsistent"
 
 
 @pytest.mark.parametrize(("rule", "outcome"), [
@@ -473,3 +474,30 @@ def test_commands_that_read_scores_refuse_a_pairwise_file_in_one_line(tmp_path, 
     assert result.exit_code == 2, result.output
     assert result.output.strip().count("\n") == 0
     assert "holds pairwise verdicts" in result.output and "evaluator compare" in result.output
+
+
+def test_the_run_summary_of_a_pairwise_rubric_shows_win_rates_and_the_swap_guard(tmp_path):
+    """The summary written at the end of a run (and `evaluator summary`): per criterion the
+    outcomes, A's win rate, the position consistency and bias; text within 80 columns."""
+    from evaluator.analysis.summary_text import format_summary
+
+    answers = [(f"a good answer {i}", f"a poor answer {i}") for i in range(6)]
+    honest = _run(tmp_path, ScriptedJudge(lambda first, second: "A" if "good" in first
+                                          else "B"), _pairs_file(tmp_path, answers))
+    block = honest.summary["pairwise"]
+    assert block["systems"] == {"A": "gpt", "B": "llama"}
+    accuracy = block["criteria"]["accuracy"]
+    assert (accuracy["n"], accuracy["a_wins"], accuracy["inconsistent"]) == (6, 6, 0)
+    assert accuracy["win_rate"]["value"] == 1.0
+    assert accuracy["position_consistency"]["value"] == 1.0
+    assert accuracy["position_bias"]["value"] == 0.5
+    first = _run(tmp_path, FakeBackend(), _pairs_file(tmp_path, answers), force_new=True)
+    accuracy = first.summary["pairwise"]["criteria"]["accuracy"]
+    assert accuracy["inconsistent"] == 6 and accuracy["win_rate"]["value"] == 0.5
+    assert accuracy["position_consistency"]["value"] == 0.0
+    assert accuracy["position_bias"]["value"] == 1.0
+    text = format_summary(first.summary)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "accuracy" in text and "gpt" in text
+    on_disk = json.loads((tmp_path / "out.summary.json").read_text())
+    assert on_disk["pairwise"]["criteria"]["accuracy"]["inconsistent"] == 6

@@ -70,6 +70,25 @@ class Pairs:
     def __len__(self) -> int:
         return len(self.outcome)
 
+    def add(self, record: ResultRecord) -> None:
+        """Take one record's verdicts on the criterion, if it is ``ok`` and pairwise."""
+        result = record.pairwise
+        if record.status != "ok" or result is None:
+            return
+        self.systems = self.systems or dict(result.systems)
+        by_first = {order.first: order.choices or {} for order in result.orders}
+        choices = [by_first.get("A", {}), by_first.get("B", {})]
+        if any(self.criterion not in c for c in choices):
+            self.skipped += 1
+            return
+        first, second = choices[0][self.criterion], choices[1][self.criterion]
+        self.first.append(first)
+        self.second.append(second)
+        self.outcome.append(reconcile(first, second))
+        self.length_a.append(result.lengths["A"])
+        self.length_b.append(result.lengths["B"])
+        self.case_ids.append(record.case_id)
+
 
 def reconcile(first: str, second: str) -> str:
     """The outcome of a pair from its two orders' choices: theirs when they agree, else
@@ -82,22 +101,7 @@ def pairs_from_records(records: Sequence[ResultRecord], criterion: str) -> Pairs
     from the two orders (it is what the record's ``scores`` holds)."""
     pairs = Pairs(criterion, {})
     for record in records:
-        result = record.pairwise
-        if record.status != "ok" or result is None:
-            continue
-        pairs.systems = pairs.systems or dict(result.systems)
-        by_first = {order.first: order.choices or {} for order in result.orders}
-        choices = [by_first.get("A", {}), by_first.get("B", {})]
-        if any(criterion not in c for c in choices):
-            pairs.skipped += 1
-            continue
-        first, second = choices[0][criterion], choices[1][criterion]
-        pairs.first.append(first)
-        pairs.second.append(second)
-        pairs.outcome.append(reconcile(first, second))
-        pairs.length_a.append(result.lengths["A"])
-        pairs.length_b.append(result.lengths["B"])
-        pairs.case_ids.append(record.case_id)
+        pairs.add(record)
     return pairs
 
 

@@ -16,6 +16,14 @@ from statistics import fmean, median, stdev
 from typing import Any
 
 from evaluator.analysis.distributions import verdict_view
+from evaluator.analysis.pairwise import (
+    INCONSISTENT_NOTE,
+    Pairs,
+    outcome_counts,
+    position_bias,
+    position_consistency,
+    win_rate,
+)
 from evaluator.analysis.panel import rater_agreement
 from evaluator.analysis.score_mode import (
     GET_DISTRIBUTIONS,
@@ -61,6 +69,8 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord], *,
     counted (``score_mode.left_out_no_distributions``), and :class:`ScoreModeError` (naming
     ``source``) is raised when no ``ok`` record has any. The panel blocks
     (``self_consistency``, ``inter_judge``) compare the verdicts as written in either mode."""
+    if rubric.pairwise:
+        return pairwise_summary(rubric, judge, records)
     integer_keys = [f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
     by_key: dict[str, array[float]] = {key: array("d") for key in integer_keys}
     by_key.update({agg.name: array("d") for agg in rubric.aggregates})
@@ -165,6 +175,46 @@ def _assemble(rubric: Rubric, judge: str, by_key: dict[str, array[float]],
         panel = panels[attribute]
         if panel is not None:
             summary[name] = panel_summary(rubric, panel[0], panel[1], attribute, with_stats)
+    if not with_stats:
+        summary["stats_note"] = f"confidence intervals need the stats extra: {STATS_EXTRA_HINT}"
+    return summary
+
+
+def pairwise_summary(rubric: Rubric, judge: str,
+                     records: Iterable[ResultRecord]) -> dict[str, Any]:
+    """A pairwise rubric's summary, in one pass: status counts and, per choice criterion,
+    A's win rate over B (an inconsistent pair counted as a tie), the position consistency
+    and the position bias, each with its 95% CI (:mod:`evaluator.analysis.pairwise`;
+    ``evaluator compare`` adds length bias, Bradley-Terry and labels)."""
+    statuses: Counter[str] = Counter()
+    failed: list[str] = []
+    pairs = {c.key: Pairs(c.key, {}) for c in rubric.choices()}
+    for record in records:
+        statuses[record.status] += 1
+        if record.status != "ok":
+            failed.append(record.case_id)
+        for kept in pairs.values():
+            kept.add(record)
+    with_stats = stats_available()
+    criteria: dict[str, Any] = {}
+    systems: dict[str, str] = {}
+    for key, kept in pairs.items():
+        systems = systems or kept.systems
+        entry: dict[str, Any] = {"n": len(kept), **outcome_counts(kept.outcome)}
+        if with_stats and len(kept):
+            entry["win_rate"] = win_rate(kept.outcome)
+            entry["position_consistency"] = position_consistency(kept.first, kept.second)
+            entry["position_bias"] = position_bias(kept.first, kept.second)
+        criteria[key] = entry
+    summary: dict[str, Any] = {
+        "summary_version": SUMMARY_VERSION,
+        "rubric": rubric.name,
+        "judge": judge,
+        "cases": sum(statuses.values()),
+        "status_counts": dict(sorted(statuses.items())),
+        "failed_case_ids": failed,
+        "pairwise": {"systems": systems, "criteria": criteria, "note": INCONSISTENT_NOTE},
+    }
     if not with_stats:
         summary["stats_note"] = f"confidence intervals need the stats extra: {STATS_EXTRA_HINT}"
     return summary

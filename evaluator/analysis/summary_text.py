@@ -16,8 +16,42 @@ def _row(key: str, entry: Mapping[str, Any]) -> str:
             f"{format_number(entry['median']):>8}")
 
 
+def _format_pairwise(summary: Mapping[str, Any]) -> str:
+    block = summary["pairwise"]
+    statuses = ", ".join(f"{k} {v}" for k, v in summary["status_counts"].items()) or "none"
+    systems = block.get("systems") or {}
+    lines = [f"rubric {summary['rubric']}, judge {summary['judge']}",
+             f"{summary['cases']} pair(s): {statuses}",
+             f"A = {systems.get('A', '?')}, B = {systems.get('B', '?')}; every pair judged in "
+             "both orders"]
+    if summary.get("stats_note"):
+        lines.append(f"note: {summary['stats_note']}")
+    lines += ["", f"  {'criterion':<16}{'n':>5}{'A':>5}{'B':>5}{'tie':>5}{'incons':>7}"
+                  f"  {'A win rate [95% CI]':<23}{'consist':>8}"]
+    for key, entry in block["criteria"].items():
+        rate = entry.get("win_rate") or {}
+        consistent = entry.get("position_consistency") or {}
+        shown = (f"{format_number(rate.get('value'))} {format_ci(rate.get('ci95'))}"
+                 if rate else "-")
+        lines.append(f"  {key[:15]:<16}{entry['n']:>5}{entry['a_wins']:>5}{entry['b_wins']:>5}"
+                     f"{entry['ties']:>5}{entry['inconsistent']:>7}  {shown:<23}"
+                     f"{format_number(consistent.get('value')):>8}")
+    bias = [(key, entry["position_bias"]) for key, entry in block["criteria"].items()
+            if entry.get("position_bias")]
+    if bias:
+        lines += ["", "  position bias: the share of decisive verdicts for the answer shown",
+                  "  first (0.5: none)"]
+        lines += [f"  {key[:15]:<16}{format_number(b.get('value')):>7}  {format_ci(b.get('ci95'))}"
+                  for key, b in bias]
+    lines += ["", f"note: {block['note']}",
+              "length bias, Bradley-Terry and clinician labels: evaluator compare"]
+    return "\n".join(lines)
+
+
 def format_summary(summary: Mapping[str, Any]) -> str:
     """A human-readable table of a summary dict."""
+    if "pairwise" in summary:
+        return _format_pairwise(summary)
     mode = summary.get("score_mode") or {"mode": "argmax", "meaning": "", "note": None}
     statuses = ", ".join(f"{k} {v}" for k, v in summary["status_counts"].items()) or "none"
     lines = [(f"rubric {summary['rubric']}, judge {summary['judge']}: {summary['cases']} "

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evaluator.analysis.pairwise import reconcile
 from evaluator.data.cases import Case
 from evaluator.data.results import (
     PAIRWISE_RECORD_VERSION,
@@ -49,11 +50,6 @@ def to_candidate(choice: str, first: str) -> str:
 def _candidate_keys(values: Mapping[str, float], first: str) -> dict[str, float]:
     mapped = {to_candidate(choice, first): p for choice, p in values.items()}
     return {choice: mapped[choice] for choice in ("A", "B", TIE) if choice in mapped}
-
-
-def reconcile(choices: Sequence[str]) -> str:
-    """The outcome of one criterion from both orders' choices (candidate terms)."""
-    return choices[0] if all(c == choices[0] for c in choices) else "inconsistent"
 
 
 def pair_order(rubric: Rubric, first: str, record: ResultRecord,
@@ -97,7 +93,7 @@ def pair_record(rubric: Rubric, case: Case, systems: tuple[str, str],
         return ResultRecord(status=failed.status, finish_reason=failed.finish_reason,
                             reason=f"the order {where}: {failed.reason}",
                             pairwise=pairwise, **fields)
-    outcome = {c.key: reconcile([o.choices[c.key] for o in orders if o.choices])
+    outcome = {c.key: reconcile(*[o.choices[c.key] for o in orders if o.choices])
                for c in rubric.choices()}
     pairwise = pairwise.model_copy(update={"outcome": outcome})
     return ResultRecord(status="ok", finish_reason="stop", scores=dict(outcome),
