@@ -501,3 +501,57 @@ def test_the_run_summary_of_a_pairwise_rubric_shows_win_rates_and_the_swap_guard
     assert "accuracy" in text and "gpt" in text
     on_disk = json.loads((tmp_path / "out.summary.json").read_text())
     assert on_disk["pairwise"]["criteria"]["accuracy"]["inconsistent"] == 6
+
+
+def _mostly_longer(first: str, second: str) -> str:
+    """The longer answer 80% of the time, the same choice in both orders (the draw is
+    keyed on the pair, not on the order)."""
+    import zlib
+
+    draw = zlib.crc32("".join(sorted((first, second))).encode()) % 100
+    longer = "A" if len(first) > len(second) else "B"
+    return longer if draw < 80 else ("B" if longer == "A" else "A")
+
+
+@pytest.mark.parametrize(("rule", "biased"), [
+    (_mostly_longer, True),
+    (lambda first, second: "A" if "good" in first else "B", False),  # the good one
+])
+def test_a_judge_that_prefers_the_longer_answer_shows_a_length_bias(tmp_path, rule, biased):
+    """End to end: pairs of random lengths, judged in both orders by a scripted judge, then
+    `compare`: the longer-preferring judge's length slope CI is above 0 and the longer
+    answer's win rate CI above 0.5; the honest one's (quality independent of length)
+    cover 0 and 0.5."""
+    import random
+
+    from evaluator.analysis.compare import compare
+
+    rng = random.Random(7)
+    answers = []
+    for i in range(80):
+        good, poor = "good " + "x" * rng.randint(5, 400), "poor " + "y" * rng.randint(5, 400)
+        answers.append((good, poor) if i % 2 else (poor, good))
+    _run(tmp_path, ScriptedJudge(rule), _pairs_file(tmp_path, answers))
+    report = compare([tmp_path / "out.jsonl"], criteria=["accuracy"], resamples=500)
+    length = report["comparisons"][0]["length_bias"]
+    assert report["comparisons"][0]["position_consistency"]["value"] == 1.0
+    low, high = length["slope"]["ci95"]
+    longer_low, longer_high = length["longer_wins"]["ci95"]
+    if biased:
+        assert low > 0 and longer_low > 0.5
+    else:
+        assert low < 0 < high and longer_low < 0.5 < longer_high
+
+
+def test_a_judge_that_always_prefers_the_longer_answer_is_not_hidden_by_separation(tmp_path):
+    """Always the longer answer: the length model has no finite estimate (a note says so),
+    and the longer answer's win rate, 1, shows the bias."""
+    from evaluator.analysis.compare import compare
+
+    answers = [("a" * (10 + 7 * i), "b" * (300 - 5 * i)) for i in range(30)]
+    _run(tmp_path, ScriptedJudge(lambda first, second: "A" if len(first) > len(second)
+                                 else "B"), _pairs_file(tmp_path, answers))
+    length = compare([tmp_path / "out.jsonl"], criteria=["accuracy"],
+                     resamples=200)["comparisons"][0]["length_bias"]
+    assert length["slope"]["value"] is None and "separable" in length["note"]
+    assert length["longer_wins"]["value"] == 1.0 and length["longer_wins"]["ci95"][0] > 0.85
