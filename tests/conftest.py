@@ -16,6 +16,8 @@ EXAMPLES = ROOT / "examples"
 SHARED_DATA = ROOT.parent / "shared" / "data" / "trial_eligibility_sigir2014.jsonl"
 BUILTIN = ("ecg_interpretation", "trial_eligibility", "drug_monograph_similarity",
            "pathology_report")
+# The pairwise version of each (prompts/<name>_pairwise.yaml, examples/<name>_pairwise.jsonl).
+PAIRWISE_BUILTIN = tuple(f"{name}_pairwise" for name in BUILTIN)
 
 
 def example_cases(rubric_name: str) -> list[dict]:

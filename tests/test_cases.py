@@ -8,7 +8,7 @@ import pytest
 
 from evaluator.data.cases import Case, InputFileError, InputProblem, read_cases
 from evaluator.rubrics.load import load_rubric
-from tests.conftest import EXAMPLES, write_jsonl
+from tests.conftest import BUILTIN, EXAMPLES, PAIRWISE_BUILTIN, write_jsonl
 
 SECRET = "PATIENT-MARKER-7f3a"  # stands in for PHI: must never reach an error message
 
@@ -19,8 +19,7 @@ def drug():
 
 
 def test_examples_are_all_valid():
-    for name in ("trial_eligibility", "ecg_interpretation", "drug_monograph_similarity",
-                 "pathology_report"):
+    for name in BUILTIN + PAIRWISE_BUILTIN:
         items = read_cases(EXAMPLES / f"{name}.jsonl", load_rubric(name))
         assert items and all(isinstance(i, Case) for i in items)
 

@@ -17,7 +17,7 @@ from evaluator.rubrics.schema import (
     max_output_bytes,
     output_json_schema,
 )
-from tests.conftest import BUILTIN
+from tests.conftest import BUILTIN, PAIRWISE_BUILTIN
 
 llguidance = pytest.importorskip("llguidance", reason="needs a judge extra: make install")
 pytest.importorskip("transformers", reason="needs a judge extra: make install")
@@ -77,7 +77,7 @@ def test_the_compile_options_travel_inside_the_schema():
     assert COMPILE_OPTIONS["json_allowed_escapes"] == '"\\'
 
 
-@pytest.mark.parametrize("name", BUILTIN)
+@pytest.mark.parametrize("name", BUILTIN + PAIRWISE_BUILTIN)
 def test_the_grammar_admits_exactly_the_rubrics_verdicts(name, ll_tokenizer, hf_tokenizer):
     from evaluator.judges.backends.fake import minimal_instance
 
@@ -100,7 +100,7 @@ def test_the_grammar_admits_exactly_the_rubrics_verdicts(name, ll_tokenizer, hf_
                             json.dumps(wrong, separators=(",", ":")))
 
 
-@pytest.mark.parametrize("name", BUILTIN)
+@pytest.mark.parametrize("name", BUILTIN + PAIRWISE_BUILTIN)
 def test_the_budget_is_the_longest_verdict_the_grammar_admits(name, ll_tokenizer,
                                                              hf_tokenizer):
     """The longest valid verdict is admitted, is exactly max_output_bytes long, and fits

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import cli
-from tests.conftest import BUILTIN, EXAMPLES, ROOT, write_jsonl
+from tests.conftest import BUILTIN, EXAMPLES, PAIRWISE_BUILTIN, ROOT, write_jsonl
 
 SECRET = "PHI-SECRET-7731 Jane Roe, MRN 0042"  # must never appear in an error
 
@@ -350,12 +350,12 @@ def test_unbounded_filters_are_unavailable(env, name):
 def test_validate_passes_on_the_builtins():
     result = _invoke(["validate"])
     assert result.exit_code == 0, result.output
-    for name in BUILTIN:
+    for name in BUILTIN + PAIRWISE_BUILTIN:
         assert f"ok  rubric {name}:" in result.stdout
     assert "all rubrics and models.yaml are valid" in result.stdout
 
 
-@pytest.mark.parametrize("name", BUILTIN)
+@pytest.mark.parametrize("name", BUILTIN + PAIRWISE_BUILTIN)
 def test_builtins_run_with_the_fake_judge(env, name):
     tmp_path, rubrics, models, _ = env
     out = tmp_path / f"{name}.jsonl"

@@ -24,7 +24,7 @@ from evaluator.rubrics.schema import output_json_schema
 from evaluator.analysis.pairwise import reconcile
 from evaluator.run.pairing import to_candidate
 from evaluator.run.runner import evaluate
-from tests.conftest import ROOT, run_options, write_jsonl
+from tests.conftest import BUILTIN, ROOT, run_options, write_jsonl
 
 PAIRWISE = "trial_eligibility_pairwise"
 CHOICES = ("hallucination", "accuracy", "clarity")
@@ -91,6 +91,35 @@ def test_the_builtin_pairwise_rubric_keeps_the_originals_keys_as_choices():
     for key in CHOICES:
         assert schema["properties"][key]["enum"] == ["A", "B", "tie"]
     assert not absolute.pairwise and absolute.candidates is None
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_each_pairwise_builtin_mirrors_its_absolute_rubric(name):
+    """<name>_pairwise: the absolute rubric's inputs with its generated text split into two
+    required candidates; each score of the original a choice under the same key (a list of
+    items: one choice, then ``<key>_reasoning``), each string kept; the same chat settings."""
+    from evaluator.rubrics.rubric import ChoiceCriterion, IntegerCriterion, ItemsCriterion
+
+    absolute, rubric = load_rubric(name), load_rubric(f"{name}_pairwise")
+    assert rubric.pairwise and rubric.candidates is not None
+    assert all(rubric.inputs[c].required for c in rubric.candidates)
+    others = {k: v.required for k, v in rubric.inputs.items() if k not in rubric.candidates}
+    generated = [k for k in absolute.inputs if k not in others]
+    assert len(generated) == 1
+    assert others == {k: v.required for k, v in absolute.inputs.items() if k != generated[0]}
+    expected = []
+    for field in absolute.output:
+        if isinstance(field, (IntegerCriterion, ItemsCriterion)):
+            expected.append((field.key, "choice"))
+            if isinstance(field, ItemsCriterion):
+                expected.append((f"{field.key}_reasoning", "string"))
+        else:
+            expected.append((field.key, "string"))
+    assert [(f.key, f.type) for f in rubric.output] == expected
+    assert all(f.ties for f in rubric.output if isinstance(f, ChoiceCriterion))
+    assert rubric.chat_template_kwargs == absolute.chat_template_kwargs
+    assert (rubric.system is None) == (absolute.system is None)
+    assert not rubric.aggregates and not rubric.pass_thresholds
 
 
 BASE = """

@@ -7,7 +7,7 @@ import pytest
 from evaluator.rubrics.fence import fence, inline
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.render import render_messages
-from tests.conftest import example_cases
+from tests.conftest import PAIRWISE_BUILTIN, example_cases
 
 
 def test_trial_renders_real_cases_with_every_field(trial_rows):
@@ -24,7 +24,7 @@ def test_trial_renders_real_cases_with_every_field(trial_rows):
 
 
 @pytest.mark.parametrize("name", ["ecg_interpretation", "drug_monograph_similarity",
-                                  "pathology_report"])
+                                  "pathology_report", *PAIRWISE_BUILTIN])
 def test_examples_render(name):
     rubric = load_rubric(name)
     for case in example_cases(name):

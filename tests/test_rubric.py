@@ -14,13 +14,13 @@ from evaluator.rubrics.load import (
     load_rubric_file,
 )
 from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, RubricError, StringField
-from tests.conftest import BUILTIN
+from tests.conftest import BUILTIN, PAIRWISE_BUILTIN
 
 SHARED_RUBRICS = Path(__file__).resolve().parent.parent.parent / "shared" / "rubrics"
 
 
 def test_all_builtins_are_listed():
-    assert set(BUILTIN) <= set(available_rubrics())
+    assert {*BUILTIN, *PAIRWISE_BUILTIN} <= set(available_rubrics())
 
 
 def test_trial_eligibility_keys_and_scales():
@@ -85,16 +85,13 @@ def _normalise(text: str) -> str:
     return " ".join(text.split())
 
 
-@pytest.mark.parametrize("name", BUILTIN)
-def test_original_wording_is_kept(name):
-    """Every line of the users' original prompt (bar page artefacts, placeholders and the
-    'System Prompt:' label) appears verbatim in the rubric, so the wording cannot drift."""
+def _original_lines(name: str) -> list[str]:
+    """The original prompt's lines, normalised, bar page artefacts, placeholders and the
+    'System Prompt:' label."""
     original = SHARED_RUBRICS / f"{name}.txt"
     if not original.is_file():
         pytest.skip(f"original prompt not found at {original}")
-    rubric = load_rubric(name)
-    text = _normalise((rubric.system or "") + "\n" + rubric.template)
-    checked = 0
+    lines = []
     for line in original.read_text(encoding="utf-8").splitlines():
         line = _normalise(line.removeprefix("System Prompt:"))
         if (not line or "__INPUT_TEXT__" in line or line.startswith(PAGE_ARTEFACTS)
@@ -104,9 +101,50 @@ def test_original_wording_is_kept(name):
             continue  # Python-format placeholders ({patient_profile}) became Jinja2 fields
         if line in ("{{", "}}"):
             continue  # Python-format literal braces in the trial prompt's JSON example
+        lines.append(line)
+    return lines
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_original_wording_is_kept(name):
+    """Every line of the users' original prompt (bar page artefacts, placeholders and the
+    'System Prompt:' label) appears verbatim in the rubric, so the wording cannot drift."""
+    rubric = load_rubric(name)
+    text = _normalise((rubric.system or "") + "\n" + rubric.template)
+    lines = _original_lines(name)
+    for line in lines:
         assert line in text, f"{name}: original line not found: {line!r}"
-        checked += 1
-    assert checked >= 10
+    assert len(lines) >= 10
+
+
+# The lines of an original that its pairwise version rewords, by their start: the task, the
+# rules and labels that speak of one generated text, and the output format (a choice instead
+# of a score). Every other line (each criterion, its definition and scale, the examples) is
+# kept verbatim. trial_eligibility_pairwise is not listed: it rewrites the 1-5 anchors as
+# best ... worst.
+PAIRWISE_REWORDED = {
+    "ecg_interpretation": ("# Your task:", "## Generated ECG Interpretation:"),
+    "drug_monograph_similarity": ("You are an expert evaluator.", "- A numeric **Score",
+                                  "- A short **Rationale**", "### Sample Case:",
+                                  "Score (0-10):"),
+    "pathology_report": ("You are an expert pathologist.", "The Core Problem:",
+                         "1. Carefully read both reports", "2. Evaluate the",
+                         "4. Provide a score", "You will provide scores",
+                         "Briefly explain your scores", "Now it's your turn."),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAIRWISE_REWORDED))
+def test_pairwise_versions_keep_the_originals_criteria_verbatim(name):
+    rubric = load_rubric(f"{name}_pairwise")
+    text = _normalise((rubric.system or "") + "\n" + rubric.template)
+    reworded = PAIRWISE_REWORDED[name]
+    kept = [line for line in _original_lines(name) if not line.startswith(reworded)]
+    for line in kept:
+        assert line in text, f"{name}_pairwise: original line not found: {line!r}"
+    assert len(kept) >= 40
+    assert ("Judge the content only: the order in which the answers are shown and their "
+            "length must not influence your choice.") in text
 
 
 def _write(tmp_path: Path, data: dict, name: str = "custom") -> Path:
