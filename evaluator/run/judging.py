@@ -3,7 +3,8 @@
 :class:`RunSetup` holds what is the same for every case of a run (rubric, judge, output
 model, sampling, settings hash); :func:`todo_batches` cuts the cases still to judge into
 batches, in input order; :func:`judge_batch` renders, generates (once per self-consistency
-sample) and validates a batch; :func:`write_problems` records the input problems first. The
+sample) and validates a batch (a pairwise rubric's pairs in both orders: :func:`judge_pairs`,
+:mod:`evaluator.run.pairing`); :func:`write_problems` records the input problems first. The
 local engine (:mod:`evaluator.run.local_engine`) and the Ray engine
 (:mod:`evaluator.run.ray_engine`) are two ways of driving these same functions, so a case
 gets the same record from either.
@@ -192,7 +193,8 @@ def judge_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> lis
     """One record per case of ``batch``: rendered, generated ``setup.samples`` times
     (sample k seeded with the judge's seed + k), validated and, for several samples,
     reduced. A backend that raises gives every case of the batch a ``backend_error`` record
-    (re-run to judge them again) instead of stopping the run."""
+    (re-run to judge them again) instead of stopping the run. A pairwise rubric's batch is
+    judged by :func:`judge_pairs`."""
     if setup.rubric.pairwise:
         return judge_pairs(batch, setup, backend)
     chats = [setup.chat(case) for case in batch]
