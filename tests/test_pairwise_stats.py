@@ -245,3 +245,20 @@ def test_kappa_matches_sklearn_and_perfect_labels_give_one():
     perfect = label_agreement(outcome, judge, resamples=200)
     assert perfect["kappa"]["value"] == 1.0 and perfect["agreement"]["value"] == 1.0
     assert not math.isnan(perfect["kappa"]["ci95"][0])
+
+
+def test_all_ties_give_a_flat_length_model_with_an_interval():
+    """Every pair a tie (or inconsistent): the estimate is exactly 0 slope and a 0.5 win
+    rate at equal lengths; the solver's path to an optimum it starts at must not read as a
+    failed fit."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    lengths_a = rng.integers(10, 500, 40).tolist()
+    lengths_b = rng.integers(10, 500, 40).tolist()
+    result = length_bias(["inconsistent"] * 20 + ["tie"] * 20, lengths_a, lengths_b,
+                         resamples=200)
+    assert result["note"] is None
+    assert result["slope"]["value"] == pytest.approx(0, abs=1e-9)
+    assert result["slope"]["ci95"] == pytest.approx([0, 0], abs=1e-9)
+    assert result["controlled_win_rate"]["value"] == pytest.approx(0.5)
