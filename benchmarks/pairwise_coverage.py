@@ -13,8 +13,8 @@ Bradley-Terry: four systems with strengths 0.8, 0.3, -0.2, -0.9 (mean 0), a roun
 6 pairings, P(i beats j) = sigmoid(s_i - s_j), no ties; an interval covers when it holds
 its system's strength.
 
-Synthetic numbers only: no case and no case text. Re-run (about 4 minutes; --quick: a few
-seconds):
+Synthetic numbers only: no case and no case text. Re-run (about 15 minutes on 2 cores;
+--quick: under a minute):
     PYTHONPATH=. .venv/bin/python benchmarks/pairwise_coverage.py [--replicates 400] [--quick]
 """
 

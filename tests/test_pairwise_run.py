@@ -584,3 +584,33 @@ def test_a_judge_that_always_prefers_the_longer_answer_is_not_hidden_by_separati
                      resamples=200)["comparisons"][0]["length_bias"]
     assert length["slope"]["value"] is None and "separable" in length["note"]
     assert length["longer_wins"]["value"] == 1.0 and length["longer_wins"]["ci95"][0] > 0.85
+
+
+def test_the_dev_set_pairs_both_generators_and_analyses_a_run(tmp_path, capsys):
+    """benchmarks/pairwise_devset.py: the 53 pairs both generators answered, the truth from
+    generator_correct, and the figures of a (fake-judge) pairwise run of them."""
+    import importlib.util
+
+    from tests.conftest import SHARED_DATA
+
+    if not SHARED_DATA.is_file():
+        pytest.skip("the shared dev data is not here (../shared/data)")
+    spec = importlib.util.spec_from_file_location("pairwise_devset",
+                                                  ROOT / "benchmarks" / "pairwise_devset.py")
+    devset = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(devset)
+    counts = devset.build(tmp_path)
+    assert counts["pairs"] == 53
+    assert counts["truth_A"] + counts["truth_B"] + counts["truth_tie"] == 53
+    truth = (tmp_path / "truth.csv").read_text().splitlines()
+    assert truth[0] == "case_id,preferred" and len(truth) == 54
+    _run(tmp_path, FakeBackend(), tmp_path / "cases_gpt4o.jsonl",
+         versus=tmp_path / "cases_llama.jsonl", answer_column="workflow_answer", limit=12)
+    figures = devset.analyse(tmp_path, [tmp_path / "out.jsonl"])
+    accuracy = figures["files"]["out.jsonl"]["accuracy"]
+    assert accuracy["consistency"] == 0.0 and accuracy["position_bias"] == 1.0
+    assert accuracy["outcomes"]["inconsistent"] == 12
+    printed = capsys.readouterr().out
+    first = json.loads((tmp_path / "cases_gpt4o.jsonl").read_text().splitlines()[0])
+    for field in ("patient_profile", "workflow_answer", "case_id"):
+        assert first[field][:40] not in printed  # counts and rates only
