@@ -614,3 +614,102 @@ def test_the_dev_set_pairs_both_generators_and_analyses_a_run(tmp_path, capsys):
     first = json.loads((tmp_path / "cases_gpt4o.jsonl").read_text().splitlines()[0])
     for field in ("patient_profile", "workflow_answer", "case_id"):
         assert first[field][:40] not in printed  # counts and rates only
+
+
+# --- the hostile review's findings (session 10) ---------------------------------------------
+
+def test_versus_refuses_files_without_case_ids_instead_of_pairing_by_line(tmp_path):
+    """Rows without an id get `line-N`: two such files would be joined line by line, the
+    answers of different cases judged against each other."""
+    a, b = _two_files(tmp_path, [dict(SHARED, answer="gpt 1"), dict(SHARED, answer="gpt 2")],
+                      [dict(answer="llama 2"), dict(answer="llama 1")])
+    with pytest.raises(InputFileError, match="no case id in column 'case_id'.*--id-column"):
+        list(iter_pairs(a, b, load_rubric(PAIRWISE), answer_column="answer"))
+    a, b = _two_files(tmp_path, [dict(SHARED, answer="gpt 1")],
+                      [dict(case_id="c1", answer="llama 1")])
+    with pytest.raises(InputFileError, match=r"gpt4o.jsonl line 1: no case id"):
+        list(iter_pairs(a, b, load_rubric(PAIRWISE), answer_column="answer"))
+
+
+def test_a_missing_answer_column_points_to_answer_column_not_map(tmp_path):
+    a, b = _two_files(tmp_path, [dict(SHARED, case_id="c0", answer="gpt"),
+                                 dict(SHARED, case_id="c1", answer="gpt")],
+                      [dict(SHARED, case_id="c0", reply="llama"),
+                       dict(SHARED, case_id="c1", answer="llama")])
+    items = list(iter_pairs(a, b, load_rubric(PAIRWISE), answer_column="answer"))
+    problem = next(i for i in items if isinstance(i, InputProblem))
+    assert "--answer-column" in problem.message and "--map" not in problem.message
+
+
+def test_one_file_under_two_names_is_refused_everywhere(tmp_path):
+    import os
+
+    from evaluator.analysis.compare import CompareError, compare
+
+    a, _ = _two_files(tmp_path, [dict(SHARED, case_id="c0", answer="gpt")], [])
+    linked = tmp_path / "linked.jsonl"
+    os.link(a, linked)
+    with pytest.raises(JudgeConfigError, match="is the --input file itself"):
+        _run(tmp_path, FakeBackend(), a, versus=linked, answer_column="answer",
+             systems=("x", "y"))
+    path = _pairs_file(tmp_path, [("x", "y")])
+    _run(tmp_path, FakeBackend(), path)
+    os.link(tmp_path / "out.jsonl", tmp_path / "again.jsonl")
+    with pytest.raises(CompareError, match="the same results file is given twice"):
+        compare([tmp_path / "out.jsonl", tmp_path / "again.jsonl"])
+
+
+def test_names_that_do_not_fit_say_where_they_came_from(tmp_path):
+    a, b = _two_files(tmp_path, [dict(SHARED, case_id="c0", answer="gpt")],
+                      [dict(SHARED, case_id="c0", answer="llama")])
+    long_a = tmp_path / ("g" * 101 + ".jsonl")
+    a.rename(long_a)
+    with pytest.raises(JudgeConfigError, match="come from the file .* with --systems"):
+        _run(tmp_path, FakeBackend(), long_a, versus=b, answer_column="answer")
+
+
+def test_a_system_name_with_a_line_break_is_not_a_valid_record(tmp_path):
+    from pydantic import ValidationError
+
+    from evaluator.data.results import PairwiseResult
+
+    with pytest.raises(ValidationError, match="printable"):
+        PairwiseResult(systems={"A": "x\nforged line", "B": "y"}, lengths={"A": 1, "B": 1},
+                       orders=[{"first": "A", "status": "ok"}, {"first": "B", "status": "ok"}])
+
+
+def test_long_names_and_keys_stay_whole_and_within_80_columns(tmp_path):
+    from evaluator.analysis.compare import compare
+    from evaluator.analysis.pairwise_text import format_comparison
+    from evaluator.analysis.summary_text import format_summary
+    from tests.pairwise_world import pair_record, write_records
+
+    stem = "a-system-name-long-enough-to-need-a-line-of-its-own-"
+    names = [stem + "one", stem + "two", stem + "three"]
+    files = []
+    for i, (x, y) in enumerate([(0, 1), (1, 2), (0, 2)]):
+        records = [pair_record(f"c{k}", "A" if k % 3 else "B", "A" if k % 3 else "B",
+                               systems=(names[x], names[y])) for k in range(12)]
+        files.append(write_records(tmp_path / f"p{i}.jsonl", records))
+    report = compare(files, resamples=100)
+    text = format_comparison(report)
+    assert max(map(len, text.splitlines())) <= 80
+    for name in names:
+        assert name in text  # whole, never cut to a common prefix
+    result = _run(tmp_path, FakeBackend(), _pairs_file(tmp_path, [("x", "y")]),
+                  systems=("s" * 100, "t" * 100))
+    assert max(map(len, format_summary(result.summary).splitlines())) <= 80
+
+
+def test_equal_strengths_share_a_rank_and_all_ties_get_an_interval(tmp_path):
+    from evaluator.analysis.bradley_terry import Battles, bradley_terry
+    from evaluator.analysis.pairwise import win_rate
+
+    battles = [Battles("x", "y", ["tie"] * 10), Battles("y", "z", ["tie"] * 10),
+               Battles("x", "z", ["tie"] * 10)]
+    result = bradley_terry(battles, resamples=100)
+    assert result["note"] is None
+    assert [s["rank"] for s in result["systems"]] == [1, 1, 1]
+    rate = win_rate(["inconsistent"] * 53)
+    assert rate["value"] == 0.5 and rate["ci95"][0] < 0.4 < 0.6 < rate["ci95"][1]
+    assert "Wilson" in rate["method"]

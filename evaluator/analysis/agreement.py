@@ -385,9 +385,12 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
     ``active`` one weights the statistics that have a weighted form (each case 1/pi)."""
     require_stats()
     results_path, labels_path = Path(results_path), Path(labels_path)
+    records = read_results(results_path)
+    pairwise = next((r for r in records if r.pairwise is not None), None)
+    if pairwise is not None:  # before the labels, which hold A/B/tie for such a file
+        raise AgreementError(pairwise_elsewhere(results_path, pairwise.rubric, "agree"))
     labels = load_labels(labels_path, label_field, id_column, label_scale=label_scale)
     groups = load_groups(labels_path, by, id_column) if by else None
-    records = read_results(results_path)
     ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}
     not_ok = [r for r in records if r.case_id not in ok]
     rubric, rubric_note = _rubric_for(records, rubrics_dirs)

@@ -23,6 +23,9 @@ from evaluator.analysis.logit import fit_logit
 from evaluator.analysis.pairwise import WIN_VALUE, bootstrap_counts
 from evaluator.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 
+# Strengths closer than this are equal (the fit's own precision), and share a rank.
+TIED_STRENGTH = 1e-9
+
 
 @dataclass(frozen=True)
 class Battles:
@@ -130,7 +133,11 @@ def bradley_terry(battles: Sequence[Battles], *, resamples: int = BOOTSTRAP_RESA
         if undefined:
             out["note"] = f"{undefined} of {resamples} resamples had no finite fit: left out"
     order = sorted(range(len(systems)), key=lambda i: -strengths[i])
-    for rank, i in enumerate(order, start=1):
+    rank = 0
+    for position, i in enumerate(order, start=1):
+        # Equal strengths (within rounding) share a rank: 1, 1, 3.
+        if position == 1 or strengths[order[position - 2]] - strengths[i] > TIED_STRENGTH:
+            rank = position
         out["systems"].append({"name": systems[i], "strength": clean(strengths[i]),
                                "ci95": intervals[i], "rank": rank})
     return out

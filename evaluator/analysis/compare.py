@@ -26,6 +26,7 @@ from evaluator.analysis.pairwise import (
     win_rate,
 )
 from evaluator.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, require_stats
+from evaluator.data.pairs import same_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 
 MAX_SYSTEM_NAME = 100
@@ -174,8 +175,7 @@ def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
     paths = [Path(p) for p in paths]
     if not paths:
         raise CompareError("give at least one pairwise results file")
-    resolved = [p.resolve() for p in paths]
-    if len(set(resolved)) != len(resolved):
+    if any(same_file(a, b) for i, a in enumerate(paths) for b in paths[i + 1:]):
         raise CompareError("the same results file is given twice: its pairs would count twice")
     if labels_path is not None and len(paths) != 1:
         raise CompareError("--labels compares one results file with its labels: give one "

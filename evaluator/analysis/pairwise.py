@@ -26,6 +26,8 @@ the functions.
 
 from __future__ import annotations
 
+import math
+
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -117,10 +119,29 @@ def win_rate(outcome: Sequence[str], *, resamples: int = BOOTSTRAP_RESAMPLES,
     """A's win rate over B: (A wins + ties / 2) / n, an inconsistent pair counted as a tie,
     with the seeded percentile bootstrap CI over pairs of :func:`stats.mean_ci`."""
     values = [WIN_VALUE[o] for o in outcome]
-    return {"value": clean(sum(values) / len(values)) if values else None,
-            "ci95": mean_ci(values, resamples=resamples, seed=seed),
-            "method": f"percentile bootstrap over pairs, {resamples} resamples",
-            **outcome_counts(outcome)}
+    out = {"value": clean(sum(values) / len(values)) if values else None,
+           "ci95": mean_ci(values, resamples=resamples, seed=seed),
+           "method": f"percentile bootstrap over pairs, {resamples} resamples",
+           **outcome_counts(outcome)}
+    if values and min(values) == max(values):
+        out.update(ci95=constant_share_ci(values[0], len(values)), method=CONSTANT_METHOD)
+    return out
+
+
+CONSTANT_METHOD = ("Wilson, n pairs: every pair gave the same outcome, so a bootstrap has "
+                   "no spread")
+
+
+def constant_share_ci(value: float, n: int) -> list[float] | None:
+    """The 95% CI of a share when all ``n`` pairs gave the same ``value`` (where resampling
+    them can only return ``value``, a zero-width interval that claims certainty): the
+    Wilson interval of ``value * n`` successes in ``n`` (for a half, as with all ties and
+    an odd n, the union of the two whole counts around it)."""
+    whole = {math.floor(value * n), math.ceil(value * n)}
+    intervals = [wilson_ci(k, n)["ci95"] for k in sorted(whole)]
+    if any(ci is None for ci in intervals):
+        return None
+    return [min(ci[0] for ci in intervals), max(ci[1] for ci in intervals)]
 
 
 def position_consistency(first: Sequence[str], second: Sequence[str]) -> dict[str, Any]:
@@ -206,6 +227,10 @@ def position_bias(first: Sequence[str], second: Sequence[str], *,
             draws.append((counts @ chose_first) / (counts @ decisive))
     interval = _percentile(np.concatenate(draws), resamples)
     out.update(ci95=interval["ci95"], method=interval["method"])
+    share = chose_first[decisive > 0] / decisive[decisive > 0]
+    if share.min() == share.max():  # every pair with a decisive verdict: the same share
+        out.update(ci95=constant_share_ci(float(share[0]), len(share)),
+                   method=CONSTANT_METHOD.replace("outcome", "share"))
     return out
 
 

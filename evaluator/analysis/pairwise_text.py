@@ -26,7 +26,7 @@ def _line(name: str, figure: Mapping[str, Any] | None, tail: str = "") -> str:
 
 
 def _comparison_lines(entry: Mapping[str, Any]) -> list[str]:
-    lines = [f"  {entry['criterion']} ({entry['n']} pairs)"]
+    lines = _wrapped(f"{entry['criterion']} ({entry['n']} pairs)", "  ")
     if "win_rate" in entry:
         win = entry["win_rate"]
         lines.append(_line("win rate of A", win,
@@ -65,7 +65,12 @@ def _bradley_terry_lines(block: Mapping[str, Any]) -> list[str]:
     lines = _wrapped(f"Bradley-Terry strengths, {block['criterion']} ({block['battles']} "
                      f"battles; {block['scale']})", "")
     for system in block["systems"]:
-        name = system["name"] if len(system["name"]) <= 40 else system["name"][:37] + "..."
+        # A long name goes on its own line(s), whole: a cut name could make two systems look
+        # the same.
+        name = system["name"]
+        if len(name) > 40:
+            lines.extend(_wrapped(name, f"  {system['rank']:>2}  "))
+            name = ""
         lines.append(f"  {system['rank']:>2}  {name:<40}{format_number(system['strength']):>7}"
                      f"  {format_ci(system['ci95'])}")
     if block.get("note"):

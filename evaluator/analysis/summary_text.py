@@ -4,6 +4,7 @@ aggregate n, mean with its 95% CI, SD, median, and the pass rates. Numbers and k
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,8 +23,8 @@ def _format_pairwise(summary: Mapping[str, Any]) -> str:
     systems = block.get("systems") or {}
     lines = [f"rubric {summary['rubric']}, judge {summary['judge']}",
              f"{summary['cases']} pair(s): {statuses}",
-             f"A = {systems.get('A', '?')}, B = {systems.get('B', '?')}; every pair judged in "
-             "both orders"]
+             *textwrap.wrap(f"A = {systems.get('A', '?')}, B = {systems.get('B', '?')}; every "
+                            "pair judged in both orders", 80, break_on_hyphens=False)]
     if summary.get("stats_note"):
         lines.append(f"note: {summary['stats_note']}")
     lines += ["", f"  {'criterion':<16}{'n':>5}{'A':>5}{'B':>5}{'tie':>5}{'incons':>7}"

@@ -28,6 +28,30 @@ class _Answer:
     shared: dict[str, str]           # shared input -> sha256 of B's text (when given)
 
 
+def _without_id(path: Path, item: Case, id_column: str) -> InputFileError:
+    return InputFileError(f"{path} line {item.line}: no case id in column {id_column!r}; "
+                          "--versus joins the two files on case id, so every row of both "
+                          "needs one (name the id column with --id-column)")
+
+
+def _answer_hint(problem: InputProblem, answer_column: str) -> InputProblem:
+    """A problem in a file's answer column, with the hint that applies with --versus."""
+    if problem.field != answer_column:
+        return problem
+    message = problem.message.split("; add it, or map another column", 1)[0]
+    if message != problem.message:
+        message += "; add it, or name the answers' column with --answer-column"
+    return InputProblem(problem.case_id, problem.line, problem.field, message, problem.file)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """One file under two names (the same path, a symbolic or a hard link)."""
+    try:
+        return a.resolve() == b.resolve() or a.samefile(b)
+    except OSError:
+        return False
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -42,8 +66,11 @@ def _index_b(path: Path, second: str, shared: list[str], mapping: Mapping[str, s
                           id_column=id_column):
         ids.add(item)
         if isinstance(item, InputProblem):
-            index[item.case_id] = _Answer(item.line, None, item, {})
+            index[item.case_id] = _Answer(item.line, None, _answer_hint(item, answer_column),
+                                          {})
             continue
+        if item.case_id == f"line-{item.line}":
+            raise _without_id(path, item, id_column)
         index[item.case_id] = _Answer(
             item.line, item.fields[second], None,
             {name: _digest(item.fields[name]) for name in shared if item.fields[name]})
@@ -70,7 +97,7 @@ def iter_pairs(path_a: Path, path_b: Path, rubric: Rubric, *, answer_column: str
     if unknown:
         raise InputFileError(f"--map names {unknown}, which are not inputs of rubric "
                              f"{rubric.name!r} (its inputs: {', '.join(rubric.inputs)})")
-    if Path(path_a).resolve() == Path(path_b).resolve():
+    if same_file(Path(path_a), Path(path_b)):
         raise InputFileError(f"{path_b}: --versus is the --input file itself; give the "
                              "other system's answers")
     shared = [name for name in rubric.inputs if name not in (first, second)]
@@ -79,18 +106,21 @@ def iter_pairs(path_a: Path, path_b: Path, rubric: Rubric, *, answer_column: str
                        id_column=id_column, limit=limit)  # checks file A now
     index = _index_b(Path(path_b), second, shared, mapping, answer_column, id_column)
     return _joined(rows_a, index, Path(path_a), Path(path_b), second, shared, mapping,
-                   limit is None)
+                   limit is None, answer_column, id_column)
 
 
 def _joined(rows_a: Iterator[Case | InputProblem], index: dict[str, _Answer], path_a: Path,
             path_b: Path, second: str, shared: list[str], mapping: Mapping[str, str],
-            leftovers: bool) -> Iterator[Case | InputProblem]:
+            leftovers: bool, answer_column: str, id_column: str,
+            ) -> Iterator[Case | InputProblem]:
     seen: set[str] = set()
     for item in rows_a:
         seen.add(item.case_id)
         if isinstance(item, InputProblem):
-            yield item
+            yield _answer_hint(item, answer_column)
             continue
+        if item.case_id == f"line-{item.line}":
+            raise _without_id(path_a, item, id_column)
         answer = index.get(item.case_id)
         if answer is None:
             yield InputProblem(item.case_id, item.line, None,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.files import (
@@ -81,6 +81,13 @@ class PanelVerdict(BaseModel):
     distributions: dict[str, ScoreDistribution] | None = None
 
 
+def _printable_name(name: str) -> str:
+    if not name.isprintable():
+        raise ValueError("a system name must be printable (no line breaks or control "
+                         "characters)")
+    return name
+
+
 Side = Literal["A", "B"]
 Choice = Literal["A", "B", "tie"]
 Outcome = Literal["A", "B", "tie", "inconsistent"]
@@ -120,8 +127,10 @@ class PairwiseResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    systems: dict[Side, str]
-    lengths: dict[Side, int]
+    # Printed by summary and compare: one printable line each (a run checks them too).
+    systems: dict[Side, Annotated[str, Field(min_length=1, max_length=100),
+                                  AfterValidator(_printable_name)]]
+    lengths: dict[Side, Annotated[int, Field(ge=0)]]
     orders: list[PairOrder] = Field(min_length=2, max_length=2)
     outcome: dict[str, Outcome] | None = None
 

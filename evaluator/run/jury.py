@@ -165,7 +165,7 @@ def evaluate_jury(task: Task, jury_name: str, jury: JurySpec, judge: Judge, run:
                   else load_rubric(task.rubric, task.rubrics_dirs))
     if rubric_obj.pairwise:
         raise JudgeConfigError(f"jury {jury_name!r}: a pairwise rubric is judged by one judge "
-                               "(in both orders); run it with --judge, once per judge")
+                               "(in both orders); run it once per judge, with --model NAME")
     reduce = judge.reduce or jury.reduce
     settings = {"jury": jury_name, "judges": list(jury.judges),
                 "reduction": reduction_of(reduce)}

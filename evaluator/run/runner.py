@@ -24,7 +24,7 @@ from evaluator.analysis.panel import reduction_of
 from evaluator.analysis.summary import summarize, summary_path_for, write_summary
 from evaluator.data.cases import Case, InputProblem, UniqueIds, iter_cases
 from evaluator.data.files import check_path_name, exclusive_lock
-from evaluator.data.pairs import iter_pairs
+from evaluator.data.pairs import iter_pairs, same_file
 from evaluator.data.results import iter_records
 from evaluator.judges.backends import Sampling
 from evaluator.judges.models_file import MAX_SEED, JudgeConfigError, resolve_judge
@@ -242,7 +242,7 @@ def _pair_settings(task: Task, judge: Judge, rubric: Rubric) -> tuple[str, str] 
     if (task.versus is None) != (task.answer_column is None):
         raise JudgeConfigError("--versus FILE and --answer-column COLUMN go together: the "
                                "second file, and the column holding each file's answer")
-    if task.versus is not None and Path(task.versus).resolve() == Path(task.input_path).resolve():
+    if task.versus is not None and same_file(Path(task.versus), Path(task.input_path)):
         raise JudgeConfigError(f"{task.versus}: --versus is the --input file itself; give the "
                                "other system's answers")
     if task.systems is not None:
@@ -255,7 +255,10 @@ def _pair_settings(task: Task, judge: Judge, rubric: Rubric) -> tuple[str, str] 
         systems = (mapping.get(first, first), mapping.get(second, second))
     if len(systems) != 2 or any(not name.strip() or len(name) > 100 or not name.isprintable()
                                 for name in systems):
-        raise JudgeConfigError("--systems: give two names, A,B (printable, at most 100 "
+        given = ("--systems: give" if task.systems is not None else
+                 "the candidates' names come from the file (or column) names, which do not "
+                 "fit: give them with --systems,")
+        raise JudgeConfigError(f"{given} two names, A,B (printable, at most 100 "
                                "characters each)")
     if systems[0] == systems[1]:
         raise JudgeConfigError(f"both candidates would be called {systems[0]!r}; name them "
