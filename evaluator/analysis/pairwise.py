@@ -27,7 +27,6 @@ the functions.
 from __future__ import annotations
 
 import math
-
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field

@@ -27,8 +27,8 @@ def _format_pairwise(summary: Mapping[str, Any]) -> str:
                             "pair judged in both orders", 80, break_on_hyphens=False)]
     if summary.get("stats_note"):
         lines.append(f"note: {summary['stats_note']}")
-    lines += ["", f"  {'criterion':<16}{'n':>5}{'A':>5}{'B':>5}{'tie':>5}{'incons':>7}"
-                  f"  {'A win rate [95% CI]':<23}{'consist':>8}"]
+    lines += ["", (f"  {'criterion':<16}{'n':>5}{'A':>5}{'B':>5}{'tie':>5}{'incons':>7}"
+                   f"  {'A win rate [95% CI]':<23}{'consist':>8}")]
     for key, entry in block["criteria"].items():
         rate = entry.get("win_rate") or {}
         consistent = entry.get("position_consistency") or {}
