@@ -113,6 +113,14 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord], *,
     return summary
 
 
+def _header(rubric: Rubric, judge: str, statuses: Counter[str],
+            failed: list[str]) -> dict[str, Any]:
+    """The keys every summary starts with: version, rubric, judge and the statuses."""
+    return {"summary_version": SUMMARY_VERSION, "rubric": rubric.name, "judge": judge,
+            "cases": sum(statuses.values()), "status_counts": dict(sorted(statuses.items())),
+            "failed_case_ids": failed}
+
+
 def _assemble(rubric: Rubric, judge: str, by_key: dict[str, array[float]],
               statuses: Counter[str], failed: list[str],
               panels: dict[str, tuple[ResultRecord, list[Any]] | None],
@@ -158,12 +166,7 @@ def _assemble(rubric: Rubric, judge: str, by_key: dict[str, array[float]],
         # Rates are over judged cases; cases without a verdict are neither pass nor fail.
         pass_rates[key]["not_judged"] = not_judged
     summary = {
-        "summary_version": SUMMARY_VERSION,
-        "rubric": rubric.name,
-        "judge": judge,
-        "cases": sum(statuses.values()),
-        "status_counts": dict(sorted(statuses.items())),
-        "failed_case_ids": failed,
+        **_header(rubric, judge, statuses, failed),
         "criteria": criteria,
         "aggregates": aggregates,
         "aliases": dict(rubric.aliases),
@@ -207,12 +210,7 @@ def pairwise_summary(rubric: Rubric, judge: str,
             entry["position_bias"] = position_bias(kept.first, kept.second)
         criteria[key] = entry
     summary: dict[str, Any] = {
-        "summary_version": SUMMARY_VERSION,
-        "rubric": rubric.name,
-        "judge": judge,
-        "cases": sum(statuses.values()),
-        "status_counts": dict(sorted(statuses.items())),
-        "failed_case_ids": failed,
+        **_header(rubric, judge, statuses, failed),
         "pairwise": {"systems": systems, "criteria": criteria, "note": INCONSISTENT_NOTE},
     }
     if not with_stats:
