@@ -13,9 +13,9 @@ Bradley-Terry: four systems with strengths 0.8, 0.3, -0.2, -0.9 (mean 0), a roun
 6 pairings, P(i beats j) = sigmoid(s_i - s_j), no ties; an interval covers when it holds
 its system's strength.
 
-Synthetic numbers only: no case and no case text. Re-run (about 15 minutes on 2 cores;
+Synthetic numbers only: no case and no case text. Re-run (about 11 minutes on 2 cores;
 --quick: under a minute):
-    PYTHONPATH=. .venv/bin/python benchmarks/pairwise_coverage.py [--replicates 400] [--quick]
+    PYTHONPATH=. .venv/bin/python benchmarks/pairwise_coverage.py [--replicates 200] [--quick]
 """
 
 from __future__ import annotations
@@ -132,8 +132,8 @@ def bt_table(per_pairing: int, replicates: int, resamples: int, seed: int) -> di
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicates", type=int, default=400)
-    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--replicates", type=int, default=200)
+    parser.add_argument("--resamples", type=int, default=500)
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true",
