@@ -75,6 +75,31 @@ def _distinct_chats(name, trial_rows, count=BATCH):
     return rubric, chats
 
 
+def _on_both_paths(vllm_backend, rubric, schema_text, gens, slots_of, per_verdict=None):
+    """Each (vLLM, transformers) pair of value distributions at the slots ``slots_of``
+    finds in the verdicts ``gens`` (at most ``per_verdict`` each): the same weights on
+    both paths."""
+    from evaluator.judges.backends import ScoreAnchor
+    from evaluator.rubrics.score_paths import value_offsets
+
+    model = build_output_model(rubric)
+    anchors = []
+    for gen in gens:
+        verdict = model.model_validate_json(gen.text).model_dump(mode="json")
+        offsets = value_offsets(rubric, verdict, gen.text)
+        anchors.append([ScoreAnchor(s.path, offsets[s.path], s.allowed)
+                        for s in slots_of(rubric, verdict)][:per_verdict])
+    got = vllm_backend.score_distributions(schema_text, gens, anchors)
+    reference_backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random",
+                                                              device="cpu"))
+    try:
+        expected = reference_backend.score_distributions(schema_text, gens, anchors)
+    finally:
+        reference_backend.close()
+    return [pair for row, reference_row in zip(got, expected)
+            for pair in zip(row, reference_row)]
+
+
 def _schema(rubric):
     schema = output_json_schema(rubric)
     return json.dumps(schema, separators=(",", ":")), max_new_tokens(schema)
@@ -229,37 +254,22 @@ def test_distributions_match_the_transformers_path(vllm_backend, trial_rows, nam
     """The same weights on both paths: vLLM's distributions (one-token requests for the
     allowed tokens' log-probabilities) equal the transformers path's (full forward passes),
     value by value, for 0-10 (10 is "10" or "1","0") and 0/50/80/100."""
-    from evaluator.judges.backends import ScoreAnchor
-    from evaluator.rubrics.score_paths import score_slots, value_offsets
+    from evaluator.rubrics.score_paths import score_slots
 
     rubric, chats = _distinct_chats(name, trial_rows, count=4)
     schema_text, budget = _schema(rubric)
     gens = vllm_backend.generate(chats, schema_text,
                                  Sampling(max_new_tokens=budget, temperature=1.0, seed=5),
                                  rubric.chat_template_kwargs)
-    model = build_output_model(rubric)
-    anchors = []
-    for gen in gens:
-        scores = model.model_validate_json(gen.text).model_dump(mode="json")
-        offsets = value_offsets(rubric, scores, gen.text)
-        anchors.append([ScoreAnchor(s.path, offsets[s.path], s.allowed)
-                        for s in score_slots(rubric, scores)][:3])
-    got = vllm_backend.score_distributions(schema_text, gens, anchors)
-    reference_backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random",
-                                                              device="cpu"))
-    try:
-        expected = reference_backend.score_distributions(schema_text, gens, anchors)
-    finally:
-        reference_backend.close()
     compared = 0
-    for row, reference_row in zip(got, expected):
-        for dist, reference in zip(row, reference_row):
-            assert dist is not None and reference is not None
-            assert dist.coverage == pytest.approx(1.0)
-            assert set(dist.probabilities) == set(reference.probabilities)
-            for value, p in reference.probabilities.items():
-                assert dist.probabilities[value] == pytest.approx(p, abs=1e-4)
-            compared += 1
+    for dist, reference in _on_both_paths(vllm_backend, rubric, schema_text, gens,
+                                          score_slots, per_verdict=3):
+        assert dist is not None and reference is not None
+        assert dist.coverage == pytest.approx(1.0)
+        assert set(dist.probabilities) == set(reference.probabilities)
+        for value, p in reference.probabilities.items():
+            assert dist.probabilities[value] == pytest.approx(p, abs=1e-4)
+        compared += 1
     assert compared >= 4
 
 
@@ -269,8 +279,7 @@ def test_pairwise_runs_both_orders_through_vllm_and_matches_the_transformers_pat
     parses, and each choice's probabilities equal the transformers path's on the same
     weights and verdicts."""
     from evaluator.data.results import iter_records
-    from evaluator.judges.backends import ScoreAnchor
-    from evaluator.rubrics.score_paths import choice_slots, value_offsets
+    from evaluator.rubrics.score_paths import choice_slots
 
     rows = example_cases("trial_eligibility")
     pairs = [dict(row, case_id=f"pair-{i}", answer_a=row["workflow_answer"],
@@ -295,25 +304,12 @@ def test_pairwise_runs_both_orders_through_vllm_and_matches_the_transformers_pat
     chats = [render_messages(rubric, pair) for pair in pairs[:2]]
     gens = vllm_backend.generate(chats, schema_text,
                                  Sampling(max_new_tokens=budget, temperature=1.0, seed=5), {})
-    anchors = []
-    for gen in gens:
-        verdict = model.model_validate_json(gen.text).model_dump(mode="json")
-        offsets = value_offsets(rubric, verdict, gen.text)
-        anchors.append([ScoreAnchor(s.path, offsets[s.path], s.allowed)
-                        for s in choice_slots(rubric, verdict)])
-    got = vllm_backend.score_distributions(schema_text, gens, anchors)
-    reference_backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random",
-                                                              device="cpu"))
-    try:
-        expected = reference_backend.score_distributions(schema_text, gens, anchors)
-    finally:
-        reference_backend.close()
     compared = 0
-    for row, reference_row in zip(got, expected):
-        for dist, reference in zip(row, reference_row):
-            assert dist is not None and reference is not None
-            assert set(dist.probabilities) == set(reference.probabilities) == {"A", "B", "tie"}
-            for value, p in reference.probabilities.items():
-                assert dist.probabilities[value] == pytest.approx(p, abs=1e-4)
-            compared += 1
+    for dist, reference in _on_both_paths(vllm_backend, rubric, schema_text, gens,
+                                          choice_slots):
+        assert dist is not None and reference is not None
+        assert set(dist.probabilities) == set(reference.probabilities) == {"A", "B", "tie"}
+        for value, p in reference.probabilities.items():
+            assert dist.probabilities[value] == pytest.approx(p, abs=1e-4)
+        compared += 1
     assert compared == 6

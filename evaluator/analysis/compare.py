@@ -20,16 +20,13 @@ from evaluator.analysis.pairwise import (
     Pairs,
     label_agreement,
     length_bias,
+    order_figures,
     pairs_from_records,
-    position_bias,
-    position_consistency,
-    win_rate,
 )
 from evaluator.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, require_stats
 from evaluator.data.pairs import same_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 
-MAX_SYSTEM_NAME = 100
 POSITION_NOTE = ("position bias: the share of decisive verdicts (both orders) that chose the "
                  "answer shown first; 0.5 = no bias, 1 = always the first")
 LENGTH_NOTE = ("length slope > 0: the longer answer is favoured; the length-controlled win "
@@ -62,11 +59,7 @@ def _systems(path: Path, ok: Sequence[ResultRecord]) -> dict[str, str]:
     if len(pairings) != 1:
         raise CompareError(f"{path}: its records name {len(pairings)} different pairs of "
                            "systems; a file compares one system A with one system B")
-    a, b = pairings.pop()
-    for name in (a, b):
-        if not name or len(name) > MAX_SYSTEM_NAME or not name.isprintable():
-            raise CompareError(f"{path}: a system name is empty, longer than "
-                               f"{MAX_SYSTEM_NAME} characters or not printable")
+    a, b = pairings.pop()  # printable, 1-100 characters: the record model checks them
     if a == b:
         raise CompareError(f"{path}: candidates A and B are the same system")
     return {"A": a, "B": b}
@@ -139,10 +132,7 @@ def _comparison(path: Path, pairs: Pairs, labels: dict[str, str] | None, resampl
     if not len(pairs):
         entry["notes"].append("no pair to compare")
         return entry
-    entry["win_rate"] = win_rate(pairs.outcome, resamples=resamples, seed=seed)
-    entry["position_consistency"] = position_consistency(pairs.first, pairs.second)
-    entry["position_bias"] = position_bias(pairs.first, pairs.second, resamples=resamples,
-                                           seed=seed)
+    entry.update(order_figures(pairs, resamples=resamples, seed=seed))
     entry["length_bias"] = length_bias(pairs.outcome, pairs.length_a, pairs.length_b,
                                        resamples=resamples, seed=seed)
     if entry["length_bias"]["note"]:

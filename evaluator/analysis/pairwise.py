@@ -233,6 +233,16 @@ def position_bias(first: Sequence[str], second: Sequence[str], *,
     return out
 
 
+def order_figures(pairs: Pairs, *, resamples: int = BOOTSTRAP_RESAMPLES,
+                  seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """The figures of one criterion's pairs that the run's summary and ``compare`` both
+    show: A's win rate, the position consistency and the position bias."""
+    return {"win_rate": win_rate(pairs.outcome, resamples=resamples, seed=seed),
+            "position_consistency": position_consistency(pairs.first, pairs.second),
+            "position_bias": position_bias(pairs.first, pairs.second, resamples=resamples,
+                                           seed=seed)}
+
+
 def _sigmoid(value: float) -> float:
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np

@@ -19,10 +19,8 @@ from evaluator.analysis.distributions import verdict_view
 from evaluator.analysis.pairwise import (
     INCONSISTENT_NOTE,
     Pairs,
+    order_figures,
     outcome_counts,
-    position_bias,
-    position_consistency,
-    win_rate,
 )
 from evaluator.analysis.panel import rater_agreement
 from evaluator.analysis.score_mode import (
@@ -205,9 +203,7 @@ def pairwise_summary(rubric: Rubric, judge: str,
         systems = systems or kept.systems
         entry: dict[str, Any] = {"n": len(kept), **outcome_counts(kept.outcome)}
         if with_stats and len(kept):
-            entry["win_rate"] = win_rate(kept.outcome)
-            entry["position_consistency"] = position_consistency(kept.first, kept.second)
-            entry["position_bias"] = position_bias(kept.first, kept.second)
+            entry.update(order_figures(kept))
         criteria[key] = entry
     summary: dict[str, Any] = {
         **_header(rubric, judge, statuses, failed),

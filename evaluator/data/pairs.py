@@ -1,8 +1,8 @@
 """Pairs from two case files joined on case id: the same cases answered by two systems.
 
 File A gives every input of a pairwise rubric except the second candidate; file B gives
-the second candidate (``answer_column`` holds each file's answer). B is indexed first (its
-answers, and a hash of any shared field it also has); then A is streamed, so a pair comes
+the second candidate (``answer_column`` holds each file's answer). Each pass over the pairs
+first indexes B (its answers, and a hash of any shared field it also has), then streams A, so a pair comes
 out in A's order with A's line. Nothing is dropped silently: a case in one file only, a bad
 row in B, or a shared field (the patient, the reference) that differs between the files is
 an :class:`~evaluator.data.cases.InputProblem` that the run records as ``input_error``.
@@ -56,24 +56,34 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _index_b(path: Path, second: str, shared: list[str], mapping: Mapping[str, str],
-             answer_column: str, id_column: str) -> dict[str, _Answer]:
-    inputs = {second: InputField(description="", required=True),
-              **{name: InputField(description="", required=False) for name in shared}}
-    ids = UniqueIds(path, id_column)
+@dataclass(frozen=True)
+class _Join:
+    """What joining the two files needs: their paths, the second candidate's input, the
+    shared inputs, the columns (``mapping``, ``answer_column``, ``id_column``)."""
+
+    path_a: Path
+    path_b: Path
+    second: str
+    shared: list[str]
+    mapping: Mapping[str, str]
+    answer_column: str
+    id_column: str
+
+
+def _index_b(rows_b: Iterator[Case | InputProblem], join: _Join) -> dict[str, _Answer]:
+    ids = UniqueIds(join.path_b, join.id_column)
     index: dict[str, _Answer] = {}
-    for item in iter_rows(path, inputs, mapping={**mapping, second: answer_column},
-                          id_column=id_column):
+    for item in rows_b:
         ids.add(item)
         if isinstance(item, InputProblem):
-            index[item.case_id] = _Answer(item.line, None, _answer_hint(item, answer_column),
-                                          {})
+            index[item.case_id] = _Answer(item.line, None,
+                                          _answer_hint(item, join.answer_column), {})
             continue
         if item.case_id == f"line-{item.line}":
-            raise _without_id(path, item, id_column)
+            raise _without_id(join.path_b, item, join.id_column)
         index[item.case_id] = _Answer(
-            item.line, item.fields[second], None,
-            {name: _digest(item.fields[name]) for name in shared if item.fields[name]})
+            item.line, item.fields[join.second], None,
+            {name: _digest(item.fields[name]) for name in join.shared if item.fields[name]})
     ids.check()
     return index
 
@@ -101,18 +111,23 @@ def iter_pairs(path_a: Path, path_b: Path, rubric: Rubric, *, answer_column: str
         raise InputFileError(f"{path_b}: --versus is the --input file itself; give the "
                              "other system's answers")
     shared = [name for name in rubric.inputs if name not in (first, second)]
+    join = _Join(Path(path_a), Path(path_b), second, shared, mapping, answer_column,
+                 id_column)
     inputs_a = {name: field for name, field in rubric.inputs.items() if name != second}
+    inputs_b = {second: InputField(description="", required=True),
+                **{name: InputField(description="", required=False) for name in shared}}
+    # Both files are checked now; B is read (indexed) when the pairs are first iterated.
     rows_a = iter_rows(path_a, inputs_a, mapping={**mapping, first: answer_column},
-                       id_column=id_column, limit=limit)  # checks file A now
-    index = _index_b(Path(path_b), second, shared, mapping, answer_column, id_column)
-    return _joined(rows_a, index, Path(path_a), Path(path_b), second, shared, mapping,
-                   limit is None, answer_column, id_column)
+                       id_column=id_column, limit=limit)
+    rows_b = iter_rows(path_b, inputs_b, mapping={**mapping, second: answer_column},
+                       id_column=id_column)
+    return _joined(rows_a, rows_b, join, leftovers=limit is None)
 
 
-def _joined(rows_a: Iterator[Case | InputProblem], index: dict[str, _Answer], path_a: Path,
-            path_b: Path, second: str, shared: list[str], mapping: Mapping[str, str],
-            leftovers: bool, answer_column: str, id_column: str,
-            ) -> Iterator[Case | InputProblem]:
+def _joined(rows_a: Iterator[Case | InputProblem], rows_b: Iterator[Case | InputProblem],
+            join: _Join, *, leftovers: bool) -> Iterator[Case | InputProblem]:
+    index = _index_b(rows_b, join)
+    path_a, path_b, answer_column = join.path_a, join.path_b, join.answer_column
     seen: set[str] = set()
     for item in rows_a:
         seen.add(item.case_id)
@@ -120,7 +135,7 @@ def _joined(rows_a: Iterator[Case | InputProblem], index: dict[str, _Answer], pa
             yield _answer_hint(item, answer_column)
             continue
         if item.case_id == f"line-{item.line}":
-            raise _without_id(path_a, item, id_column)
+            raise _without_id(path_a, item, join.id_column)
         answer = index.get(item.case_id)
         if answer is None:
             yield InputProblem(item.case_id, item.line, None,
@@ -133,7 +148,7 @@ def _joined(rows_a: Iterator[Case | InputProblem], index: dict[str, _Answer], pa
                                f"its row in {path_b.name} (line {problem.line}) cannot be "
                                f"used: {problem.message}", str(path_a))
             continue
-        differs = [mapping.get(name, name) for name in shared
+        differs = [join.mapping.get(name, name) for name in join.shared
                    if name in answer.shared and answer.shared[name] != _digest(item.fields[name])]
         if differs:
             yield InputProblem(item.case_id, item.line, differs[0],
@@ -141,7 +156,7 @@ def _joined(rows_a: Iterator[Case | InputProblem], index: dict[str, _Answer], pa
                                f"{answer.line}) for this case; both files must describe the "
                                "same case", str(path_a))
             continue
-        yield Case(item.case_id, item.line, {**item.fields, second: answer.text or ""})
+        yield Case(item.case_id, item.line, {**item.fields, join.second: answer.text or ""})
     if not leftovers:
         return
     for case_id, answer in index.items():

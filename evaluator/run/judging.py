@@ -84,7 +84,12 @@ class RunSetup:
 
     def prompt_hash(self, case: Case) -> str:
         """The case's resume key: the hash of its prompt (a pair's: of both orders')."""
-        return prompt_hash([message for chat in self.chats(case) for message in chat])
+        return prompts_hash(self.chats(case))
+
+
+def prompts_hash(chats: Sequence[Sequence[Mapping[str, str]]]) -> str:
+    """The hash of a case's prompts, in order (one chat, or a pair's two orders)."""
+    return prompt_hash([dict(message) for chat in chats for message in chat])
 
 
 def _validation_reason(error: ValidationError) -> str:
@@ -289,7 +294,7 @@ def judge_pairs(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> lis
                   input_file=setup.input_file, input_line=case.line,
                   max_new_tokens=setup.sampling.max_new_tokens, batch_size=len(batch),
                   settings_hash=setup.settings_hash,
-                  prompt_hash=prompt_hash([m for chat in chats[2 * i:2 * i + 2] for m in chat]))
+                  prompt_hash=prompts_hash(chats[2 * i:2 * i + 2]))
              for i, case in enumerate(batch)]
     generated = _generate(backend, chats, setup, 1)
     if isinstance(generated, str):
