@@ -12,8 +12,9 @@ Two steps:
         --versus DIR/cases_llama.jsonl --answer-column workflow_answer \\
         --systems gpt-4o,llama-3.3-70b -o DIR/default.jsonl [-m tiny-random]
     # 2. the figures: per results file and criterion, the judge's win rate of gpt-4o,
-    #    position consistency and bias, Cohen's kappa with the truth; and the truth's own
-    #    win rate (evaluator.analysis.compare, the code behind `evaluator compare`)
+    #    position consistency and bias, Cohen's kappa with the truth, its mean probability
+    #    of the choice it wrote; and the truth's own win rate (evaluator.analysis.compare,
+    #    the code behind `evaluator compare`)
     PYTHONPATH=. .venv/bin/python benchmarks/pairwise_devset.py analyse DIR RESULTS...
 
 The truth: a generator's answer is correct when its eligibility score's sign agrees with the
@@ -36,6 +37,7 @@ from benchmarks.bench_common import print_figures, rerun_command
 from evaluator.analysis.compare import compare
 from evaluator.analysis.intervals import format_ci, format_number
 from evaluator.analysis.pairwise import win_rate
+from evaluator.data.results import read_results
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "trial_eligibility_sigir2014.jsonl"
 MODELS = {"gpt4o": "gpt-4o", "llama": "Llama-3.3-70B-Instruct"}
@@ -74,6 +76,16 @@ def build(folder: Path, source: Path = SHARED) -> dict[str, int]:
     return counts
 
 
+def _confidence(path: Path, criterion: str) -> float | None:
+    """The judge's mean probability of the choice it wrote, over both orders of every ok
+    pair (how sure it was, whatever the position made it choose)."""
+    chosen = [order.probabilities[criterion][order.choices[criterion]]
+              for record in read_results(path) if record.status == "ok" and record.pairwise
+              for order in record.pairwise.orders
+              if order.probabilities and order.choices and criterion in order.probabilities]
+    return sum(chosen) / len(chosen) if chosen else None
+
+
 def analyse(folder: Path, results: list[Path]) -> dict:
     """Per results file and criterion: the judge's figures and kappa with the truth."""
     truth_path = folder / "truth.csv"
@@ -90,20 +102,22 @@ def analyse(folder: Path, results: list[Path]) -> dict:
         print(f"\n{path.name} (judge {judges}; {report['files'][0]['ok']} ok of "
               f"{report['files'][0]['records']} pairs)")
         print(f"  {'criterion':<14}{'win rate gpt-4o':<24}{'consistent':>10}"
-              f"{'pos. bias':>10}{'kappa':>8}")
+              f"{'pos. bias':>10}{'kappa':>8}{'P(chosen)':>11}")
         per_file = {}
         for entry in report["comparisons"]:
             rate, consistent = entry["win_rate"], entry["position_consistency"]
             bias, labels = entry["position_bias"], entry.get("labels") or {}
             kappa = (labels.get("kappa") or {}).get("value")
+            confidence = _confidence(path, entry["criterion"])
             print(f"  {entry['criterion']:<14}"
                   f"{format_number(rate['value']) + ' ' + format_ci(rate['ci95']):<24}"
                   f"{format_number(consistent['value']):>10}{format_number(bias['value']):>10}"
-                  f"{format_number(kappa):>8}")
+                  f"{format_number(kappa):>8}{format_number(confidence):>11}")
             per_file[entry["criterion"]] = {
                 "win_rate": rate["value"], "win_rate_ci": rate["ci95"],
                 "consistency": consistent["value"], "position_bias": bias["value"],
                 "position_bias_ci": bias["ci95"], "kappa_truth": kappa,
+                "mean_p_chosen": confidence,
                 "outcomes": {k: rate[k] for k in ("a_wins", "b_wins", "ties", "inconsistent")}}
         figures["files"][path.name] = per_file
     return figures
