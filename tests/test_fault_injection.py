@@ -11,6 +11,8 @@ import sys
 import time
 from collections import Counter
 
+import pytest
+
 from evaluator.data.results import read_results, scan_results
 from tests.conftest import ROOT, write_jsonl
 
@@ -18,8 +20,10 @@ KILL_POINTS = 24
 CASES = 90
 
 
-def _start(source, target, log, delay=0.03):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def _start(source, target, log, streamed=False):
+    # A batch of 3 sleeps 0.03 s; a streamed request 0.01 s: about the same run length.
+    delay = 0.01 if streamed else 0.03
+    env = dict(os.environ, PYTHONPATH=str(ROOT), FAULT_DRIVER_STREAM="1" if streamed else "")
     with log.open("ab") as stderr:
         return subprocess.Popen([sys.executable, str(ROOT / "tests" / "fault_driver.py"),
                                  str(source), str(target), str(delay)],
@@ -36,7 +40,10 @@ def _assert_intact(path):
     return ids, scan.torn_bytes > 0
 
 
-def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path):
+@pytest.mark.parametrize("streamed", [False, True], ids=["batched", "streamed"])
+def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path, streamed):
+    """Batched, and streamed through a continuously batching engine (cases finish out of
+    input order, three in flight)."""
     rows = [{"case_id": f"case-{i:03d}", "reference_report": f"reference {i}",
              "generated_report": f"generated {i}"} for i in range(CASES)]
     source = write_jsonl(tmp_path / "cases.jsonl", rows)
@@ -47,7 +54,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path):
     started = time.monotonic()
     log = tmp_path / "stderr.log"
     probe_path = tmp_path / "probe.jsonl"
-    probe = _start(source, probe_path, log)
+    probe = _start(source, probe_path, log, streamed)
     duration = None
     while duration is None:
         if probe_path.exists() and probe_path.read_bytes().count(b"\n") >= CASES:
@@ -64,7 +71,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path):
     for _ in range(3 * KILL_POINTS):
         if killed_mid_run == KILL_POINTS:
             break
-        process = _start(source, target, log)
+        process = _start(source, target, log, streamed)
         time.sleep(rng.uniform(0.05, 1.0) * duration)
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
@@ -79,7 +86,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path):
             target.unlink()
             (tmp_path / "results.manifest.json").unlink(missing_ok=True)
 
-    final = _start(source, target, log)
+    final = _start(source, target, log, streamed)
     assert final.wait(timeout=120) == 0, log.read_text()
     records = read_results(target)
     counts = Counter(r.case_id for r in records)

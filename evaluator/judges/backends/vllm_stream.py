@@ -1,0 +1,136 @@
+"""vLLM's engine driven step by step, so that requests join as others finish.
+
+``LLM.generate`` adds a batch of requests and steps the engine until the last one ends: a
+barrier per batch, during which finished requests' slots stay empty. :class:`EngineLoop`
+instead keeps ``LLMEngine.add_request`` / ``step`` in its own hands (the loop
+``LLM.generate`` runs inside, vLLM 0.32): :meth:`EngineLoop.stream` keeps ``in_flight``
+generation requests in the engine, adding the next one each time one finishes, and
+:meth:`EngineLoop.run` finishes a few short requests of its own (the score distributions'
+one-token requests) while the stream's requests go on decoding beside them. vLLM's own
+scheduler decides what runs in each step; this module only keeps it fed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from typing import Any
+
+from vllm import SamplingParams
+from vllm.inputs import TokensPrompt
+from vllm.sampling_params import RequestOutputKind
+
+log = logging.getLogger(__name__)
+
+# Where a request goes when it finishes: called with its RequestOutput.
+OnFinish = Callable[[Any], None]
+# A stream's next request: (key, prompt ids, params), or a finished result at once
+# (key, generation-like object, None) for a prompt that needs no engine (too long).
+Feed = Callable[[], tuple[Hashable, Any, SamplingParams | None] | None]
+
+
+class EngineLoop:
+    """One vLLM ``LLMEngine`` stepped by hand. ``steps``: engine steps taken (benchmarks
+    read it to measure how full the decode slots were)."""
+
+    def __init__(self, engine: Any):
+        self.engine = engine
+        self.steps = 0
+        self._ids = itertools.count()
+        self._running: dict[str, OnFinish] = {}
+        self._refill: Callable[[], None] | None = None
+
+    def add(self, prompt_ids: Sequence[int], params: SamplingParams, on_finish: OnFinish) -> str:
+        """Put one request in the engine; ``on_finish`` gets its output when it ends."""
+        request_id = f"evaluator-{next(self._ids)}"
+        params.output_kind = RequestOutputKind.FINAL_ONLY
+        self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=list(prompt_ids)),
+                                params)
+        self._running[request_id] = on_finish
+        return request_id
+
+    def step(self) -> None:
+        """One engine step (after topping up a running stream); hand finished outputs on."""
+        if self._refill is not None:
+            self._refill()
+        if not self._running:
+            raise RuntimeError("the engine has no request to run")
+        for output in self.engine.step():
+            if output.finished:
+                on_finish = self._running.pop(output.request_id, None)
+                if on_finish is not None:
+                    on_finish(output)
+        self.steps += 1
+
+    def abort(self, request_ids: Iterable[str]) -> None:
+        """Take requests out of the engine (a stream closed early, or a failure)."""
+        ids = [rid for rid in request_ids if self._running.pop(rid, None) is not None]
+        if ids:
+            self.engine.abort_request(ids)
+
+    def run(self, prompts: Sequence[Sequence[int]], params: Sequence[SamplingParams],
+            ) -> list[Any]:
+        """Each prompt's finished output, in order; a running stream goes on meanwhile."""
+        outputs: list[Any] = [None] * len(prompts)
+        left = set(range(len(prompts)))
+        ids = []
+
+        def keep(index: int) -> OnFinish:
+            def finished(output: Any) -> None:
+                outputs[index] = output
+                left.discard(index)
+            return finished
+
+        try:
+            for index, (ids_, p) in enumerate(zip(prompts, params, strict=True)):
+                ids.append(self.add(ids_, p, keep(index)))
+            while left:
+                self.step()
+        except BaseException:
+            self.abort(ids)
+            raise
+        return outputs
+
+    def stream(self, feed: Feed, in_flight: int, finish: Callable[[Any], Any],
+               ) -> Iterator[tuple[Hashable, Any]]:
+        """(key, ``finish(output)``) for every request ``feed`` gives, in the order they
+        end, with at most ``in_flight`` of them in the engine. One stream at a time."""
+        if self._refill is not None:
+            raise RuntimeError("the engine is already streaming")
+        ready: deque[tuple[Hashable, Any]] = deque()
+        mine: set[str] = set()
+        exhausted = False
+
+        def arrive(key: Hashable) -> OnFinish:
+            def finished(output: Any) -> None:
+                mine.discard(output.request_id)
+                ready.append((key, finish(output)))
+            return finished
+
+        def refill() -> None:
+            nonlocal exhausted
+            while not exhausted and len(mine) < in_flight:
+                item = feed()
+                if item is None:
+                    exhausted = True
+                elif item[2] is None:
+                    ready.append((item[0], item[1]))
+                else:
+                    mine.add(self.add(item[1], item[2], arrive(item[0])))
+
+        self._refill = refill
+        try:
+            while True:
+                refill()
+                while ready:
+                    yield ready.popleft()
+                    refill()
+                if not mine and exhausted:
+                    return
+                if mine:
+                    self.step()
+        finally:
+            self._refill = None
+            self.abort(list(mine))
