@@ -8,6 +8,8 @@
 #   there:       bash benchmarks/gpu_run.sh constrained   with carry [".gpu"]
 #                bash benchmarks/gpu_run.sh loop          with carry [".gpu"]
 #                (or `all`: both after one build, if one call's 10 minutes allow it)
+#                bash benchmarks/gpu_run.sh streaming     with carry [".gpu"]; needs vLLM on
+#                                               the host (the lent machines have none)
 #
 # constrained: constrained_vs_unconstrained.py --masking backend-prefetch (masks filled during
 #              the forward pass, as the backend does on a GPU; inline fill; no constraint) at
@@ -17,16 +19,19 @@
 #              writes a verdict that parses unconstrained, so each loop attempt runs the whole
 #              token budget, ~1,300 tokens for trial_eligibility; at ~25 ms a token for an 8B
 #              model at batch 1 that is ~30 s a case, and one call may run 10 minutes).
+# streaming:   streaming.py: the same cases streamed through vLLM's engine vs batches of the
+#              same size (issue 27), at each slot count in SLOTS (default "16 64"), CASES
+#              (default 128) cases, the random judge's vllm entry.
 # Each call builds the judge afresh (a lent machine starts bare; ~16 GB written to /tmp) and
 # leaves its logs in $OUT. The cases are .gpu/data's (the shared dev data), else examples/. Check the flow on a CPU first, in seconds:
 #   NO_WHEELS=1 PYTHON=.venv/bin/python SHAPE=qwen3-small DEVICE=cpu BATCHES=2 \
 #       TOKENIZER=DIR bash benchmarks/gpu_run.sh constrained
 # Counts and timings only: case text is never printed.
 set -euo pipefail
-stage=${1:?usage: gpu_run.sh constrained|loop|all}
+stage=${1:?usage: gpu_run.sh constrained|loop|all|streaming}
 case $stage in
-    constrained|loop|all) ;;
-    *) echo "gpu_run.sh: unknown stage $stage (constrained, loop or all)" >&2; exit 2 ;;
+    constrained|loop|all|streaming) ;;
+    *) echo "gpu_run.sh: unknown stage $stage (constrained, loop, all or streaming)" >&2; exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gpu-run}
@@ -53,6 +58,16 @@ models=$judges/models.yaml
 judge=random-$shape
 data=()
 if compgen -G ".gpu/data/*.jsonl" > /dev/null; then data=(--data .gpu/data); fi
+if [ "$stage" = streaming ]; then
+    if ! "$py" -c "import vllm" 2>/dev/null; then
+        echo "gpu_run.sh: vLLM is not installed on this host: streaming not measured" \
+            | tee "$out/streaming.txt"
+        exit 0
+    fi
+    "$py" benchmarks/streaming.py --models "$models" --judge "$judge-vllm" "${data[@]}" \
+        --cases "${CASES:-128}" --slots ${SLOTS:-16 64} 2>&1 | tee "$out/streaming.txt"
+    exit 0
+fi
 if [ "$stage" != loop ]; then
     for batch in ${BATCHES:-1 16 64}; do
         "$py" benchmarks/constrained_vs_unconstrained.py --models "$models" \

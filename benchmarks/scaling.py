@@ -7,10 +7,15 @@ Targets (issue 7): time linear in the number of cases; peak RSS growth <= 50 MB 
 Each size runs in a fresh process (peak RSS is per process); the cases are synthetic
 pathology reports of ~1.2 KB each, with ids only in the output (no case text is printed).
 
+``--stream``: the cases streamed through the fake's continuously batching engine (64
+requests in flight, :mod:`evaluator.run.streaming`) instead of batches of 64: the streamed
+path's memory must stay as flat (issue 27).
+
 Re-run:
 
     python benchmarks/scaling.py                 # 1k, 10k, 100k
     python benchmarks/scaling.py --sizes 1000 10000 --resume
+    python benchmarks/scaling.py --sizes 1000 10000 --stream
 """
 
 from __future__ import annotations
@@ -40,12 +45,14 @@ def write_cases(path: Path, n: int) -> None:
             handle.write(json.dumps(row) + "\n")
 
 
-def child(input_path: str, output_path: str) -> None:
+def child(input_path: str, output_path: str, stream: bool) -> None:
     """One run in this process; print its wall time and peak RSS as JSON."""
     from evaluator import Judge, RunOptions, Task, evaluate
+    from evaluator.judges.models_file import JudgeSpec
 
+    judge = Judge("fake", spec=JudgeSpec(backend="fake", stream=True)) if stream else Judge("fake")
     started = time.perf_counter()
-    result = evaluate(Task("pathology_report", Path(input_path)), Judge("fake"),
+    result = evaluate(Task("pathology_report", Path(input_path)), judge,
                       RunOptions(Path(output_path), batch_size=64))
     elapsed = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -53,21 +60,22 @@ def child(input_path: str, output_path: str) -> None:
                       "ok": result.summary["status_counts"].get("ok", 0)}))
 
 
-def run_size(n: int, folder: Path, resume: bool) -> dict:
+def run_size(n: int, folder: Path, resume: bool, stream: bool) -> dict:
     cases = folder / f"cases-{n}.jsonl"
     write_cases(cases, n)
     output = folder / f"results-{n}.jsonl"
-    figures = _child(cases, output)
+    figures = _child(cases, output, stream)
     assert figures["ok"] == n, figures
     if resume:  # a second run over the finished file: nothing left to judge
-        figures["resume"] = _child(cases, output)
+        figures["resume"] = _child(cases, output, stream)
     figures["input_mb"] = cases.stat().st_size / 1e6
     figures["results_mb"] = output.stat().st_size / 1e6
     return figures
 
 
-def _child(cases: Path, output: Path) -> dict:
-    process = subprocess.run([sys.executable, __file__, "--child", str(cases), str(output)],
+def _child(cases: Path, output: Path, stream: bool) -> dict:
+    process = subprocess.run([sys.executable, __file__, "--child", str(cases), str(output),
+                              *(["--stream"] if stream else [])],
                              capture_output=True, text=True, cwd=ROOT, check=False)
     if process.returncode != 0:
         raise SystemExit(f"child run failed:\n{process.stderr[-3000:]}")
@@ -78,16 +86,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--resume", action="store_true", help="also time a resume of each")
+    parser.add_argument("--stream", action="store_true",
+                        help="stream the cases (continuous batching, 64 in flight)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(*args.child)
+        child(*args.child, args.stream)
         return
     command = "python benchmarks/scaling.py " + " ".join(sys.argv[1:])
     rows = []
     with tempfile.TemporaryDirectory(prefix="evaluator-scaling-") as tmp:
         for n in args.sizes:
-            figures = run_size(n, Path(tmp), args.resume)
+            figures = run_size(n, Path(tmp), args.resume, args.stream)
             rows.append((n, figures))
             resumed = (f", resume {figures['resume']['seconds']:.1f} s / "
                        f"{figures['resume']['peak_rss_mb']:.0f} MB" if args.resume else "")

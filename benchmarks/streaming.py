@@ -6,10 +6,11 @@ on) through one vLLM engine:
 - ``batched``: ``batch_size`` = S cases per generate call; a batch waits for its longest
   verdict before the next starts (the run before issue 27; ``stream: false`` today);
 - ``streamed``: S requests in flight, each replaced the moment it ends (continuous batching,
-  :mod:`evaluator.run.streaming`), score distributions read from the log-probabilities vLLM
-  returns while the verdict is written where exact;
-- ``streamed-no-logprobs`` (``--with-no-logprobs``): streamed, but every score distribution
-  asked for with one-token requests (what the verdicts' log-probabilities save or cost).
+  :mod:`evaluator.run.streaming`); score distributions by one-token requests issued as each
+  verdict ends, inside the same engine steps (the default);
+- ``streamed-verdict-logprobs`` (``--with-verdict-logprobs``): streamed, with the nodes of
+  the distributions on each verdict's path read from the log-probabilities vLLM returns
+  while it writes the verdict (exact; what they save or cost against the requests).
 
 Slot utilisation = sum of completion tokens / (S x engine steps): the share of the S decode
 slots that wrote a verdict token, over every step the engine took (prefill steps and the
@@ -22,9 +23,12 @@ Prints counts and timings only, never case text.
 Re-run (the vLLM venv: make .venv-vllm/.installed):
     EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv-vllm/bin/python \\
         benchmarks/streaming.py [--judge smollm2-135m-instruct|tiny-random] [--cases 64] \\
-        [--slots 8 16] [--with-no-logprobs] [--quick]
-The default judge runs from its converted folder (``make judge`` prepares it); a few minutes
-per variant on a 2-core CPU at 64 cases. --quick: tiny-random, 12 cases, 4 slots.
+        [--slots 8 16] [--with-verdict-logprobs] [--quick]
+The default judge runs from its converted folder (``make judge`` prepares it); on a 2-core
+CPU one batch of 16 of its rambling verdicts takes minutes. --quick: tiny-random, 12 cases,
+4 slots. ``--models FILE --judge NAME``: a vllm judge of that models.yaml (on a GPU host:
+``benchmarks/gpu_run.sh streaming``), its engine settings kept, max_num_seqs set to the
+largest slot count.
 """
 
 from __future__ import annotations
@@ -55,7 +59,15 @@ ENGINE = {"enforce_eager": True, "kv_cache_memory_bytes": 1 << 30,
           "distributed_executor_backend": "uni"}
 
 
-def _spec(judge: str, slots: int) -> tuple[str, JudgeSpec]:
+def _spec(judge: str, slots: int, models: Path | None) -> tuple[str, JudgeSpec]:
+    if models is not None:
+        from evaluator.judges.models_file import resolve_judge
+
+        name, spec = resolve_judge(judge, models)
+        if spec.backend != "vllm":
+            sys.exit(f"judge {name!r} in {models} is not a vllm judge")
+        return name, spec.model_copy(update={"batch_size": slots,
+                                             "engine": dict(spec.engine, max_num_seqs=slots)})
     if judge == "tiny-random":
         from evaluator.judges.tiny_random import build_tiny_random
 
@@ -74,11 +86,12 @@ def _spec(judge: str, slots: int) -> tuple[str, JudgeSpec]:
 def _run(backend, name: str, spec: JudgeSpec, source: Path, out: Path, variant: str,
          slots: int) -> dict:
     from evaluator.data.results import iter_records
+    from evaluator.judges.backends.vllm_backend import GENERATION_LOGPROBS
     from evaluator.run.runner import evaluate
     from evaluator.run.task import Judge, RunOptions, Task
 
     backend.llm.reset_prefix_cache()
-    backend.generation_logprobs = 0 if variant == "streamed-no-logprobs" else 20
+    backend.generation_logprobs = GENERATION_LOGPROBS if variant.endswith("logprobs") else 0
     spec = spec.model_copy(update={"stream": variant != "batched", "batch_size": slots})
     steps = backend.loop.steps
     started = time.perf_counter()
@@ -101,12 +114,15 @@ def _run(backend, name: str, spec: JudgeSpec, source: Path, out: Path, variant: 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--judge", choices=["smollm2-135m-instruct", "tiny-random"],
-                        default="smollm2-135m-instruct")
+    parser.add_argument("--judge", default="smollm2-135m-instruct",
+                        help="smollm2-135m-instruct or tiny-random; with --models, a vllm judge "
+                             "of that file")
+    parser.add_argument("--models", type=Path, default=None, help="a models.yaml")
     parser.add_argument("--cases", type=int, default=64)
     parser.add_argument("--slots", type=int, nargs="+", default=[8, 16])
-    parser.add_argument("--with-no-logprobs", action="store_true",
-                        help="also a streamed run whose distributions all use one-token requests")
+    parser.add_argument("--with-verdict-logprobs", action="store_true",
+                        help="also a streamed run reading distributions from the verdicts' "
+                             "log-probabilities")
     parser.add_argument("--data", type=Path, default=None, help="folder of the dev data")
     parser.add_argument("--quick", action="store_true", help="tiny-random, 12 cases, 4 slots")
     args = parser.parse_args(argv)
@@ -119,7 +135,9 @@ def main(argv: list[str] | None = None) -> dict:
     rows = rows[:args.cases]
     print(f"{len(rows)} cases of {path.name}; judge {args.judge} on vLLM; slots {args.slots}",
           flush=True)
-    name, spec = _spec(args.judge, max(args.slots))
+    if args.models is None and args.judge not in ("smollm2-135m-instruct", "tiny-random"):
+        parser.error("--judge takes smollm2-135m-instruct or tiny-random without --models")
+    name, spec = _spec(args.judge, max(args.slots), args.models)
     backend = load_backend(name, spec)
     results = []
     try:
@@ -127,8 +145,8 @@ def main(argv: list[str] | None = None) -> dict:
             source = write_jsonl(Path(tmp) / "cases.jsonl", rows)
             for n, slots in enumerate(args.slots):
                 variants = ["batched", "streamed"]
-                if args.with_no_logprobs:
-                    variants.append("streamed-no-logprobs")
+                if args.with_verdict_logprobs:
+                    variants.append("streamed-verdict-logprobs")
                 for variant in (variants if n % 2 == 0 else variants[::-1]):
                     row = _run(backend, name, spec, source, Path(tmp) / f"{variant}.jsonl",
                                variant, slots)

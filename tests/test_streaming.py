@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from evaluator.data.cases import Case
 from evaluator.data.results import read_results
 from evaluator.judges.backends.fake import FakeBackend
@@ -56,14 +58,15 @@ def test_the_input_is_read_lazily_in_two_passes(tmp_path, monkeypatch):
     assert len(read_results(tmp_path / "o.jsonl")) == 6
 
 
-def test_scaling_benchmark_quick_mode_prints_its_figures():
+@pytest.mark.parametrize("extra", [[], ["--stream"]], ids=["batched", "streamed"])
+def test_scaling_benchmark_quick_mode_prints_its_figures(extra):
     process = subprocess.run([sys.executable, "benchmarks/scaling.py", "--sizes", "30", "60",
-                              "--resume"], capture_output=True, text=True, cwd=ROOT,
+                              "--resume", *extra], capture_output=True, text=True, cwd=ROOT,
                              timeout=300, check=False)
     assert process.returncode == 0, process.stderr[-2000:]
     out = process.stdout
     assert re.search(r"^\s+30 cases: .* peak RSS \d+ MB.*resume", out, re.MULTILINE)
     assert re.search(r"^\s+60 cases: ", out, re.MULTILINE)
     assert re.search(r"peak RSS growth 30 -> 60 cases: [+-]\d+ MB", out)
-    assert "re-run: python benchmarks/scaling.py --sizes 30 60 --resume" in out
+    assert f"re-run: python benchmarks/scaling.py --sizes 30 60 --resume{' --stream' * bool(extra)}" in out
     assert "PARAGRAPH" not in out and "adenocarcinoma" not in out  # no case text

@@ -440,3 +440,29 @@ def test_closing_a_stream_early_takes_its_requests_out_of_the_engine(vllm_backen
     assert not vllm_backend.llm.llm_engine.has_unfinished_requests()
     again = vllm_backend.generate(chats[:2], schema_text, sampling, {})
     assert [g.finish_reason for g in again] == ["stop", "stop"]
+
+
+def test_streaming_benchmark_quick_mode_prints_its_figures():
+    """benchmarks/streaming.py --quick: batched and streamed runs of the same cases on the
+    same engine, each with its slot utilisation, and the cases/s ratio (not checked)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    process = subprocess.run([sys.executable, "benchmarks/streaming.py", "--quick"],
+                             capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
+    assert process.returncode == 0, process.stderr[-3000:]
+    out = process.stdout
+    [line] = [line for line in out.splitlines() if line.startswith("figures: ")]
+    figures = json.loads(line.removeprefix("figures: "))
+    runs = {run["variant"]: run for run in figures["runs"]}
+    assert set(runs) == {"batched", "streamed"}
+    for run in runs.values():
+        assert run["cases"] == run["ok"] == run["with_distributions"] == 12
+        assert 0 < run["utilisation"] <= 1 and run["engine_steps"] > 0
+    assert runs["batched"]["completion_tokens"] == runs["streamed"]["completion_tokens"]
+    assert set(figures["ratios"]["4"]) == {"streamed"}
+    assert "re-run: " in out and "benchmarks/streaming.py --quick" in out
+    for row in example_cases("trial_eligibility"):
+        assert row["patient_profile"][:40] not in out

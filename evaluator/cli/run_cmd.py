@@ -91,7 +91,8 @@ def _quiet_ray() -> None:
                    "jury's own].")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N cases.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,
-              help="Cases per generate call (default: the judge's batch_size).")
+              help="Cases per generate call; a vllm judge: requests in flight, each "
+                   "replaced as it ends (default: the judge's batch_size).")
 @click.option("--map", "mappings", multiple=True, metavar="FIELD=COLUMN",
               help="Read rubric input FIELD from COLUMN (repeatable).")
 @click.option("--id-column", default="case_id", show_default=True,

@@ -13,13 +13,16 @@ CPU path's own llguidance grammar (see :mod:`evaluator.judges.backends.vllm_args
 A prompt that cannot fit with the longest valid verdict is never sent: it gets a
 ``context_overflow`` generation, measured against the engine's resolved ``max_model_len``.
 
-Score distributions: vLLM applies the grammar's mask to the logits before it computes
-log-probabilities, so the top :data:`GENERATION_LOGPROBS` log-probabilities it returns at each
-step of a verdict are the judge's distribution over the tokens the grammar allows there,
-whenever fewer tokens than that are allowed (a score's value: digits; the JSON around it: one
-token). Those steps are kept (``Generation.step_logits``), and the walk of
-:mod:`evaluator.judges.backends.value_walk` reads its nodes on the verdict's own path from
-them; only nodes off the path (after a token the judge did not write) cost a one-token request.
+Score distributions: the walk of :mod:`evaluator.judges.backends.value_walk` asks for its
+next-token distributions with one-token requests (the prompt is in the prefix cache); in a
+stream they run in the same engine steps as the verdicts still being written. vLLM applies
+the grammar's mask to the logits before it computes log-probabilities, so the top
+``generation_logprobs`` ones returned at each step of a verdict are exactly the judge's
+distribution over the tokens the grammar allows there whenever fewer tokens than that are
+allowed; with ``generation_logprobs`` set, those steps are kept (``Generation.step_logits``)
+and the walk reads its nodes on the verdict's own path from them. Off by default: vLLM 0.32
+builds a Python object for every returned log-probability at every step, which cost more
+than the one-token requests it saved (``benchmarks/streaming.py --with-verdict-logprobs``).
 """
 
 from __future__ import annotations
@@ -83,8 +86,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Log-probabilities asked for at every step of a verdict (vLLM's default max_logprobs): a
-# step with fewer tokens allowed than this returns all of them (see the module docstring).
+# Log-probabilities to ask for at every step of a verdict when they are wanted (vLLM's
+# default max_logprobs): a step with fewer tokens allowed returns all of them.
 GENERATION_LOGPROBS = 20
 
 
@@ -143,8 +146,9 @@ class VLLMBackend:
             ) from exc
         self.max_model_len: int | None = self.llm.llm_engine.model_config.max_model_len
         self.loop = EngineLoop(self.llm.llm_engine)
-        # 0 turns the verdicts' log-probabilities off (benchmarks: what they save or cost).
-        self.generation_logprobs = GENERATION_LOGPROBS
+        # GENERATION_LOGPROBS reads the distributions on each verdict's path from its own
+        # log-probabilities (exact; measured slower in vLLM 0.32: see the module docstring).
+        self.generation_logprobs = 0
         self._schemas: dict[str, str] = {}
         self._path = path
         self._llg_tokenizer: Any = None
