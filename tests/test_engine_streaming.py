@@ -207,3 +207,27 @@ def test_a_fake_judge_with_stream_true_streams():
     assert isinstance(load_backend("f", JudgeSpec(backend="fake", stream=True)),
                       StreamingFakeBackend)
     assert not isinstance(load_backend("f", JudgeSpec(backend="fake")), StreamingBackend)
+
+
+def test_a_case_that_cannot_render_stops_a_streamed_run_as_it_stops_a_batched_one(
+        tmp_path, monkeypatch):
+    """An error reading or rendering a case is the user's to fix: raised unchanged (exit 2
+    from the CLI), never turned into a backend error, the cases before it kept."""
+    import jinja2
+
+    from evaluator.rubrics.rubric import RubricError
+    from evaluator.run import judging
+
+    real = judging.render_messages
+
+    def render(rubric, fields, **kwargs):
+        if "report 5" in fields.get("generated_report", ""):
+            raise jinja2.UndefinedError("'x' is undefined")
+        return real(rubric, fields, **kwargs)
+
+    monkeypatch.setattr(judging, "render_messages", render)
+    with pytest.raises(RubricError, match="cannot be rendered"):
+        _run(tmp_path, StreamingPromptJudge(), "render", _rows(12), batch_size=3)
+    records = list(iter_records(tmp_path / "render.jsonl"))
+    assert {r.case_id for r in records} == {"c000", "c001", "c002", "c003", "c004"}
+    assert {r.status for r in records} <= {"ok", "invalid_output"}

@@ -191,13 +191,13 @@ def test_chat_template_kwargs_reach_the_template(vllm_backend, vllm_spec, monkey
     thinking_off = vllm_backend.render(chat, rubric.chat_template_kwargs)
     assert len(thinking_off) > len(plain)
     sent = []
-    real_generate = vllm_backend.llm.generate
+    real_add = vllm_backend.loop.add
 
-    def spy(prompts, params, **kwargs):
-        sent.extend(p["prompt_token_ids"] for p in prompts)
-        return real_generate(prompts, params, **kwargs)
+    def spy(prompt_ids, params, on_finish):
+        sent.append(list(prompt_ids))
+        return real_add(prompt_ids, params, on_finish)
 
-    monkeypatch.setattr(vllm_backend.llm, "generate", spy)
+    monkeypatch.setattr(vllm_backend.loop, "add", spy)
     result = evaluate(Task(rubric, EXAMPLES / "pathology_report.jsonl"),
                       Judge(JUDGE, spec=vllm_spec, backend=vllm_backend),
                       RunOptions(tmp_path / "out.jsonl"))
@@ -215,14 +215,15 @@ def test_special_token_strings_in_case_text_stay_text(vllm_backend, monkeypatch)
     # Only the template's own turn markers are control tokens: 2 per message + 1 prompt.
     assert sum(i in control for i in ids) == 2 * len(chat) + 1
     outputs = []
-    real_generate = vllm_backend.llm.generate
+    real_add = vllm_backend.loop.add
 
-    def spy(prompts, params, **kwargs):
-        result = real_generate(prompts, params, **kwargs)
-        outputs.extend(result)
-        return result
+    def spy(prompt_ids, params, on_finish):
+        def keep(output):
+            outputs.append(output)
+            on_finish(output)
+        return real_add(prompt_ids, params, keep)
 
-    monkeypatch.setattr(vllm_backend.llm, "generate", spy)
+    monkeypatch.setattr(vllm_backend.loop, "add", spy)
     [gen] = vllm_backend.generate([chat], schema_text, Sampling(max_new_tokens=budget))
     assert list(outputs[0].prompt_token_ids) == ids  # the engine got our ids, unchanged
     assert gen.finish_reason == "stop"

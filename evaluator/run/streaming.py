@@ -49,14 +49,26 @@ class _Flight:
         self.setup = setup
         self.in_flight = in_flight
         self.open: dict[int, _Open] = {}
+        self.input_error: Exception | None = None
         self._numbers = itertools.count()
 
     def requests(self, cases: Iterator[Case]) -> Iterator[Request]:
-        """Each case's requests, a case opened as its first request is taken."""
+        """Each case's requests, a case opened as its first request is taken. An error
+        reading or rendering the next case ends the requests and is kept in
+        ``input_error``: :func:`judge_stream` raises it, unchanged, once the cases in flight
+        are written (as a batched run raises it), so the backend never mistakes it for its
+        own."""
         setup = self.setup
-        for case in cases:
+        while True:
+            try:
+                case = next(cases, None)
+                if case is None:
+                    return
+                chats = setup.chats(case)
+            except Exception as exc:
+                self.input_error = exc
+                return
             number = next(self._numbers)
-            chats = setup.chats(case)
             self.open[number] = _Open(case, chats, [[None] * len(chats)
                                                     for _ in range(setup.samples)],
                                       time.perf_counter())
@@ -77,7 +89,9 @@ class _Flight:
         del self.open[number]
         elapsed = time.perf_counter() - case.started
         bases = case_bases([case.case], [case.chats], self.setup, self.in_flight)
-        runs = [[g for g in run if g is not None] for run in case.runs]
+        runs = [list(run) for run in case.runs]
+        if any(g is None for run in runs for g in run):  # a key handed back twice
+            raise RuntimeError("the engine returned a request twice")
         return finish_batch([case.case], self.setup, backend, runs, [elapsed], bases)[0]
 
     def fail(self, reason: str) -> list[ResultRecord]:
@@ -105,6 +119,8 @@ def judge_stream(cases: Iterator[Case], setup: RunSetup, backend: StreamingBacke
                     if flight.open:  # a backend that dropped requests: never silently
                         yield from flight.fail("the engine finished without this case's "
                                                "verdict; re-run the same command to judge it")
+                    if flight.input_error is not None:
+                        raise flight.input_error from None
                     return
                 except Exception as exc:  # one failing engine must not kill the run
                     log.error("backend error with %d case(s) in flight: %s",

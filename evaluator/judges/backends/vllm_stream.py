@@ -13,7 +13,6 @@ scheduler decides what runs in each step; this module only keeps it fed.
 from __future__ import annotations
 
 import itertools
-import logging
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any
@@ -21,8 +20,6 @@ from typing import Any
 from vllm import SamplingParams
 from vllm.inputs import TokensPrompt
 from vllm.sampling_params import RequestOutputKind
-
-log = logging.getLogger(__name__)
 
 # Where a request goes when it finishes: called with its RequestOutput.
 OnFinish = Callable[[Any], None]
@@ -57,12 +54,18 @@ class EngineLoop:
             self._refill()
         if not self._running:
             raise RuntimeError("the engine has no request to run")
+        failure: Exception | None = None
         for output in self.engine.step():
             if output.finished:
                 on_finish = self._running.pop(output.request_id, None)
-                if on_finish is not None:
-                    on_finish(output)
+                try:
+                    if on_finish is not None:
+                        on_finish(output)
+                except Exception as exc:  # every output is handed on first
+                    failure = failure or exc
         self.steps += 1
+        if failure is not None:
+            raise failure
 
     def abort(self, request_ids: Iterable[str]) -> None:
         """Take requests out of the engine (a stream closed early, or a failure)."""
@@ -102,6 +105,9 @@ class EngineLoop:
         ready: deque[tuple[Hashable, Any]] = deque()
         mine: set[str] = set()
         exhausted = False
+        # An error taking the next request (reading or rendering a case) is raised by the
+        # stream itself, never inside run() (whose caller would take it for its own).
+        failure: list[Exception] = []
 
         def arrive(key: Hashable) -> OnFinish:
             def finished(output: Any) -> None:
@@ -111,14 +117,20 @@ class EngineLoop:
 
         def refill() -> None:
             nonlocal exhausted
-            while not exhausted and len(mine) < in_flight:
-                item = feed()
-                if item is None:
+            # Results not yet handed on count as in flight: a run of prompts that need no
+            # engine (too long) must not read the whole input before the first is taken.
+            while not exhausted and len(mine) + len(ready) < in_flight:
+                try:
+                    item = feed()
+                    if item is None:
+                        exhausted = True
+                    elif item[2] is None:
+                        ready.append((item[0], item[1]))
+                    else:
+                        mine.add(self.add(item[1], item[2], arrive(item[0])))
+                except Exception as exc:
+                    failure.append(exc)
                     exhausted = True
-                elif item[2] is None:
-                    ready.append((item[0], item[1]))
-                else:
-                    mine.add(self.add(item[1], item[2], arrive(item[0])))
 
         self._refill = refill
         try:
@@ -128,6 +140,8 @@ class EngineLoop:
                     yield ready.popleft()
                     refill()
                 if not mine and exhausted:
+                    if failure:
+                        raise failure[0]
                     return
                 if mine:
                     self.step()
