@@ -36,7 +36,55 @@ def test_run_writes_results_and_summary(tmp_path, models_file):
     assert all(r["status"] == "ok" for r in lines)
     summary = json.loads((tmp_path / "r.summary.json").read_text())
     assert summary["status_counts"] == {"ok": 3}
-    assert '"overall_equivalence"' in result.stdout
+    # The table `evaluator summary` prints, not JSON; where the files are on stderr.
+    assert result.stdout.startswith("rubric pathology_report, judge fake: 3 case(s) (ok 3)")
+    assert "overall_equivalence" in result.stdout and "{" not in result.stdout
+    assert f"results   {out}" in result.stderr
+    assert f"summary   {tmp_path / 'r.summary.json'}" in result.stderr
+    assert f"manifest  {tmp_path / 'r.manifest.json'}" in result.stderr
+
+
+@pytest.mark.parametrize("rubric", ["pathology_report", "ecg_interpretation",
+                                    "drug_monograph_similarity", "trial_eligibility"])
+def test_the_end_of_a_run_fits_80_columns_and_40_lines(tmp_path, models_file, rubric,
+                                                       monkeypatch):
+    """What a run prints when it ends (the summary table, then where the files are) is read
+    in an 80-column terminal: no line wider, and the whole of it on one 40-line screen
+    (file names as short as make demo's)."""
+    monkeypatch.chdir(tmp_path)
+    out = Path("out") / f"demo_{rubric}.jsonl"
+    result = _invoke("run", "--rubric", rubric, "--input", EXAMPLES / f"{rubric}.jsonl",
+                     "--output", out, "--models-file", models_file, "--no-progress")
+    assert result.exit_code == 0, result.output
+    shown = result.stdout.splitlines() + result.stderr.splitlines()
+    assert max(map(len, shown)) <= 80 and len(shown) <= 40, "\n".join(shown)
+    summary = json.loads(out.with_suffix(".summary.json").read_text())
+    for key in [*summary["criteria"], *summary["aggregates"]]:
+        assert f"  {key}" in result.stdout
+
+
+def test_run_json_prints_the_summary_file(tmp_path, models_file):
+    out = tmp_path / "r.jsonl"
+    result = _invoke("run", "--rubric", "pathology_report", "--input",
+                     EXAMPLES / "pathology_report.jsonl", "--output", out,
+                     "--models-file", models_file, "--no-progress", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == json.loads((tmp_path / "r.summary.json").read_text())
+
+
+def test_a_long_criterion_name_gets_its_own_line_never_a_wider_one():
+    from evaluator.analysis.summary_text import format_summary
+
+    entry = {"n": 3, "mean": 2.5, "ci95": [1.25, 3.75], "sd": 0.5, "median": 2.0}
+    long_key = "a_criterion_name_much_longer_than_the_column_is"
+    text = format_summary({"rubric": "r", "judge": "j", "cases": 3, "status_counts": {"ok": 3},
+                           "criteria": {long_key: entry, "short": entry}, "aggregates": {},
+                           "pass_rates": {}, "ci_method": "percentile bootstrap"})
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 80
+    at = lines.index(f"  {long_key}")
+    assert lines[at + 1].split() == ["3", "2.500", "[1.250,", "3.750]", "0.500", "2.000"]
+    assert any(line.startswith("  short ") and "2.500" in line for line in lines)
 
 
 def test_run_with_map_limit_and_failed_cases_exit_1(tmp_path, models_file):

@@ -170,11 +170,15 @@ def test_cli_runs_a_jury_from_repeated_models(setup, tmp_path):
     result = CliRunner().invoke(cli, ["run", "-r", "pathology_report", "-i", str(cases),
                                       "-o", str(output), "--models-file", str(models),
                                       "-m", "a", "-m", "c", "--reduce", "mean",
-                                      "--no-progress"])
+                                      "--no-progress", "--json"])
     assert result.exit_code == 1, result.output  # c2 has no verdict from c
     assert "jury member 2/2: c" in result.output
-    summary = json.loads(result.stdout[result.stdout.index("{"):])
+    summary = json.loads(result.stdout)
     assert summary["judge"] == "jury(a,c)" and "inter_judge" in summary
+    # The table shows the jury's agreement too (the stats extra: alpha per key).
+    table = CliRunner().invoke(cli, ["summary", str(output)]).output
+    assert "jury: 2 raters (a, c); one score from their mean, aggregates from" in table
+    assert all(f"  {key}" in table for key in summary["inter_judge"]["alpha"])
     assert read_results(output)[0].scores["critical_finding_concordance"] == 1.5
 
 

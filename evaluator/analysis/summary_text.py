@@ -11,10 +11,21 @@ from typing import Any
 from evaluator.analysis.intervals import format_ci, format_number
 
 
-def _row(key: str, entry: Mapping[str, Any]) -> str:
-    return (f"  {key:<32}{entry['n']:>6}{format_number(entry['mean']):>8}  "
-            f"{format_ci(entry.get('ci95')):<18}{format_number(entry['sd']):>7}"
-            f"{format_number(entry['median']):>8}")
+KEY_WIDTH = 30  # a table's first column; the rows fit in 80 columns
+
+
+def _keyed(key: str, rest: str) -> list[str]:
+    """A table row: the key, then ``rest``; a key too long for its column gets a line of
+    its own (never cut: two long keys could read alike)."""
+    if len(key) < KEY_WIDTH:
+        return [f"  {key:<{KEY_WIDTH}}{rest}"]
+    return [f"  {key}", f"  {'':<{KEY_WIDTH}}{rest}"]
+
+
+def _row(key: str, entry: Mapping[str, Any]) -> list[str]:
+    return _keyed(key, f"{entry['n']:>6}{format_number(entry['mean']):>8}  "
+                       f"{format_ci(entry.get('ci95')):<16}{format_number(entry['sd']):>7}"
+                       f"{format_number(entry['median']):>8}")
 
 
 def _format_pairwise(summary: Mapping[str, Any]) -> str:
@@ -62,15 +73,40 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         lines.append(f"note: {mode['note']}")
     if summary.get("stats_note"):
         lines.append(f"note: {summary['stats_note']}")
-    lines += ["", (f"  {'criterion / aggregate':<32}{'n':>6}{'mean':>8}  {'95% CI':<18}"
-                   f"{'SD':>7}{'median':>8}")]
-    lines += [_row(key, entry) for key, entry in summary["criteria"].items()]
-    lines += [_row(key, entry) for key, entry in summary["aggregates"].items()]
+    lines += ["", *_keyed("criterion / aggregate", f"{'n':>6}{'mean':>8}  {'95% CI':<16}"
+                                                     f"{'SD':>7}{'median':>8}")]
+    for key, entry in [*summary["criteria"].items(), *summary["aggregates"].items()]:
+        lines += _row(key, entry)
     if summary["pass_rates"]:
-        lines += ["", "  pass rates (cases without a verdict are neither passes nor failures)"]
+        lines += ["", *_keyed("pass rate", f"{'rule':<6}{'passed/n':>10}{'rate':>7}  "
+                                            f"{'95% CI':<15}{'unjudged':>8}")]
         for key, rate in summary["pass_rates"].items():
-            lines.append(f"  {key:<32}{rate['rule']:<8}{rate['passed']:>5} of {rate['n']:<5}"
-                         f"{format_number(rate['rate']):>7}  {format_ci(rate['ci95'])} Wilson; "
-                         f"not judged {rate['not_judged']}")
-    lines += ["", f"95% CIs: {summary['ci_method']}"]
+            passed = f"{rate['passed']}/{rate['n']}"
+            lines += _keyed(key, f"{rate['rule']:<6}{passed:>10}"
+                                 f"{format_number(rate['rate']):>7}  "
+                                 f"{format_ci(rate['ci95']):<15}{rate['not_judged']:>8}")
+    for name, title in (("self_consistency", "self-consistency"), ("inter_judge", "jury")):
+        if summary.get(name):
+            lines += ["", *_panel(title, summary[name])]
+    lines += ["", *textwrap.wrap(f"95% CIs: {summary['ci_method']}. A pass rate leaves out "
+                                 "the cases without a verdict (unjudged).", 80,
+                                 break_on_hyphens=False)]
     return "\n".join(lines)
+
+
+def _panel(title: str, block: Mapping[str, Any]) -> list[str]:
+    """Agreement across a case's samples or jury members: alpha and unanimity per key."""
+    raters = ", ".join(block.get("raters") or [])
+    how = block.get("reduction") or {}
+    head = textwrap.wrap(f"{title}: {len(block.get('raters') or [])} raters ({raters}); one "
+                         f"score from their {how.get('integer', '?')}, aggregates from their "
+                         f"{how.get('aggregates', '?')}", 78, break_on_hyphens=False)
+    lines = [f"  {line}" for line in head]
+    alpha = block.get("alpha")
+    if not isinstance(alpha, Mapping):
+        return [*lines, "  agreement needs the stats extra"]
+    lines += _keyed("criterion / aggregate", f"{'alpha':>8}{'unanimous':>11}")
+    unanimous = block.get("unanimous") or {}
+    for key, value in alpha.items():
+        lines += _keyed(key, f"{format_number(value):>8}{format_number(unanimous.get(key)):>11}")
+    return lines

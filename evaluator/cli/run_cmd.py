@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 from pathlib import Path
 
 import click
 from tqdm import tqdm
 
+from evaluator.analysis.summary_text import format_summary
 from evaluator.api import (
     USER_ERRORS,
     InputRejected,
@@ -40,6 +42,7 @@ from evaluator.cli.signals import Terminated, sigterm_as_interrupt
 from evaluator.data.files import check_path_name, show_path
 from evaluator.run.engines import ENGINES, RayOptions, load_ray_engine
 from evaluator.run.jury import member_path
+from evaluator.run.manifest import manifest_path_for
 
 
 def _ray_options(engine: str, address: str | None, replicas: int | None,
@@ -66,6 +69,17 @@ def _quiet_ray() -> None:
     for name in ("ray", "ray.data"):
         logging.getLogger(name).setLevel(logging.DEBUG if level <= logging.DEBUG
                                          else logging.ERROR)
+
+
+def _where(results: Path, summary: Path) -> str:
+    """Where a finished run's files are, and the command that makes its HTML report."""
+    command = f"evaluator report {shlex.quote(str(results))}"
+    html = f"--html {shlex.quote(str(results.with_suffix('.html')))}"
+    lines = [f"results   {show_path(results)}", f"summary   {show_path(summary)}",
+             f"manifest  {show_path(manifest_path_for(results))}", "an HTML report:"]
+    if len(command) + len(html) + 3 <= 80:
+        return "\n".join([*lines, f"  {command} {html}"])
+    return "\n".join([*lines, f"  {command} \\", f"      {html}"])
 
 
 @click.command()
@@ -114,6 +128,8 @@ def _quiet_ray() -> None:
 @click.option("--wait", is_flag=True, help="When another run is writing to OUTPUT, wait for "
               "it to end and then resume (default: refuse at once, exit code 2).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (as written "
+              "to <name>.summary.json) instead of the table.")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
               help="local: judge in this process. ray: spread the batches over judge replicas "
                    "on a Ray cluster (needs the ray extra).")
@@ -130,7 +146,7 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
         batch_size: int | None, mappings: tuple[str, ...], id_column: str,
         versus: Path | None, answer_column: str | None, systems: str | None,
         rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
-        wait: bool, no_progress: bool, engine: str, address: str | None, replicas: int | None,
+        wait: bool, no_progress: bool, as_json: bool, engine: str, address: str | None, replicas: int | None,
         gpus_per_replica: float | None) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
     # SIGTERM (docker stop, schedulers) stops the run as Ctrl-C does (see the except
@@ -214,11 +230,11 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
         stop(interrupted_exit_code(exc), f"{what}; {where}")
     if bar is not None:
         bar.close()
-    summary = result.summary
-    shown = ("rubric", "judge", "cases", "status_counts", "criteria", "aggregates",
-             "self_consistency", "inter_judge", "pairwise")
-    click.echo(json.dumps({k: summary[k] for k in shown if k in summary}, indent=2))
-    click.echo(f"results: {result.results_path}\nsummary: {result.summary_path}", err=True)
+    # The table `evaluator summary` prints (80 columns); --json: the whole summary, as
+    # written to <name>.summary.json. Where the files are goes to stderr either way.
+    click.echo(json.dumps(result.summary, indent=2) if as_json
+               else format_summary(result.summary))
+    click.echo(_where(result.results_path, result.summary_path), err=True)
     if result.failed:
         click.echo(f"{result.failed} case(s) have no verdict; see 'status' and 'reason' in the "
                    "results", err=True)
