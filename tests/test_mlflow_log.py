@@ -333,6 +333,52 @@ def test_library_call_without_labels_returns_what_it_logged(here, finished):
     assert run.data.metrics == logged.metrics and run.data.params == logged.params
 
 
+def fake_models(folder: Path) -> Path:
+    path = folder / "models.yaml"
+    path.write_text(yaml.safe_dump({"default": "fake", "judges": {
+        "fake": {"backend": "fake"}, "other": {"backend": "fake"}}}))
+    return path
+
+
+def test_a_pairwise_run_logs_its_win_rates(here):
+    out = here / "pairs.jsonl"
+    ran = invoke("run", "-r", "pathology_report_pairwise", "-i",
+                 EXAMPLES / "pathology_report_pairwise.jsonl", "-o", out,
+                 "--models-file", fake_models(here), "--no-progress")
+    assert ran.exit_code == 0, ran.output
+    result = invoke("log", out)
+    assert result.exit_code == 0, result.output
+    run = client((here / "mlruns").as_uri()).get_run(result.stdout.strip())
+    summary = json.loads(out.with_name("pairs.summary.json").read_text())
+    for key, entry in summary["pairwise"]["criteria"].items():
+        for name in ("win_rate", "position_consistency", "position_bias"):
+            assert run.data.metrics[f"pairwise/{key}/{name}"] == entry[name]["value"]
+            assert run.data.metrics[f"pairwise/{key}/{name}_ci95_low"] == entry[name]["ci95"][0]
+        assert run.data.metrics[f"pairwise/{key}/inconsistent"] == entry["inconsistent"]
+    assert run.data.params["pairwise.system_a"] == summary["pairwise"]["systems"]["A"]
+    assert run.data.tags["evaluator.kind"] == "pairwise"
+    assert "note: no report.html: the HTML report shows scores" in result.stderr
+
+
+def test_a_jury_run_logs_its_members(here):
+    out = here / "jury.jsonl"
+    ran = invoke("run", "-r", "pathology_report", "-i", EXAMPLES / "pathology_report.jsonl",
+                 "-o", out, "--models-file", fake_models(here), "--model", "fake",
+                 "--model", "other", "--no-progress", "--mlflow", "--run-name", "jury")
+    assert ran.exit_code == 0, ran.output
+    mlflow_client = client((here / "mlruns").as_uri())
+    [run] = mlflow_client.search_runs(
+        [mlflow_client.get_experiment_by_name("pathology_report").experiment_id])
+    manifest = json.loads(out.with_name("jury.manifest.json").read_text())
+    params = run.data.params
+    assert run.info.run_name == "jury" and run.data.tags["evaluator.kind"] == "jury"
+    assert params["settings_hash"] == manifest["settings_hash"]
+    assert params["judge"] == "jury(fake,other)"
+    for member in manifest["members"]:
+        assert params[f"jury.{member['judge']}.settings_hash"] == member["settings_hash"]
+    assert "inter_judge/critical_finding_concordance/unanimous" in run.data.metrics
+
+
 # ------------------------------------------------------------------------------ failures
 
 def test_a_server_that_is_down_is_one_line_exit_2_files_untouched(here, finished):

@@ -10,8 +10,9 @@ so) and logs one MLflow run:
   of ``evaluator agree`` (:func:`evaluator.analysis.agreement.agreement`) and ``evaluator
   estimate`` (:func:`evaluator.analysis.estimate.estimate`);
 - **artifacts** under ``evaluator/``: ``summary.json``, ``manifest.json`` and, with the
-  ``report`` extra, ``report.html`` (:func:`evaluator.report.html.write_report`, without case
-  text); the results file itself only with ``with_results`` (it holds case text).
+  ``report`` extra and a scored (not pairwise) rubric, ``report.html``
+  (:func:`evaluator.report.html.write_report`, without case text); the results file itself
+  only with ``with_results`` (it holds case text).
 
 Everything is computed before MLflow is contacted, so a user error never leaves a half-made
 run in the tracker; the run's own files are only read.
@@ -238,7 +239,10 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
                                              encoding="utf-8")
         (staged / "manifest.json").write_bytes(manifest_path_for(results).read_bytes())
         files = [staged / "summary.json", staged / "manifest.json"]
-        if plots_available():
+        if rubric.pairwise:
+            notes.append("no report.html: the HTML report shows scores; a pairwise file's "
+                         "figures are in `evaluator compare`")
+        elif plots_available():
             labels = options.labels
             files.append(write_report(
                 [results], staged / "report.html", rubrics_dirs=options.rubrics_dirs,
