@@ -250,7 +250,8 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
                 label_field=labels.label_field if labels else None,
                 estimate_criteria=labels.criteria if labels else (),
                 label_id_column=labels.id_column if labels else "case_id",
-                label_scale=labels.label_scale if labels else None))
+                label_scale=labels.label_scale if labels else None,
+                agreement_resamples=labels.resamples if labels else AGREEMENT_RESAMPLES))
         else:
             notes.append(f"no report.html: the HTML report needs the report extra: "
                          f"{REPORT_EXTRA_HINT}")
