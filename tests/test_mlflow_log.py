@@ -559,6 +559,35 @@ def test_telemetry_is_off(finished, tmp_path):
     assert (tmp_path / "store").is_dir()
 
 
+CLIENT_ONLY = r"""
+import sys
+# What the full mlflow package adds to mlflow-skinny (the mlflow extra): as if not installed.
+for name in ("sqlalchemy", "alembic", "flask", "flask_cors", "graphene", "gunicorn", "huey",
+             "docker", "skops", "aiohttp"):
+    sys.modules[name] = None
+from evaluator.cli.main import cli
+cli(sys.argv[1:])
+"""
+
+
+def test_the_client_only_extra_logs_to_the_default_store(finished, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+
+    def log(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-W", "error", "-c", CLIENT_ONLY, "log",
+                               str(finished), *args], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    done = log()
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = done.stdout.strip()
+    assert [p.name for p in (tmp_path / "mlruns").glob("*/*") if p.is_dir()] == [run_id]
+    database = log("--tracking-uri", "sqlite:///mlflow.db")
+    assert database.returncode == 2
+    assert "needs the full mlflow package" in one_error_line(database.stderr)
+
+
 def test_import_evaluator_and_its_cli_never_import_mlflow():
     code = ("import sys, evaluator, evaluator.cli.main, evaluator.tracking.log_run; "
             "sys.exit(1 if 'mlflow' in sys.modules else 0)")

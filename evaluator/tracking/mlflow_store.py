@@ -50,6 +50,8 @@ HTTP_DEFAULTS = {
     # MLflow sets its own logger's level at import (INFO by default): warnings only.
     "MLFLOW_LOGGING_LEVEL": "WARNING",
 }
+# Database stores (MLflow's SQLAlchemy store), e.g. postgresql+psycopg2://.
+DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
 # MLflow's limits per log_batch call.
 BATCH_METRICS = 1000
 BATCH_PARAMS_OR_TAGS = 100
@@ -137,6 +139,17 @@ def _private_folder(folder: Path) -> None:
         except OSError as exc:
             raise TrackingError(f"cannot create the MLflow store {folder}: {exc.strerror}; "
                                 "run where you can write, or give --tracking-uri") from None
+
+
+def _check_database_client(where: Destination) -> None:
+    """A database URI needs SQLAlchemy, which the client-only extra lacks: say so plainly
+    (MLflow's own error talks about its model registry)."""
+    scheme = urlsplit(where.uri).scheme.partition("+")[0]
+    if scheme in DATABASE_SCHEMES and importlib.util.find_spec("sqlalchemy") is None:
+        raise TrackingError(
+            f"the tracking URI {where.shown} is a database, which needs the full mlflow "
+            "package (SQLAlchemy; the mlflow extra installs the client only): pip install "
+            "mlflow==3.17.2, or log to a server (--tracking-uri http://...) or a folder")
 
 
 def _exceptions() -> tuple[type[BaseException], ...]:
@@ -236,6 +249,7 @@ def log_to_mlflow(where: Destination, experiment: str, run_name: str, *,
     :class:`TrackingError` (one line) for a tracker that cannot be reached, refuses or
     fails, and :class:`MlflowMissing` without the extra."""
     require_mlflow()
+    _check_database_client(where)
     prepare_environment(where)
     if where.local_folder is not None:
         _private_folder(where.local_folder)
