@@ -28,16 +28,19 @@ ALLOWED: dict[str, set[str]] = {
     "analysis": {"common", "rubrics", "data", "analysis"},
     "run": {"common", "rubrics", "judges", "data", "analysis", "run"},
     "report": {"common", "rubrics", "data", "analysis", "run", "report"},
+    "tracking": {"common", "rubrics", "judges", "data", "analysis", "run", "report",
+                 "tracking"},
     "api": {"common", "rubrics", "judges", "data", "analysis", "run", "api"},
     "(root)": {"common", "api"},
-    "cli": {"common", "rubrics", "judges", "data", "analysis", "run", "report", "api", "cli"},
+    "cli": {"common", "rubrics", "judges", "data", "analysis", "run", "report", "tracking",
+            "api", "cli"},
     "__main__": {"cli"},
 }
 ORDER = list(ALLOWED)
 # Third-party libraries that are imported only inside the functions that need them.
 HEAVY = {"torch", "transformers", "vllm", "ray", "pyarrow", "numpy", "pandas", "scipy",
          "sklearn", "krippendorff", "pingouin", "matplotlib", "outlines", "outlines_core",
-         "llguidance", "tokenizers", "gguf"}
+         "llguidance", "tokenizers", "gguf", "mlflow", "requests"}
 
 
 def module_name(path: Path) -> str:

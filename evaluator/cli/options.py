@@ -76,3 +76,21 @@ def parse_systems(text: str | None) -> tuple[str, str] | None:
         raise JudgeConfigError("--systems: give two names separated by a comma, e.g. "
                                "--systems gpt4o,llama")
     return names[0], names[1]
+
+
+def tracking_options(command):
+    """``--tracking-uri``, ``--experiment`` and ``--run-name``: where ``evaluator log`` and
+    ``evaluator run --mlflow`` record a run in MLflow (docs/mlflow.md)."""
+    for option in reversed((
+        click.option("--tracking-uri", default=None, metavar="URI",
+                     help="MLflow tracking URI: a server (http://host:5000) or a folder "
+                          "[default: $MLFLOW_TRACKING_URI, else ./mlruns here]."),
+        click.option("--experiment", default=None, metavar="NAME",
+                     help="MLflow experiment (created if missing) [default: the rubric's "
+                          "name]."),
+        click.option("--run-name", default=None, metavar="NAME",
+                     help="MLflow run name [default: the results file's name without "
+                          ".jsonl]."),
+    )):
+        command = option(command)
+    return command

@@ -31,11 +31,13 @@ from evaluator.cli.exit_codes import (
     EXIT_USAGE,
     interrupted_exit_code,
 )
+from evaluator.cli.log_cmd import LOG_ERRORS, echo_logged
 from evaluator.cli.options import (
     models_file_option,
     parse_mapping,
     parse_systems,
     rubrics_dir_option,
+    tracking_options,
 )
 from evaluator.cli.progress import library_progress_hidden
 from evaluator.cli.signals import Terminated, sigterm_as_interrupt
@@ -43,6 +45,8 @@ from evaluator.data.files import check_path_name, show_path
 from evaluator.run.engines import ENGINES, RayOptions, load_ray_engine
 from evaluator.run.jury import member_path
 from evaluator.run.manifest import manifest_path_for
+from evaluator.tracking.log_run import TrackingOptions, log_run
+from evaluator.tracking.mlflow_store import MlflowMissing, require_mlflow
 
 
 def _ray_options(engine: str, address: str | None, replicas: int | None,
@@ -141,13 +145,19 @@ def _where(results: Path, summary: Path) -> str:
 @click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None,
               help="--engine ray: GPUs per replica (set tensor_parallel_size to match for "
                    "vLLM; a fraction packs replicas on a GPU) [default: 0].")
+@click.option("--mlflow", "to_mlflow", is_flag=True,
+              help="When the run ends, record it in MLflow as `evaluator log` does (no case "
+                   "text; needs the mlflow extra). A failure to log exits 1; the results are "
+                   "kept: log them with `evaluator log`.")
+@tracking_options
 def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...],
         samples: int, temperature: float | None, reduce: str | None, limit: int | None,
         batch_size: int | None, mappings: tuple[str, ...], id_column: str,
         versus: Path | None, answer_column: str | None, systems: str | None,
         rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
-        wait: bool, no_progress: bool, as_json: bool, engine: str, address: str | None, replicas: int | None,
-        gpus_per_replica: float | None) -> None:
+        wait: bool, no_progress: bool, as_json: bool, engine: str, address: str | None,
+        replicas: int | None, gpus_per_replica: float | None, to_mlflow: bool,
+        tracking_uri: str | None, experiment: str | None, run_name: str | None) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
     # SIGTERM (docker stop, schedulers) stops the run as Ctrl-C does (see the except
     # clauses below); --no-progress hides the libraries' bars too. Both end with the command.
@@ -168,6 +178,7 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
         click.echo(f"error: --map: {exc.message}", err=True)
         sys.exit(EXIT_USAGE)
     ray_options = _ray_options(engine, address, replicas, gpus_per_replica)
+    tracking = _tracking(to_mlflow, tracking_uri, experiment, run_name, rubrics_dirs)
     bar: tqdm | None = None
     current = output_path  # the file being judged into (a jury member's, in a jury)
 
@@ -235,7 +246,40 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
     click.echo(json.dumps(result.summary, indent=2) if as_json
                else format_summary(result.summary))
     click.echo(_where(result.results_path, result.summary_path), err=True)
+    logged = tracking is None or _log(result.results_path, tracking)
     if result.failed:
         click.echo(f"{result.failed} case(s) have no verdict; see 'status' and 'reason' in the "
                    "results", err=True)
+    if result.failed or not logged:
         sys.exit(EXIT_SOME_FAILED)
+
+
+def _tracking(to_mlflow: bool, tracking_uri: str | None, experiment: str | None,
+              run_name: str | None, rubrics_dirs: tuple[Path, ...]) -> TrackingOptions | None:
+    """``--mlflow``'s options; the extra is checked before anything is judged."""
+    given = {"--tracking-uri": tracking_uri, "--experiment": experiment,
+             "--run-name": run_name}
+    named = [name for name, value in given.items() if value is not None]
+    if not to_mlflow:
+        if named:
+            raise click.UsageError(f"{', '.join(named)} only apply with --mlflow")
+        return None
+    try:
+        require_mlflow()
+    except MlflowMissing as exc:
+        click.echo(f"error: --mlflow: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    return TrackingOptions(tracking_uri=tracking_uri, experiment=experiment,
+                           run_name=run_name, rubrics_dirs=rubrics_dirs)
+
+
+def _log(results: Path, tracking: TrackingOptions) -> bool:
+    """Log the finished run to MLflow; a failure is one line (the run's files stay as they
+    are, complete) and False: the run then exits 1, like a run with cases left unjudged."""
+    try:
+        echo_logged(log_run(results, tracking))
+    except LOG_ERRORS as exc:
+        click.echo(f"error: --mlflow: the run finished and its results are complete, but "
+                   f"logging it failed: {exc}", err=True)
+        return False
+    return True

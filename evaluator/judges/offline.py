@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import os
 
+# MLflow's own no-telemetry switch (mlflow/telemetry/utils.py: is_telemetry_disabled). Also
+# set by evaluator.tracking right before it imports mlflow, for Python API callers.
+MLFLOW_TELEMETRY_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true"}
+
 OFFLINE_ENV = {
     # Hugging Face hub, transformers, datasets: never reach the hub.
     "HF_HUB_OFFLINE": "1",
@@ -24,6 +28,9 @@ OFFLINE_ENV = {
     # Ray (the scale-out engine) and Gradio-style UIs some libraries pull in.
     "RAY_USAGE_STATS_ENABLED": "0",
     "GRADIO_ANALYTICS_ENABLED": "False",
+    # MLflow (`evaluator log`, `run --mlflow`) sends usage telemetry from `import mlflow`
+    # unless this is set; it reads DO_NOT_TRACK only when it is "true", not our "1".
+    **MLFLOW_TELEMETRY_ENV,
     # llguidance's masking kernel (llguidance.torch) would otherwise torch.compile on first
     # use: seconds and a C++ compiler for no gain at these batch sizes.
     "TORCHDYNAMO_DISABLE": "1",

@@ -1,0 +1,98 @@
+"""``evaluator log``: record a finished run (its results file's summary, manifest, report and,
+with labels, agreement and estimates) in MLflow."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.analysis.agreement import AGREEMENT_RESAMPLES, AGREEMENT_SEED
+from evaluator.analysis.gates import Gate
+from evaluator.analysis.label_files import AgreementError, parse_label_scale
+from evaluator.analysis.stats import StatsUnavailable
+from evaluator.api import USER_ERRORS
+from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.cli.options import parse_gates, rubrics_dir_option, tracking_options
+from evaluator.common.readable import NotARegularFile
+from evaluator.report.build import ReportError
+from evaluator.tracking.log_run import LabelOptions, LoggedRun, TrackingOptions, log_run
+from evaluator.tracking.mlflow_store import TrackingError
+
+#: What `evaluator log` reports as one line and exit code 2 (`run --mlflow`: exit code 1).
+LOG_ERRORS = (TrackingError, AgreementError, StatsUnavailable, ReportError, NotARegularFile,
+              *USER_ERRORS)
+
+
+def echo_logged(logged: LoggedRun) -> None:
+    """The notes and one line saying where the run was logged, on stderr."""
+    for note in logged.notes:
+        click.echo(f"note: {note}", err=True)
+    where = (f"the local MLflow store {logged.tracking_uri} (the default: no --tracking-uri "
+             "or MLFLOW_TRACKING_URI)" if logged.default_store else logged.tracking_uri)
+    click.echo(f"mlflow: logged run {logged.run_name!r} ({logged.run_id}) in experiment "
+               f"{logged.experiment!r} at {where}: {len(logged.params)} params, "
+               f"{len(logged.metrics)} metrics, artifacts {', '.join(logged.artifacts)}; "
+               f"see {logged.location}", err=True)
+
+
+@click.command("log")
+@click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@tracking_options
+@click.option("--labels", "labels_path", default=None,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Labels (.jsonl or .csv, e.g. a filled-in review.csv): also log the "
+                   "agreement figures of `evaluator agree` and the clinician-level estimates "
+                   "of `evaluator estimate`.")
+@click.option("--label-field", default=None, help="The labels file's field holding the label.")
+@click.option("--id-column", default="case_id", show_default=True,
+              help="The labels file's case id column.")
+@click.option("--criterion", "criteria", multiple=True, metavar="KEY",
+              help="With --labels: the criterion the labels rate (repeatable; default: every "
+                   "integer criterion and aggregate for agreement, KEY of a KEY.label field "
+                   "for the estimates).")
+@click.option("--pass", "gates", multiple=True, metavar="CRITERION>=THRESHOLD",
+              callback=lambda ctx, param, values: parse_gates(values),
+              help="With --labels: a pass/fail gate (repeatable; also >, <=, <): sensitivity, "
+                   "specificity, PPV, NPV and the clinician-level pass rate.")
+@click.option("--label-scale", default=None, metavar="VALUES",
+              help="With --labels: the labels' possible values, e.g. 0,1,2 or 1-5.")
+@click.option("--resamples", type=click.IntRange(min=100), default=AGREEMENT_RESAMPLES,
+              show_default=True, help="With --labels: bootstrap resamples for the CIs.")
+@click.option("--seed", type=int, default=AGREEMENT_SEED, show_default=True,
+              help="With --labels: bootstrap seed.")
+@click.option("--with-results", is_flag=True,
+              help="Also upload the results file. It holds case text (PHI): it uploads case "
+                   "text to the tracker.")
+@rubrics_dir_option
+def log_command(results: Path, tracking_uri: str | None, experiment: str | None,
+                run_name: str | None, labels_path: Path | None, label_field: str | None,
+                id_column: str, criteria: tuple[str, ...], gates: tuple[Gate, ...],
+                label_scale: str | None, resamples: int, seed: int, with_results: bool,
+                rubrics_dirs: tuple[Path, ...]) -> None:
+    """Record the finished run of RESULTS in MLflow: params (rubric, judge, model hashes,
+    settings hash, sampling, versions), metrics (per criterion mean with its 95% CI, SD, n;
+    status counts; pass rates; a pairwise file's win rates; with --labels the agreement
+    figures and clinician-level estimates) and artifacts (summary.json, manifest.json,
+    report.html). No case text unless --with-results. Prints the MLflow run id."""
+    if (labels_path is None) != (label_field is None):
+        raise click.UsageError("--labels and --label-field go together")
+    labelled = {"--criterion": criteria, "--pass": gates, "--label-scale": label_scale}
+    named = [name for name, value in labelled.items() if value]
+    if named and labels_path is None:
+        raise click.UsageError(f"{', '.join(named)} only apply with --labels")
+    try:
+        labels = None if labels_path is None else LabelOptions(
+            labels_path, str(label_field), id_column=id_column, criteria=criteria,
+            gates=gates, resamples=resamples, seed=seed,
+            label_scale=(tuple(parse_label_scale(label_scale))
+                         if label_scale is not None else None))
+        logged = log_run(results, TrackingOptions(
+            tracking_uri=tracking_uri, experiment=experiment, run_name=run_name,
+            labels=labels, with_results=with_results, rubrics_dirs=rubrics_dirs))
+    except LOG_ERRORS as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    echo_logged(logged)
+    click.echo(logged.run_id)
