@@ -54,12 +54,16 @@ from bench_common import (
 from evaluator.judges.models_file import JudgeSpec
 
 RUBRIC = "trial_eligibility"
-# As tests/test_vllm_backend.py: no torch.compile on CPU, one process, a bounded KV cache.
-ENGINE = {"enforce_eager": True, "kv_cache_memory_bytes": 1 << 30,
-          "distributed_executor_backend": "uni"}
+# As tests/test_vllm_backend.py: no torch.compile on CPU, one process. The KV cache holds
+# every slot's prompt and verdict (--kv-cache-gib): the default judge's dev-set prompts and
+# verdicts run to ~2,500 tokens at ~46 KB a token (float32), so 16 slots need ~2 GB; a cache
+# too small for the slots makes vLLM preempt and recompute requests, which measures the
+# cache, not the batching (1 GiB at 16 slots stalled a run for minutes).
+ENGINE = {"enforce_eager": True, "distributed_executor_backend": "uni"}
 
 
-def _spec(judge: str, slots: int, models: Path | None) -> tuple[str, JudgeSpec]:
+def _spec(judge: str, slots: int, models: Path | None, kv_gib: float,
+          ) -> tuple[str, JudgeSpec]:
     if models is not None:
         from evaluator.judges.models_file import resolve_judge
 
@@ -80,7 +84,8 @@ def _spec(judge: str, slots: int, models: Path | None) -> tuple[str, JudgeSpec]:
             sys.exit(f"the default judge is not prepared in {path}: run `make judge` first")
     return f"{judge}-vllm", JudgeSpec(backend="vllm", path=path, dtype="float32",
                                       max_model_len=8192, batch_size=slots,
-                                      engine=dict(ENGINE, max_num_seqs=slots))
+                                      engine=dict(ENGINE, max_num_seqs=slots,
+                                                  kv_cache_memory_bytes=int(kv_gib * (1 << 30))))
 
 
 def _run(backend, name: str, spec: JudgeSpec, source: Path, out: Path, variant: str,
@@ -104,6 +109,11 @@ def _run(backend, name: str, spec: JudgeSpec, source: Path, out: Path, variant: 
     row = {"variant": variant, "slots": slots, "cases": len(records), "seconds": round(seconds, 2),
            "cases_per_s": round(len(records) / seconds, 4), "completion_tokens": sum(tokens),
            "engine_steps": steps, "utilisation": round(sum(tokens) / (slots * steps), 4),
+           # On a CPU a step's cost grows with the sequences in it, so the time per token
+           # shows whether idle slots cost anything (a GPU's step costs about the same at
+           # any occupancy: there, idle slots are lost time).
+           "ms_per_token": round(1000 * seconds / max(sum(tokens), 1), 2),
+           "ms_per_step": round(1000 * seconds / max(steps, 1), 1),
            "ok": sum(r.status == "ok" for r in records),
            "with_distributions": sum(bool(r.distributions) for r in records)}
     if variant == "batched":  # records are in input order, one batch after another
@@ -123,6 +133,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--with-verdict-logprobs", action="store_true",
                         help="also a streamed run reading distributions from the verdicts' "
                              "log-probabilities")
+    parser.add_argument("--kv-cache-gib", type=float, default=4.0,
+                        help="vLLM's KV cache on CPU (default 4: room for 16 slots of the "
+                             "default judge's prompts and verdicts)")
     parser.add_argument("--data", type=Path, default=None, help="folder of the dev data")
     parser.add_argument("--quick", action="store_true", help="tiny-random, 12 cases, 4 slots")
     args = parser.parse_args(argv)
@@ -137,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict:
           flush=True)
     if args.models is None and args.judge not in ("smollm2-135m-instruct", "tiny-random"):
         parser.error("--judge takes smollm2-135m-instruct or tiny-random without --models")
-    name, spec = _spec(args.judge, max(args.slots), args.models)
+    name, spec = _spec(args.judge, max(args.slots), args.models, args.kv_cache_gib)
     backend = load_backend(name, spec)
     results = []
     try:
@@ -154,7 +167,8 @@ def main(argv: list[str] | None = None) -> dict:
                     print(f"{variant:22} slots {slots:3d}: {row['cases']} cases in "
                           f"{row['seconds']:8.2f} s = {row['cases_per_s']:.3f} cases/s; "
                           f"{row['completion_tokens']} tokens in {row['engine_steps']} steps: "
-                          f"utilisation {row['utilisation']:.3f}"
+                          f"utilisation {row['utilisation']:.3f}, {row['ms_per_step']} ms/step, "
+                          f"{row['ms_per_token']} ms/token"
                           + (f" (by longest verdict per batch: "
                              f"{row['utilisation_by_longest']:.3f})"
                              if "utilisation_by_longest" in row else "")

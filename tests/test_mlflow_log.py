@@ -258,7 +258,7 @@ def test_run_mlflow_end_to_end_with_the_fake_judge(mlflow_server, tmp_path):
     out = tmp_path / "e2e.jsonl"
     result = invoke("run", "-r", "pathology_report", "-i", EXAMPLES / "pathology_report.jsonl",
                     "-o", out, "--models-file", models, "--no-progress", "--mlflow",
-                    "--tracking-uri", mlflow_server["uri"], "--experiment", "e2e")
+                    "--tracking-uri", mlflow_server["uri"], "--experiment", "e2e", "--json")
     assert result.exit_code == 0, result.output
     assert "mlflow: logged run 'e2e'" in result.stderr
     assert json.loads(result.stdout)["status_counts"] == {"ok": 3}  # stdout: the summary only
