@@ -220,8 +220,8 @@ def run_python_probe(code: str, timeout: float = IMPORT_TIMEOUT_S,
         if line.startswith(_MARK):
             return ImportProbe(installed=True, info=json.loads(line[len(_MARK):]))
     if child.returncode < 0:
-        return ImportProbe(installed=True,
-                           error=f"the process was killed by {signal.Signals(-child.returncode).name}")
+        killer = signal.Signals(-child.returncode).name
+        return ImportProbe(installed=True, error=f"the process was killed by {killer}")
     lines = [line.strip() for line in err.splitlines() if line.strip()]
     return ImportProbe(installed=True,
                        error=(lines[-1][:300] if lines else f"exit status {child.returncode}"))
