@@ -258,6 +258,16 @@ def test_cuda_13_torch_on_a_cuda_12_driver_is_a_failure_saying_what_to_install()
         "CUDA 12 (a bundle built from a lock that pins one)")
 
 
+def test_cuda_12_wheels_on_a_driver_that_supports_11_is_a_failure():
+    check = check_torch(cuda_torch("12.8"), "11.4", smi(H100, driver="470.82.01"),
+                        JudgeUse("q", "transformers", "cuda"), "cuda")
+    assert check.status == "failed"
+    assert check.message.startswith(
+        "torch 2.13.0+cu128 is built for CUDA 12.8, but the NVIDIA driver 470.82.01 supports "
+        "CUDA up to 11.4: install a driver for CUDA 12 (525 or later), or a torch built for "
+        "CUDA 11")
+
+
 def test_torch_against_the_driver_within_one_cuda_major_version():
     use = JudgeUse("q", "vllm", "auto")
     newer_build = check_torch(cuda_torch("12.8"), "12.4", smi(H100), use, "cuda")
@@ -477,9 +487,14 @@ def test_an_overridden_offline_switch_is_a_warning_and_a_missing_one_a_failure()
     assert check.message == ("your environment sets HF_HUB_OFFLINE=0; evaluator forces "
                              "HF_HUB_OFFLINE=1, but other tools on this host inherit yours: "
                              "unset them (e.g. in ~/.bashrc)")
+    # The same meaning in other words is no override.
+    assert check_offline(dict(OFFLINE_ENV), {"HF_HUB_OFFLINE": "true", "DO_NOT_TRACK": "1",
+                                             "TOKENIZERS_PARALLELISM": "0"}, None).status == "ok"
     unset = {k: v for k, v in OFFLINE_ENV.items() if k != "HF_HUB_OFFLINE"}
     check = check_offline(unset, {}, None)
-    assert check.status == "failed" and "HF_HUB_OFFLINE=None" in check.message
+    assert check.status == "failed"
+    assert check.message.startswith("1 offline switches are not in force here (HF_HUB_OFFLINE "
+                                    "unset): call evaluator.judges.offline.force_offline()")
     stale = check_offline(dict(OFFLINE_ENV), {}, False)
     assert stale.status == "failed" and "huggingface_hub was imported before" in stale.message
     assert check_offline(dict(OFFLINE_ENV), {}, None).status == "ok"

@@ -55,7 +55,7 @@ def runs_on(use: JudgeUse, torch: ImportProbe, vllm: ImportProbe) -> str | None:
     return "cuda" if torch.info.get("gpus") else "cpu"
 
 
-def _cuda_major(version: str) -> tuple[int, int] | None:
+def _major_minor(version: str) -> tuple[int, int] | None:
     try:
         parsed = Version(version)
     except InvalidVersion:
@@ -99,7 +99,7 @@ def check_torch(torch: ImportProbe, driver_cuda: str | None, smi: SmiInfo, use: 
     if driver_cuda is None:
         return ok("torch", f"torch {version} (CUDA {build} build); no NVIDIA driver to "
                   "check it against (see gpu)", **data)
-    built, supported = _cuda_major(build), _cuda_major(driver_cuda)
+    built, supported = _major_minor(build), _major_minor(driver_cuda)
     driver_text = f"the NVIDIA driver{f' {driver}' if driver else ''}"
     if built and supported and supported[0] < built[0]:
         wanted = MIN_DRIVER.get(built[0])
@@ -112,7 +112,7 @@ def check_torch(torch: ImportProbe, driver_cuda: str | None, smi: SmiInfo, use: 
         return warning("torch", f"torch {version} is built for CUDA {build}, {driver_text} "
                        f"supports CUDA {driver_cuda}: this works through CUDA's minor-version "
                        "compatibility, but kernels that need a newer driver fail to load; "
-                       f"update the driver if the judge fails to start", **data)
+                       "update the driver if the judge fails to start", **data)
     return ok("torch", f"torch {version} (CUDA {build}); {driver_text} supports CUDA "
               f"{driver_cuda}", **data)
 

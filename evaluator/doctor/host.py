@@ -39,14 +39,24 @@ def check_disk(output_dir: Path, disk_free: Callable[[Path], int],
     return ok("disk", f"{gib(free)} free in {where}", **data)
 
 
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def same_switch(value: str, forced: str) -> bool:
+    """Whether an inherited ``value`` means what the forced one does (``true`` and ``1``
+    alike, as the libraries read them)."""
+    a, b = value.strip().lower(), forced.lower()
+    return a == b or (a in _TRUE and b in _TRUE) or (a in _FALSE and b in _FALSE)
+
+
 def check_offline(environ: Mapping[str, str], inherited: Mapping[str, str | None],
                   hub_offline: bool | None) -> Check:
     """The offline and no-telemetry switches (evaluator/judges/offline.py): failed unless
     every one is in force in this process (huggingface_hub included, which reads
     HF_HUB_OFFLINE when it is imported); a warning when the user's environment set one
     otherwise (every evaluator command overrides it, but other tools on the host do not)."""
-    wrong = [f"{key}={environ.get(key)!r}" for key, value in OFFLINE_ENV.items()
-             if environ.get(key) != value]
+    wrong = [f"{key}={environ[key]}" if key in environ else f"{key} unset"
+             for key, value in OFFLINE_ENV.items() if environ.get(key) != value]
     if wrong:
         return failed("offline", f"{len(wrong)} offline switches are not in force here "
                       f"({', '.join(wrong[:3])}): call evaluator.judges.offline.force_offline() "
@@ -56,7 +66,8 @@ def check_offline(environ: Mapping[str, str], inherited: Mapping[str, str | None
                       "set, so it may reach the hub: call "
                       "evaluator.judges.offline.force_offline() before importing it")
     overridden = {key: value for key, value in inherited.items()
-                  if value is not None and value != OFFLINE_ENV.get(key)}
+                  if value is not None and key in OFFLINE_ENV
+                  and not same_switch(value, OFFLINE_ENV[key])}
     if overridden:
         shown = ", ".join(f"{key}={value}" for key, value in list(overridden.items())[:3])
         more = f" and {len(overridden) - 3} more" if len(overridden) > 3 else ""
