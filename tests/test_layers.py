@@ -30,10 +30,11 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"common", "rubrics", "data", "analysis", "run", "report"},
     "tracking": {"common", "rubrics", "judges", "data", "analysis", "run", "report",
                  "tracking"},
+    "doctor": {"common", "judges", "run", "doctor"},
     "api": {"common", "rubrics", "judges", "data", "analysis", "run", "api"},
     "(root)": {"common", "api"},
     "cli": {"common", "rubrics", "judges", "data", "analysis", "run", "report", "tracking",
-            "api", "cli"},
+            "doctor", "api", "cli"},
     "__main__": {"cli"},
 }
 ORDER = list(ALLOWED)

@@ -39,7 +39,23 @@ OFFLINE_ENV = {
 }
 
 
+# What the environment held for each switch before the first force_offline() replaced it
+# (None: unset). `evaluator doctor` reports a user's HF_HUB_OFFLINE=0 that was overridden.
+_inherited: dict[str, str | None] | None = None
+
+
 def force_offline() -> None:
     """Set the offline/no-telemetry switches in this process's environment."""
+    global _inherited
+    if _inherited is None:
+        _inherited = {key: os.environ.get(key) for key in OFFLINE_ENV}
     for key, value in OFFLINE_ENV.items():
         os.environ[key] = value
+
+
+def inherited_offline_env() -> dict[str, str | None]:
+    """Each switch's value as this process inherited it, before :func:`force_offline` first
+    ran (None: unset); the current values when it has not run yet."""
+    if _inherited is not None:
+        return dict(_inherited)
+    return {key: os.environ.get(key) for key in OFFLINE_ENV}
