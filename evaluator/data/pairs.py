@@ -37,8 +37,8 @@ class _Answer:
 
 def _without_id(path: Path, item: Case, id_column: str) -> InputFileError:
     return InputFileError(f"{path} {line_word(path)} {item.line}: no case id in column "
-                          f"{id_column!r}; --versus joins the two files on case id, so every row of both "
-                          "needs one (name the id column with --id-column)")
+                          f"{id_column!r}; --versus joins the two files on case id, so "
+                          "every row of both needs one (name the id column with --id-column)")
 
 
 def _answer_hint(problem: InputProblem, answer_column: str) -> InputProblem:
