@@ -14,6 +14,7 @@ from evaluator.cli import (
     agree_cmd,
     compare_cmd,
     estimate_cmd,
+    export_cmd,
     models_cmd,
     prepare_cmd,
     report_cmd,
@@ -91,5 +92,5 @@ def cli(verbose: int) -> None:
 for command in (run_cmd.run, rubrics_cmd.rubrics, models_cmd.models, validate_cmd.validate,
                 prepare_cmd.prepare_judge, agree_cmd.agree, report_cmd.report,
                 summary_cmd.summary, review_cmd.review, estimate_cmd.estimate_command,
-                compare_cmd.compare_command):
+                compare_cmd.compare_command, export_cmd.export):
     cli.add_command(command)
