@@ -231,6 +231,16 @@ def test_a_pairwise_results_file_gives_each_criterions_outcome(tmp_path):
     assert table["system_a"].to_pylist() == [r.pairwise.systems["A"] for r in records]
     assert table["length_b"].to_pylist() == [r.pairwise.lengths["B"] for r in records]
     assert not [n for n in table.column_names if n.startswith(("score_", "text_"))]
+    # --with-text: each string field as written in each order.
+    assert export(output, tmp_path / "pairs-text.parquet", "--with-text").exit_code == 0
+    texts = pq.read_table(tmp_path / "pairs-text.parquet")
+    strings = [f.key for f in load_rubric(rubric).output if f.type == "string"]
+    assert strings
+    for key in strings:
+        for side, first in (("a", "A"), ("b", "B")):
+            assert texts[f"text_{key}_{side}_first"].to_pylist() == [
+                next(o.verdict[key] for o in r.pairwise.orders if o.first == first)
+                for r in records]
 
 
 def test_written_in_batches_with_mode_0600_and_no_temporary_file_left(results, tmp_path,

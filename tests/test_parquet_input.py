@@ -216,7 +216,7 @@ def test_two_columns_of_one_name_are_refused(tmp_path, drug):
 def test_duplicate_ids_stop_before_anything_runs(tmp_path, drug):
     path = write_parquet(tmp_path / "cases.parquet", {"case_id": ["a", "b", "a"],
                                                       "Resp": ["r"] * 3, "Truth": ["t"] * 3})
-    with pytest.raises(InputFileError, match=r"duplicate case ids \(lines 1 and 3"):
+    with pytest.raises(InputFileError, match=r"duplicate case ids \(rows 1 and 3"):
         read_cases(path, drug)
 
 

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluator.data.case_ids import CaseIds
 from evaluator.data.parquet_input import NotUtf8, ParquetInputError, ParquetRows
 from evaluator.rubrics.rubric import InputField, Rubric
 
@@ -334,24 +335,26 @@ def _validated(rows: Iterator[_Row], path: Path, inputs: Mapping[str, InputField
 class UniqueIds:
     """Collects case ids as rows stream by; :meth:`check` raises :class:`InputFileError`
     naming every repeated id and its lines. A results file keyed by case id must never hold
-    two verdicts for one id, so this runs over the whole input before any case is judged."""
+    two verdicts for one id, so this runs over the whole input before any case is judged.
+    The ids are held as digests (:class:`~evaluator.data.case_ids.CaseIds`): ~24 bytes per
+    row, so a million rows fit in ~25 MB."""
 
     def __init__(self, path: Path, id_column: str):
         self.path = path
         self.id_column = id_column
-        self._first_line: dict[str, int] = {}
+        self._seen = CaseIds(lines=True)
         self._duplicates: list[str] = []
 
     def add(self, item: Case | InputProblem) -> None:
         """Note one row's id."""
-        first = self._first_line.setdefault(item.case_id, item.line)
-        if first != item.line:
+        first = self._seen.add(item.case_id, item.line)
+        if first is not None and first != item.line:
             # Lines only, never the id: with a wrong --id-column the "ids" are case text.
-            self._duplicates.append(f"lines {first} and {item.line}")
+            self._duplicates.append(f"{line_word(self.path)}s {first} and {item.line}")
 
     def check(self) -> None:
         """Raise if any id was seen twice; then forget the ids."""
-        self._first_line = {}
+        self._seen = CaseIds(lines=True)
         if self._duplicates:
             shown = "; ".join(self._duplicates[:10]) + (" ..." if len(self._duplicates) > 10
                                                          else "")
