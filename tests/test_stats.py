@@ -95,3 +95,23 @@ def test_summary_without_the_stats_extra(monkeypatch):
     assert summary["criteria"]["critical_finding_concordance"]["ci95"] is None
     assert summary["pass_rates"]["critical_finding_concordance"]["passed"] == 1
     assert "pip install" in summary["stats_note"]
+
+
+def test_the_summary_median_from_counts_is_statistics_median():
+    """describe()'s median of scores (few distinct values) comes from their counts, not a
+    sorted copy; it equals statistics.median, halves and many distinct values included."""
+    import random
+    import statistics
+    from array import array
+
+    from evaluator.analysis.summary import describe
+
+    rng = random.Random(3)
+    pool = [1.0, 2.0, 2.5, 3.0, 4.0, 5.0, -1.0, 0.0]
+    for _ in range(2000):
+        values = array("d", [rng.choice(pool[:rng.randint(1, len(pool))])
+                             for _ in range(rng.randint(1, 30))])
+        assert describe(values)["median"] == statistics.median(values), list(values)
+    spread = array("d", [rng.random() for _ in range(3001)])  # > 1024 distinct: sorted
+    assert describe(spread)["median"] == statistics.median(spread)
+    assert describe(array("d", [1.0, 3.0]))["median"] == 2.0

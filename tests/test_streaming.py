@@ -58,8 +58,11 @@ def test_the_input_is_read_lazily_in_two_passes(tmp_path, monkeypatch):
     assert len(read_results(tmp_path / "o.jsonl")) == 6
 
 
-@pytest.mark.parametrize("extra", [[], ["--stream"]], ids=["batched", "streamed"])
+@pytest.mark.parametrize("extra", [[], ["--stream"], ["--format", "parquet"]],
+                         ids=["batched", "streamed", "parquet"])
 def test_scaling_benchmark_quick_mode_prints_its_figures(extra):
+    if "parquet" in extra:
+        pytest.importorskip("pyarrow", reason="needs the parquet extra (pyarrow)")
     process = subprocess.run([sys.executable, "benchmarks/scaling.py", "--sizes", "30", "60",
                               "--resume", *extra], capture_output=True, text=True, cwd=ROOT,
                              timeout=300, check=False)
@@ -68,5 +71,6 @@ def test_scaling_benchmark_quick_mode_prints_its_figures(extra):
     assert re.search(r"^\s+30 cases: .* peak RSS \d+ MB.*resume", out, re.MULTILINE)
     assert re.search(r"^\s+60 cases: ", out, re.MULTILINE)
     assert re.search(r"peak RSS growth 30 -> 60 cases: [+-]\d+ MB", out)
-    assert f"re-run: python benchmarks/scaling.py --sizes 30 60 --resume{' --stream' * bool(extra)}" in out
+    assert f"re-run: python benchmarks/scaling.py --sizes 30 60 --resume {' '.join(extra)}" \
+        .rstrip() in out
     assert "PARAGRAPH" not in out and "adenocarcinoma" not in out  # no case text

@@ -15,6 +15,7 @@ from evaluator.cli import (
     compare_cmd,
     doctor_cmd,
     estimate_cmd,
+    export_cmd,
     log_cmd,
     models_cmd,
     prepare_cmd,
@@ -93,5 +94,6 @@ def cli(verbose: int) -> None:
 for command in (run_cmd.run, rubrics_cmd.rubrics, models_cmd.models, validate_cmd.validate,
                 prepare_cmd.prepare_judge, agree_cmd.agree, report_cmd.report,
                 summary_cmd.summary, review_cmd.review, estimate_cmd.estimate_command,
-                compare_cmd.compare_command, log_cmd.log_command, doctor_cmd.doctor):
+                compare_cmd.compare_command, export_cmd.export, log_cmd.log_command,
+                doctor_cmd.doctor):
     cli.add_command(command)

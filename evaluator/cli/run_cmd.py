@@ -90,7 +90,7 @@ def _where(results: Path, summary: Path) -> str:
 @click.option("--rubric", "-r", required=True, help="Rubric name (see `evaluator rubrics`) or path.")
 @click.option("--input", "-i", "input_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Cases: .jsonl or .csv, one case per line/row.")
+              help="Cases: .jsonl, .csv or .parquet, one case per line/row.")
 @click.option("--output", "-o", "output_name", required=True,
               type=str,  # checked as given (check_path_name): one line for every problem
               help="Results .jsonl. If it exists, the run resumes: finished cases are skipped. "

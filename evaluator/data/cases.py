@@ -1,4 +1,4 @@
-"""Reading cases (JSONL, CSV) and validating them against a rubric's input fields.
+"""Reading cases (JSONL, CSV, Parquet) and validating them against a rubric's input fields.
 
 Every problem is reported with file, line, case id and field, and never with the case text
 itself (it may be PHI): messages name only columns, types, lengths and line numbers. A bad
@@ -8,21 +8,31 @@ What counts as malformed: a line that is not UTF-8 or not one JSON object (raw c
 characters inside JSON strings included; an escaped ``\\u0000`` is text), a CSV row with the
 wrong number of values, a NUL byte or a quoting error, a missing, empty or non-text field, an
 unusable id. A byte-order mark, CRLF line ends and fields of any size are accepted.
+
+Parquet (:mod:`evaluator.data.parquet_input`) is a third source of the same rows: only the
+id and input columns are read, batch by batch, and each cell is judged as a JSON value of
+the same kind would be (a string is the text; a finite number, a decimal included, is its
+text; null, a boolean, a list, a struct, a date, a timestamp or binary data is not text). A
+row's ``line`` is its row number (the first row is 1).
 """
 
 from __future__ import annotations
 
 import codecs
 import csv
+import datetime
 import json
 import math
+from decimal import Decimal
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluator.data.case_ids import CaseIds
+from evaluator.data.parquet_input import NotUtf8, ParquetInputError, ParquetRows
 from evaluator.rubrics.rubric import InputField, Rubric
 
-SUPPORTED_SUFFIXES = (".jsonl", ".csv")
+SUPPORTED_SUFFIXES = (".jsonl", ".csv", ".parquet")
 MAX_ID_LENGTH = 200
 # Clinical texts exceed the csv module's default field limit (128 KiB). 2**31 - 1 fits a C
 # long on every platform; sys.maxsize overflows it on Windows.
@@ -56,10 +66,11 @@ class InputProblem:
     file: str = ""
 
     def describe(self, *, with_id: bool = True) -> str:
-        """``file:line case 'id': field 'name': message``, with no case text. Pass
-        ``with_id=False`` for the terminal: an id read from a wrong ``--id-column`` is case
-        text, and the line already says which row it is."""
-        where = f"{self.file}:{self.line}"
+        """``file:line case 'id': field 'name': message`` (``file row N ...`` for Parquet),
+        with no case text. Pass ``with_id=False`` for the terminal: an id read from a wrong
+        ``--id-column`` is case text, and the line already says which row it is."""
+        where = (f"{self.file} row {self.line}" if line_word(self.file) == "row"
+                 else f"{self.file}:{self.line}")
         case = f" case {self.case_id!r}:" if with_id else ""
         column = f" field {self.field!r}:" if self.field else ""
         return f"{where}{case}{column} {self.message}"
@@ -89,6 +100,12 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return value
 
 
+def line_word(path: Path | str) -> str:
+    """How a position in a case file is named in messages: ``row`` in a Parquet file (it
+    has no lines), else ``line``."""
+    return "row" if Path(path).suffix.lower() == ".parquet" else "line"
+
+
 def _short_name(name: str) -> str:
     """A key or column name from the file, cut to a length fit for a message."""
     return name if len(name) <= _NAME_LIMIT else name[:_NAME_LIMIT - 3] + "..."
@@ -100,9 +117,16 @@ def _kind(value: object) -> str:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, float) and not math.isfinite(value):
+    if ((isinstance(value, float) and not math.isfinite(value))
+            or (isinstance(value, Decimal) and not value.is_finite())):
         return "NaN or Infinity"
-    names = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
+    # Parquet cells as pyarrow converts them (a map column is a list of pairs: an array).
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
+        return "a date or time"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary data"
+    names = {dict: "object", list: "array", tuple: "array", str: "string", int: "number",
+             float: "number", Decimal: "number"}
     return names.get(type(value), type(value).__name__)
 
 
@@ -211,11 +235,31 @@ def _check_header(path: Path, header: list[str]) -> list[str]:
     return header
 
 
-def _rows(path: Path) -> Iterator[_Row]:
+def _read_parquet(rows: ParquetRows) -> Iterator[_Row]:
+    try:
+        for number, data in rows:
+            bad = next((name for name, value in data.items() if isinstance(value, NotUtf8)),
+                       None)
+            if bad is not None:
+                yield _Row(number, problem="not valid UTF-8 text; write the column as UTF-8 "
+                                           "strings", field=_short_name(bad))
+            else:
+                yield _Row(number, data)
+    except ParquetInputError as exc:
+        raise InputFileError(str(exc)) from None
+
+
+def _rows(path: Path, columns: list[str]) -> Iterator[_Row]:
+    """The file's rows; ``columns`` are the ones the caller reads (Parquet reads no other)."""
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         raise InputFileError(f"{path}: unsupported input format {suffix!r}; use "
-                             f"{' or '.join(SUPPORTED_SUFFIXES)}")
+                             f"{', '.join(SUPPORTED_SUFFIXES)}")
+    if suffix == ".parquet":
+        try:
+            return _read_parquet(ParquetRows(path, columns))  # the footer is read now
+        except ParquetInputError as exc:
+            raise InputFileError(str(exc)) from None
     with path.open("rb") as handle:
         start = handle.read(2)
     if start in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
@@ -224,12 +268,15 @@ def _rows(path: Path) -> Iterator[_Row]:
 
 
 def _as_text(value: object) -> str | None:
-    """Strings as they are, finite numbers as their JSON text; None for anything else."""
+    """Strings as they are, finite numbers as their JSON text (a Parquet decimal as its
+    digits); None for anything else."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
         return None
     if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        return str(value)
+    if isinstance(value, Decimal) and value.is_finite():
         return str(value)
     return None
 
@@ -265,8 +312,9 @@ def iter_rows(path: Path, inputs: Mapping[str, InputField], *,
         kind = "a folder" if path.is_dir() else (
             "a FIFO (named pipe)" if path.is_fifo() else "a device or socket")
         raise InputFileError(f"{path}: is {kind}, not a regular file; save the cases to a "
-                             ".jsonl or .csv file")
-    rows = _rows(path)
+                             ".jsonl, .csv or .parquet file")
+    columns = [id_column, *((mapping or {}).get(name, name) for name in inputs)]
+    rows = _rows(path, columns)
     return _validated(rows, path, dict(inputs), dict(mapping or {}), id_column, limit)
 
 
@@ -287,24 +335,26 @@ def _validated(rows: Iterator[_Row], path: Path, inputs: Mapping[str, InputField
 class UniqueIds:
     """Collects case ids as rows stream by; :meth:`check` raises :class:`InputFileError`
     naming every repeated id and its lines. A results file keyed by case id must never hold
-    two verdicts for one id, so this runs over the whole input before any case is judged."""
+    two verdicts for one id, so this runs over the whole input before any case is judged.
+    The ids are held as digests (:class:`~evaluator.data.case_ids.CaseIds`): ~24 bytes per
+    row, so a million rows fit in ~25 MB."""
 
     def __init__(self, path: Path, id_column: str):
         self.path = path
         self.id_column = id_column
-        self._first_line: dict[str, int] = {}
+        self._seen = CaseIds(lines=True)
         self._duplicates: list[str] = []
 
     def add(self, item: Case | InputProblem) -> None:
         """Note one row's id."""
-        first = self._first_line.setdefault(item.case_id, item.line)
-        if first != item.line:
+        first = self._seen.add(item.case_id, item.line)
+        if first is not None and first != item.line:
             # Lines only, never the id: with a wrong --id-column the "ids" are case text.
-            self._duplicates.append(f"lines {first} and {item.line}")
+            self._duplicates.append(f"{line_word(self.path)}s {first} and {item.line}")
 
     def check(self) -> None:
         """Raise if any id was seen twice; then forget the ids."""
-        self._first_line = {}
+        self._seen = CaseIds(lines=True)
         if self._duplicates:
             shown = "; ".join(self._duplicates[:10]) + (" ..." if len(self._duplicates) > 10
                                                          else "")

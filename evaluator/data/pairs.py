@@ -16,7 +16,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluator.data.cases import Case, InputFileError, InputProblem, UniqueIds, iter_rows
+from evaluator.data.cases import (
+    Case,
+    InputFileError,
+    InputProblem,
+    UniqueIds,
+    iter_rows,
+    line_word,
+)
 from evaluator.rubrics.rubric import InputField, Rubric
 
 
@@ -29,9 +36,9 @@ class _Answer:
 
 
 def _without_id(path: Path, item: Case, id_column: str) -> InputFileError:
-    return InputFileError(f"{path} line {item.line}: no case id in column {id_column!r}; "
-                          "--versus joins the two files on case id, so every row of both "
-                          "needs one (name the id column with --id-column)")
+    return InputFileError(f"{path} {line_word(path)} {item.line}: no case id in column "
+                          f"{id_column!r}; --versus joins the two files on case id, so "
+                          "every row of both needs one (name the id column with --id-column)")
 
 
 def _answer_hint(problem: InputProblem, answer_column: str) -> InputProblem:
@@ -145,16 +152,17 @@ def _joined(rows_a: Iterator[Case | InputProblem], rows_b: Iterator[Case | Input
         if answer.problem is not None:
             problem = answer.problem
             yield InputProblem(item.case_id, item.line, problem.field,
-                               f"its row in {path_b.name} (line {problem.line}) cannot be "
-                               f"used: {problem.message}", str(path_a))
+                               f"its row in {path_b.name} ({line_word(path_b)} "
+                               f"{problem.line}) cannot be used: {problem.message}",
+                               str(path_a))
             continue
         differs = [join.mapping.get(name, name) for name in join.shared
                    if name in answer.shared and answer.shared[name] != _digest(item.fields[name])]
         if differs:
             yield InputProblem(item.case_id, item.line, differs[0],
-                               f"differs between {path_a.name} and {path_b.name} (line "
-                               f"{answer.line}) for this case; both files must describe the "
-                               "same case", str(path_a))
+                               f"differs between {path_a.name} and {path_b.name} "
+                               f"({line_word(path_b)} {answer.line}) for this case; both "
+                               "files must describe the same case", str(path_a))
             continue
         yield Case(item.case_id, item.line, {**item.fields, join.second: answer.text or ""})
     if not leftovers:

@@ -371,7 +371,9 @@ class ResultWriter:
         self.close()
 
 
-def _analysis_lines(reader: ResultsReader) -> Iterator[StoredLine]:
+def analysis_lines(reader: ResultsReader) -> Iterator[StoredLine]:
+    """The reader's lines for a command other than ``evaluator run``: a damaged line's
+    message suggests nothing only ``evaluator run`` accepts (``--force-new``)."""
     try:
         yield from reader
     except ResultsFileDamaged as exc:
@@ -394,7 +396,7 @@ def read_results(path: Path) -> list[ResultRecord]:
     reader = ResultsReader(path)
     records: list[ResultRecord] = []
     first_line: dict[str, int] = {}
-    for line in _analysis_lines(reader):
+    for line in analysis_lines(reader):
         earlier = first_line.setdefault(line.record.case_id, line.number)
         if earlier != line.number:
             raise ResultsFileDamaged(

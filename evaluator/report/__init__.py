@@ -2,6 +2,9 @@
 gathers the data (summaries, worst cases, agreement with labels), :mod:`.text` adds case text
 for ``--show-text``, :mod:`.plots` draws the SVG plots (matplotlib, the ``report`` extra,
 imported inside the functions) and :mod:`.html` renders ``templates/report.html.j2``.
+:mod:`.export` writes a results file as a flat Parquet table (pyarrow, the ``parquet``
+extra, imported inside the functions; its columns in :mod:`.export_columns`), and
+:mod:`.targets` says where either may be written.
 
 May import :mod:`evaluator.common`, :mod:`evaluator.rubrics`, :mod:`evaluator.data`,
 :mod:`evaluator.analysis` and, for the manifests beside the results, :mod:`evaluator.run`.

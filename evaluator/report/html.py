@@ -8,22 +8,23 @@ has no JavaScript, and embeds its plots as SVG data URIs: opened offline it need
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from evaluator.analysis.intervals import format_ci, format_number
-from evaluator.data.files import (
-    OutputRefused,
-    refuse_unsafe_target,
-    same_file,
-    write_bytes_atomic,
-)
+from evaluator.data.files import write_bytes_atomic
 from evaluator.report import plots as rp
 from evaluator.report.build import build_report, status_table
-from evaluator.run.manifest import recorded_input_hashes, sha256_file
+from evaluator.report.targets import (
+    Target,
+    case_files,
+    check_target,
+    refuse_inputs,
+    refuse_recorded_input,
+)
 
 TEMPLATE = "report.html.j2"
 # In every page's head: how an existing file is known to be a report (replaced without
@@ -114,50 +115,7 @@ def is_report_file(path: Path) -> bool:
         GENERATOR_TAG.encode() in head or b"<title>Evaluation report: " in head)
 
 
-def _refuse_inputs(output: Path, sources: Iterable[Path]) -> None:
-    for source in sources:
-        if same_file(output, source):
-            raise OutputRefused(f"{output} is one of the report's own inputs ({source}); "
-                                "choose another --html file")
-
-
-def _case_files(report: dict[str, Any]) -> set[Path]:
-    """Every case file the records name; a relative name both as given (the report's
-    current directory) and relative to its results file's folder (where the run may have
-    been started)."""
-    found: set[Path] = set()
-    for entry in report["files"]:
-        folder = Path(entry["path"]).parent
-        for name in {r.input_file for r in entry["records"] if r.input_file}:
-            path = Path(name)
-            found.update([path] if path.is_absolute() else [path, folder / path])
-    return found
-
-
-def _refuse_recorded_input(output: Path, results: Sequence[Path]) -> None:
-    """Refuse an existing ``output`` whose content is a case file a run read (its SHA-256 is
-    in a manifest), wherever it lies now."""
-    if not output.is_file() or output.is_symlink():
-        return
-    recorded = set().union(*(recorded_input_hashes(path) for path in results))
-    if recorded and sha256_file(output) in recorded:
-        raise OutputRefused(f"{output} is a case file one of the runs read (its SHA-256 is in "
-                            "the manifest); choose another --html file")
-
-
-def _check_target(output: Path, sources: Sequence[Path], overwrite: bool) -> None:
-    """Refuse to write the page over one of its own inputs, through a symbolic link, or over
-    an existing file that is not a report (unless ``overwrite``)."""
-    _refuse_inputs(output, sources)
-    if output.suffix.lower() not in REPORT_SUFFIXES:
-        # Results, companions, locks, cases and configs all have other suffixes: a report
-        # that may only be an .html/.htm file can never replace one of them.
-        raise OutputRefused(f"{output}: the report is written to a file ending in .html or "
-                            ".htm; choose another --html name")
-    refuse_unsafe_target(output)
-    if output.exists() and not overwrite and not is_report_file(output):
-        raise OutputRefused(f"{output} exists and is not a report written by evaluator; "
-                            "refusing to replace it (pass --overwrite to replace it anyway)")
+REPORT_TARGET = Target("report", "--html", REPORT_SUFFIXES, is_report_file)
 
 
 def write_report(results: Sequence[Path], output: Path, *, overwrite: bool = False,
@@ -173,11 +131,14 @@ def write_report(results: Sequence[Path], output: Path, *, overwrite: bool = Fal
     labels = [] if not labels else [labels] if isinstance(labels, (str, Path)) else labels
     sources = ([Path(p) for p in results] + [Path(p) for p in labels]
                + ([Path(options["cases_path"])] if options.get("cases_path") else []))
-    _check_target(output, sources, overwrite)
+    check_target(output, sources, overwrite, REPORT_TARGET)
     report = build_report(results, **options)
     # The case files the runs read (named in the records) are inputs too.
-    _refuse_inputs(output, sorted(_case_files(report)))
-    _refuse_recorded_input(output, [Path(p) for p in results])
+    named = set().union(*(case_files(Path(entry["path"]),
+                                     {r.input_file for r in entry["records"] if r.input_file})
+                          for entry in report["files"]))
+    refuse_inputs(output, sorted(named), REPORT_TARGET)
+    refuse_recorded_input(output, [Path(p) for p in results], REPORT_TARGET)
     page = render_html(report)
     write_bytes_atomic(output, page.encode("utf-8"))
     return output

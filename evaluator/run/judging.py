@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from evaluator.analysis.distributions import summarize as summarize_distribution
 from evaluator.analysis.panel import combine_verdicts
+from evaluator.data.case_ids import CaseIds
 from evaluator.data.cases import Case, InputProblem
 from evaluator.data.results import ResultRecord, ResultWriter
 from evaluator.judges.backends import (
@@ -136,7 +137,7 @@ def problem_record(problem: InputProblem, rubric: Rubric, judge: str,
                         settings_hash=settings_hash)
 
 
-def todo_batches(items: Iterator[Case | InputProblem], todo: set[str],
+def todo_batches(items: Iterator[Case | InputProblem], todo: CaseIds | set[str],
                  size: int) -> Iterator[list[Case]]:
     """The cases still to judge, streamed from the input, in batches. Each id is taken off
     ``todo`` as it is batched, so no case is judged twice in a run."""

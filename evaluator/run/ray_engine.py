@@ -47,6 +47,7 @@ from ray.data import ActorPoolStrategy, DataContext, Datasource, ReadTask
 from ray.data.block import BlockMetadata
 from ray.util.annotations import RayDeprecationWarning
 
+from evaluator.data.case_ids import CaseIds
 from evaluator.data.cases import Case, InputProblem
 from evaluator.data.results import ResultRecord, ResultWriter
 from evaluator.judges.backends import load_backend
@@ -85,7 +86,7 @@ class CaseBatches(Datasource):
     """The batches still to judge, as a Ray dataset of one row per batch (``cases``: the
     batch as JSON), read by one streaming task on the driver's node."""
 
-    def __init__(self, items: ItemsFactory, todo: frozenset[str], size: int):
+    def __init__(self, items: ItemsFactory, todo: CaseIds, size: int):
         super().__init__()
         self._items = items
         self._todo = todo
@@ -112,7 +113,7 @@ class CaseBatches(Datasource):
 
         def read() -> Iterator[pa.Table]:
             # A copy: the task may run again after a failure and must start from the same set.
-            for batch in todo_batches(items(), set(todo), size):
+            for batch in todo_batches(items(), todo.copy(), size):
                 yield pa.table({"cases": [encode_batch(batch)]})
 
         batches = math.ceil(len(todo) / size)
@@ -212,11 +213,11 @@ def judge_all(setup: RunSetup, plan: ResumePlan, items: ItemsFactory, output_pat
         write_problems(writer, setup, plan, progress)
         if not plan.todo:
             return
-        remaining = set(plan.todo)
+        remaining = plan.todo.copy()
         with _connected(options):
             _check_resources(options)
             try:
-                _stream(setup, frozenset(plan.todo), items, size, options, writer, remaining,
+                _stream(setup, plan.todo.copy(), items, size, options, writer, remaining,
                         progress, strict)
             except ray.exceptions.RayError as exc:
                 cause = _user_cause(exc)
@@ -236,8 +237,8 @@ def judge_all(setup: RunSetup, plan: ResumePlan, items: ItemsFactory, output_pat
                                "judge them")
 
 
-def _stream(setup: RunSetup, todo: frozenset[str], items: ItemsFactory, size: int,
-            options: RayOptions, writer: ResultWriter, remaining: set[str],
+def _stream(setup: RunSetup, todo: CaseIds, items: ItemsFactory, size: int,
+            options: RayOptions, writer: ResultWriter, remaining: CaseIds,
             progress: ProgressCallback | None, strict: bool) -> None:
     context = DataContext.get_current()
     with ExitStack() as stack:
@@ -257,7 +258,7 @@ def _stream(setup: RunSetup, todo: frozenset[str], items: ItemsFactory, size: in
                 reject_too_long(written)
 
 
-def _write_once(text: str, writer: ResultWriter, remaining: set[str]) -> ResultRecord | None:
+def _write_once(text: str, writer: ResultWriter, remaining: CaseIds) -> ResultRecord | None:
     """Append a record unless its case was already written in this run (a batch that came
     back twice, e.g. after a retry): then None."""
     record = ResultRecord.model_validate_json(text)
@@ -270,7 +271,7 @@ def _write_once(text: str, writer: ResultWriter, remaining: set[str]) -> ResultR
     return record
 
 
-def _pipeline(setup: RunSetup, todo: frozenset[str], items: ItemsFactory, size: int,
+def _pipeline(setup: RunSetup, todo: CaseIds, items: ItemsFactory, size: int,
               options: RayOptions) -> ray.data.Dataset:
     """Read the batches on the driver's node, judge them on the replica pool."""
     batches = ray.data.read_datasource(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis.summary import summary_path_for
+from evaluator.data.case_ids import CaseIds
 from evaluator.data.cases import Case, InputProblem, UniqueIds
 from evaluator.data.files import (
     OutputRefused,
@@ -59,7 +60,7 @@ class ResumePlan:
     again, streamed, while judging)."""
 
     problems: list[InputProblem] = field(default_factory=list)
-    todo: set[str] = field(default_factory=set)
+    todo: CaseIds = field(default_factory=CaseIds)  # held as digests: flat at 1M cases
     valid: int = 0
     input_errors: int = 0
     already_done: int = 0
@@ -252,7 +253,7 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
         plan.valid_bytes, plan.torn_bytes = reader.valid_bytes, reader.torn_bytes
         plan.unterminated = reader.unterminated
     changed: list[str] = []
-    seen: set[str] = set()
+    seen = CaseIds()
     for item in items:
         ids.add(item)
         if stored:
