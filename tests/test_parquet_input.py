@@ -265,7 +265,7 @@ def test_the_cli_refuses_a_damaged_parquet_file_before_judging(tmp_path):
 def test_a_parquet_file_with_no_rows_is_a_run_of_no_cases(tmp_path):
     empty = write_parquet(tmp_path / "none.parquet",
                           {k: pa.array([], pa.string()) for k in ("case_id", "Resp", "Truth")})
-    result = run(empty, tmp_path / "out.jsonl")
+    result = run(empty, tmp_path / "out.jsonl", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["cases"] == 0
 
