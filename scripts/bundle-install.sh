@@ -176,11 +176,15 @@ print("torch %s (CUDA %s), vllm %s" % (torch.__version__, torch.version.cuda, vl
         2>>"$LOG" | tail -n 1) || imported=""
     [ -n "$imported" ] || { say "import torch, vllm failed (see the log)"; exit 1; }
     say "imports: $imported"
-    if "${EV[@]}" doctor >>"$LOG" 2>&1; then
-        say "evaluator doctor: every check passed (the checks are in the log)"
+    doctor_ok=1
+    checks=$("${EV[@]}" doctor 2>&1) || doctor_ok=0
+    printf '%s\n' "$checks" >>"$LOG"
+    if [ "$doctor_ok" = 1 ]; then
+        say "evaluator doctor: no check failed ($(printf '%s\n' "$checks" | tail -n 1);" \
+            "the checks are in the log)"
     else
-        say "evaluator doctor: some checks did not pass on this host (see the log, or run" \
-            "$PREFIX/evaluator doctor); expected on a host without a GPU"
+        say "evaluator doctor: some checks failed on this host: run $PREFIX/evaluator" \
+            "doctor before the first run (the checks are in the log)"
     fi
 fi
 if [ "$SELF_TEST" = 1 ]; then
