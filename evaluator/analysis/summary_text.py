@@ -88,8 +88,9 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     for name, title in (("self_consistency", "self-consistency"), ("inter_judge", "jury")):
         if summary.get(name):
             lines += ["", *_panel(title, summary[name])]
-    lines += ["", *textwrap.wrap(f"95% CIs: {summary['ci_method']}. A pass rate leaves out "
-                                 "the cases without a verdict (unjudged).", 80,
+    unjudged = (" A pass rate leaves out the cases without a verdict (unjudged)."
+                if summary["pass_rates"] else "")
+    lines += ["", *textwrap.wrap(f"95% CIs: {summary['ci_method']}.{unjudged}", 80,
                                  break_on_hyphens=False)]
     return "\n".join(lines)
 
