@@ -352,6 +352,22 @@ def test_unusable_results_are_one_line(results, tmp_path):
     assert not target.exists()
 
 
+def test_a_torn_last_line_is_left_out_and_said_so(results, tmp_path):
+    # A run killed mid-write leaves its last line cut short: not a record, so not exported,
+    # but the user is told (a row silently missing would look like a complete export).
+    lines = results.read_text().splitlines(keepends=True)
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text("".join(lines[:-1]) + lines[-1][:40])
+    target = tmp_path / "torn.parquet"
+    result = export(torn, target)
+    assert result.exit_code == 0, result.output
+    assert pq.read_table(target).num_rows == len(lines) - 1
+    note = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert len(note) == 1 and "torn.jsonl" in note[0] and "cut short" in note[0], result.stderr
+    assert SECRET not in result.stderr
+    assert "note:" not in export(results, tmp_path / "whole.parquet").stderr
+
+
 def test_without_pyarrow_it_says_which_extra_to_install(results, tmp_path, monkeypatch):
     for name in [m for m in sys.modules if m == "pyarrow" or m.startswith("pyarrow.")]:
         monkeypatch.delitem(sys.modules, name)

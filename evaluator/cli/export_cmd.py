@@ -39,6 +39,10 @@ def export(results: Path, parquet_path: Path, with_text: bool, overwrite: bool,
     except (ExportError, *USER_ERRORS) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+    if written.torn_bytes:
+        click.echo(f"note: {show_path(results)}: its last line is cut short ({written.torn_bytes} "
+                   "bytes, a run killed while writing it); not exported: re-run the same "
+                   "`evaluator run` command to judge that case again", err=True)
     click.echo(f"export: {show_path(written.path)} ({written.rows} row(s), "
                f"{len(written.columns)} columns)"
                + (" (contains the judge's text, which can quote the case)" if with_text

@@ -62,6 +62,7 @@ class Exported:
     path: Path
     rows: int
     columns: list[str]
+    torn_bytes: int = 0  # a last line cut short by a crash: not a record, not exported
 
 
 def is_export_file(path: Path) -> bool:
@@ -90,20 +91,25 @@ class _Scan:
     fractional: bool = False
     input_files: set[str] = field(default_factory=set)
     records: int = 0
+    torn_bytes: int = 0
 
 
-def _lines(path: Path) -> Iterator[StoredLine]:
+def _lines(path: Path, scan: _Scan | None = None) -> Iterator[StoredLine]:
+    """The records' lines; ``scan`` learns the length of a torn last line (skipped)."""
+    reader = ResultsReader(path)
     try:
-        yield from analysis_lines(ResultsReader(path))
+        yield from analysis_lines(reader)
     except ResultsFileDamaged as exc:
         raise ExportError(str(exc)) from None
+    if scan is not None:
+        scan.torn_bytes = reader.torn_bytes
 
 
 def _scan(path: Path, rubrics_dirs: Sequence[Path]) -> _Scan:
     """The first pass: one rubric's records, each verdict with only keys that rubric
     declares (the rubric of that name today may not be the one the run used)."""
     scan = _Scan()
-    for line in _lines(path):
+    for line in _lines(path, scan):
         record = line.record
         if scan.rubric is None:
             scan.rubric = _rubric(path, record.rubric, rubrics_dirs)
@@ -211,5 +217,5 @@ def export_parquet(results: Path, output: Path, *, with_text: bool = False,
             # The file changed between the passes (a run resumed into it meanwhile).
             raise ExportError(f"{show_path(results)} changed while it was exported; export "
                               "it again when no run is writing to it")
-    return Exported(output, rows, [c.name for c in columns])
+    return Exported(output, rows, [c.name for c in columns], scan.torn_bytes)
 
