@@ -72,6 +72,28 @@ def test_run_json_prints_the_summary_file(tmp_path, models_file):
     assert json.loads(result.stdout) == json.loads((tmp_path / "r.summary.json").read_text())
 
 
+def test_output_closed_early_is_exit_141_in_silence(capsys):
+    """`evaluator rubrics | head -1`: the reader went away, which is no bug (it was exit 70,
+    'internal error ... this is a bug')."""
+    from evaluator.cli.main import exit_code_for
+
+    assert exit_code_for(BrokenPipeError(), 0) == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_a_key_longer_than_a_line_is_wrapped_whole():
+    from evaluator.analysis.summary_text import format_summary
+
+    entry = {"n": 3, "mean": 2.5, "ci95": [1.25, 3.75], "sd": 0.5, "median": 2.0}
+    key = "k" * 81 + "_end"
+    text = format_summary({"rubric": "r", "judge": "j", "cases": 3, "status_counts": {"ok": 3},
+                           "criteria": {key: entry}, "aggregates": {}, "pass_rates": {},
+                           "ci_method": "percentile bootstrap"})
+    assert max(map(len, text.splitlines())) <= 80
+    assert "".join(line.strip() for line in text.splitlines()
+                   if line.strip().startswith("k")) == key
+
+
 def test_a_long_criterion_name_gets_its_own_line_never_a_wider_one():
     from evaluator.analysis.summary_text import format_summary
 
@@ -232,3 +254,20 @@ def test_ctrl_c_keeps_finished_results_and_exits_130(tmp_path, models_file, monk
     monkeypatch.setattr("evaluator.run.local_engine.load_backend", lambda name, spec: FakeBackend())
     assert _invoke(*args).exit_code == 0
     assert len(out.read_text().splitlines()) == 4
+
+
+def test_a_pairwise_run_ends_pointing_at_compare_with_its_keys_whole(tmp_path, models_file,
+                                                                    monkeypatch):
+    """The report refuses pairwise results, so the end of a pairwise run names `evaluator
+    compare`; the table shows each criterion's whole name (they were cut at 15 characters:
+    critical_findin, factual_accurac, ...)."""
+    monkeypatch.chdir(tmp_path)
+    out = Path("out") / "pw.jsonl"
+    result = _invoke("run", "--rubric", "pathology_report_pairwise", "--input",
+                     EXAMPLES / "pathology_report_pairwise.jsonl", "--output", out,
+                     "--models-file", models_file, "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert f"  evaluator compare {out}" in result.stderr and "--html" not in result.stderr
+    for key in ("critical_finding_concordance", "factual_accuracy", "overall_equivalence"):
+        assert f"  {key}" in result.stdout
+    assert max(map(len, result.stdout.splitlines())) <= 80

@@ -478,6 +478,11 @@ def test_low_disk_and_an_unwritable_output_folder(tmp_path):
     locked = check_disk(tmp_path, lambda p: 100 * GiB, lambda p: False)
     assert locked.status == "failed" and f"cannot write in {tmp_path}" in locked.message
     assert check_disk(tmp_path, lambda p: 100 * GiB, lambda p: True).status == "ok"
+    # A folder that does not exist yet: the one it would be made in, and said so.
+    later = check_disk(tmp_path / "new", lambda p: 100 * GiB, lambda p: True)
+    assert later.status == "ok" and later.message == (
+        f"100.0 GiB free in {tmp_path} ({tmp_path / 'new'} does not exist yet: it would be "
+        "made there)")
 
 
 def test_an_overridden_offline_switch_is_a_warning_and_a_missing_one_a_failure():

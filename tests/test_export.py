@@ -310,8 +310,27 @@ def test_never_over_the_results_the_case_file_or_a_copy_of_it(results, tmp_path)
     named.write_bytes(results.read_bytes())
     refused(export(named, named, "--overwrite"), "own inputs")
     refused(export(results, tmp_path / "results.csv"), "ending in .parquet")
+
     assert cases.read_bytes() == before and copy.read_bytes() == before
 
+
+def test_the_case_files_name_beside_the_results_is_free_when_no_file_is_there(tmp_path,
+                                                                            monkeypatch):
+    """cases.parquet judged (from its own folder) into out/cases.jsonl: out/cases.parquet is
+    the case file's relative name read beside the results, but no file is there, so nothing
+    can be overwritten (it was refused as 'one of the export's own inputs', even with
+    --overwrite); the case file itself stays refused."""
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(pa.Table.from_pylist(_cases(tmp_path)), "cases.parquet")
+    (tmp_path / "out").mkdir()
+    results = Path("out") / "cases.jsonl"
+    evaluate(*run_options(rubric=RUBRIC, input_path=Path("cases.parquet"),
+                          output_path=results, judge_spec=JudgeSpec(backend="fake"),
+                          backend=FakeBackend()))
+    done = export(results, Path("out") / "cases.parquet")
+    assert done.exit_code == 0, done.output
+    assert pq.read_table(tmp_path / "out" / "cases.parquet").num_rows == 4
+    refused(export(results, Path("cases.parquet"), "--overwrite"), "own inputs")
 
 def test_never_through_a_symbolic_link(results, tmp_path):
     real = tmp_path / "real.parquet"

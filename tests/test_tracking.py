@@ -227,6 +227,31 @@ def test_where_to_log(monkeypatch, tmp_path):
     assert given.uri == "runs/here" and given.local_folder == tmp_path / "runs" / "here"
 
 
+@pytest.mark.parametrize("uri, says", [
+    ("127.0.0.1:5000", "has no scheme: for a tracking server write http://127.0.0.1:5000"),
+    ("mlflow.hospital.local:5000/x", "write http://mlflow.hospital.local:5000/x"),
+    ("bogus://host", "MLflow's client has no 'bogus' store"),
+    ("ht!tp:::/x", "is neither a URI nor a folder name"),
+    ("http://alice:s3cret@host:5000:", None),  # a URI MLflow may refuse later: not here
+])
+def test_a_tracking_uri_that_cannot_be_meant_is_refused_not_made_a_folder(monkeypatch,
+                                                                          tmp_path, uri, says):
+    """Without a scheme, host:port would be a local folder of that name, and the run would
+    be logged there while the user believes it reached the server."""
+    from evaluator.tracking.mlflow_store import TrackingError
+
+    monkeypatch.chdir(tmp_path)
+    if says is None:
+        assert destination(uri).local_folder is None
+        return
+    with pytest.raises(TrackingError, match=re.escape(says)) as refused:
+        destination(uri)
+    assert "\n" not in str(refused.value) and list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    with pytest.raises(TrackingError, match="MLFLOW_TRACKING_URI"):
+        destination(None)
+
+
 def test_credentials_are_never_shown():
     assert redact("http://alice:s3cret@host:5000/x") == "http://***@host:5000/x"
     assert redact("API request to https://tok@host/api failed") == (

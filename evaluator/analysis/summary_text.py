@@ -17,9 +17,16 @@ KEY_WIDTH = 30  # a table's first column; the rows fit in 80 columns
 def _keyed(key: str, rest: str) -> list[str]:
     """A table row: the key, then ``rest``; a key too long for its column gets a line of
     its own (never cut: two long keys could read alike)."""
-    if len(key) < KEY_WIDTH:
-        return [f"  {key:<{KEY_WIDTH}}{rest}"]
-    return [f"  {key}", f"  {'':<{KEY_WIDTH}}{rest}"]
+    return keyed_row(key, rest, KEY_WIDTH)
+
+
+def keyed_row(key: str, rest: str, width: int) -> list[str]:
+    """:func:`_keyed` with a first column ``width`` wide; a key longer than a line is
+    wrapped, whole, over several."""
+    if len(key) < width:
+        return [f"  {key:<{width}}{rest}"]
+    return [f"  {part}" for part in textwrap.wrap(key, 78, break_on_hyphens=False)] + \
+        [f"  {'':<{width}}{rest}"]
 
 
 def _row(key: str, entry: Mapping[str, Any]) -> list[str]:
@@ -45,16 +52,17 @@ def _format_pairwise(summary: Mapping[str, Any]) -> str:
         consistent = entry.get("position_consistency") or {}
         shown = (f"{format_number(rate.get('value'))} {format_ci(rate.get('ci95'))}"
                  if rate else "-")
-        lines.append(f"  {key[:15]:<16}{entry['n']:>5}{entry['a_wins']:>5}{entry['b_wins']:>5}"
-                     f"{entry['ties']:>5}{entry['inconsistent']:>7}  {shown:<23}"
-                     f"{format_number(consistent.get('value')):>8}")
+        lines += keyed_row(key, f"{entry['n']:>5}{entry['a_wins']:>5}{entry['b_wins']:>5}"
+                                f"{entry['ties']:>5}{entry['inconsistent']:>7}  {shown:<23}"
+                                f"{format_number(consistent.get('value')):>8}", 16)
     bias = [(key, entry["position_bias"]) for key, entry in block["criteria"].items()
             if entry.get("position_bias")]
     if bias:
         lines += ["", "  position bias: the share of decisive verdicts for the answer shown",
                   "  first (0.5: none)"]
-        lines += [f"  {key[:15]:<16}{format_number(b.get('value')):>7}  {format_ci(b.get('ci95'))}"
-                  for key, b in bias]
+        for key, b in bias:
+            lines += keyed_row(key, f"{format_number(b.get('value')):>7}  "
+                                    f"{format_ci(b.get('ci95'))}", 16)
     lines += ["", f"note: {block['note']}",
               "length bias, Bradley-Terry and clinician labels: evaluator compare"]
     return "\n".join(lines)

@@ -13,6 +13,7 @@ EXIT_INTERNAL = 70        # a bug (sysexits' EX_SOFTWARE): -vv shows the traceba
 EXIT_INTERRUPTED = 130    # Ctrl-C; re-run the same command to resume
 EXIT_TERMINATED = 143     # SIGTERM (128 + 15), handled like Ctrl-C
 EXIT_HANGUP = 129         # SIGHUP (128 + 1: the ssh session ended), handled like SIGTERM
+EXIT_BROKEN_PIPE = 141    # stdout closed early (`| head`): 128 + SIGPIPE, as a shell tool
 
 
 def interrupted_exit_code(exc: KeyboardInterrupt) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
+import sys
 import traceback
 from typing import Any
 
@@ -27,6 +29,7 @@ from evaluator.cli import (
     validate_cmd,
 )
 from evaluator.cli.exit_codes import (
+    EXIT_BROKEN_PIPE,
     EXIT_INTERNAL,
     EXIT_SOME_FAILED,
     EXIT_USAGE,
@@ -46,6 +49,14 @@ def exit_code_for(exc: BaseException, verbose: int) -> int:
     if isinstance(exc, KeyboardInterrupt):
         click.echo("interrupted", err=True)
         return interrupted_exit_code(exc)
+    if isinstance(exc, BrokenPipeError):
+        # The reader went away (`evaluator rubrics | head -1`): nothing to say, and stdout
+        # must not be flushed again at exit (Python would report the pipe once more).
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # a stdout with no file descriptor (tests)
+            pass
+        return EXIT_BROKEN_PIPE
     if isinstance(exc, USER_ERRORS):
         click.echo(f"error: {exc}", err=True)
         return EXIT_USAGE

@@ -46,7 +46,7 @@ from evaluator.run.engines import ENGINES, RayOptions, load_ray_engine
 from evaluator.run.jury import member_path
 from evaluator.run.manifest import manifest_path_for
 from evaluator.tracking.log_run import TrackingOptions, log_run
-from evaluator.tracking.mlflow_store import MlflowMissing, require_mlflow
+from evaluator.tracking.mlflow_store import TrackingError, destination, require_mlflow
 
 
 def _ray_options(engine: str, address: str | None, replicas: int | None,
@@ -75,12 +75,17 @@ def _quiet_ray() -> None:
                                          else logging.ERROR)
 
 
-def _where(results: Path, summary: Path) -> str:
-    """Where a finished run's files are, and the command that makes its HTML report."""
+def _where(results: Path, summary: Path, pairwise: bool) -> str:
+    """Where a finished run's files are, and the command to read it next: the HTML report,
+    or for pairwise results (which the report refuses) the comparison."""
+    lines = [f"results   {show_path(results)}", f"summary   {show_path(summary)}",
+             f"manifest  {show_path(manifest_path_for(results))}"]
+    if pairwise:
+        return "\n".join([*lines, "the comparison (win rates, position and length bias):",
+                          f"  evaluator compare {shlex.quote(str(results))}"])
     command = f"evaluator report {shlex.quote(str(results))}"
     html = f"--html {shlex.quote(str(results.with_suffix('.html')))}"
-    lines = [f"results   {show_path(results)}", f"summary   {show_path(summary)}",
-             f"manifest  {show_path(manifest_path_for(results))}", "an HTML report:"]
+    lines.append("an HTML report:")
     if len(command) + len(html) + 3 <= 80:
         return "\n".join([*lines, f"  {command} {html}"])
     return "\n".join([*lines, f"  {command} \\", f"      {html}"])
@@ -245,7 +250,8 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
     # written to <name>.summary.json. Where the files are goes to stderr either way.
     click.echo(json.dumps(result.summary, indent=2) if as_json
                else format_summary(result.summary))
-    click.echo(_where(result.results_path, result.summary_path), err=True)
+    click.echo(_where(result.results_path, result.summary_path,
+                      "pairwise" in result.summary), err=True)
     logged = tracking is None or _log(result.results_path, tracking)
     if result.failed:
         click.echo(f"{result.failed} case(s) have no verdict; see 'status' and 'reason' in the "
@@ -266,7 +272,8 @@ def _tracking(to_mlflow: bool, tracking_uri: str | None, experiment: str | None,
         return None
     try:
         require_mlflow()
-    except MlflowMissing as exc:
+        destination(tracking_uri)  # a URI that cannot be right: refused before judging
+    except TrackingError as exc:
         click.echo(f"error: --mlflow: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     return TrackingOptions(tracking_uri=tracking_uri, experiment=experiment,

@@ -36,14 +36,17 @@ def refuse_inputs(output: Path, sources: Iterable[Path], target: Target) -> None
 
 
 def case_files(results_path: Path, input_files: Iterable[str]) -> set[Path]:
-    """The case files named by the records of ``results_path`` (their ``input_file``); a
-    relative name both as given (this process's current directory) and relative to the
-    results file's folder (where the run may have been started)."""
+    """The case files named by the records of ``results_path`` (their ``input_file``) that
+    exist; a relative name both as given (this process's current directory) and relative to
+    the results file's folder (where the run may have been started). A name under which no
+    file exists is left out: nothing there can be overwritten, and a new output may well
+    take it (cases.parquet judged into out/cases.jsonl, exported to out/cases.parquet)."""
     folder = Path(results_path).parent
     found: set[Path] = set()
     for name in input_files:
         path = Path(name)
-        found.update([path] if path.is_absolute() else [path, folder / path])
+        found.update(p for p in ([path] if path.is_absolute() else [path, folder / path])
+                     if p.exists())
     return found
 
 

@@ -106,13 +106,35 @@ def require_mlflow() -> None:
         raise MlflowMissing(f"MLflow tracking needs the mlflow extra: {MLFLOW_EXTRA_HINT}")
 
 
+# Stores MLflow's client reaches: a server, a folder, a database (with the full package).
+KNOWN_SCHEMES = ("http", "https", "file", *DATABASE_SCHEMES, "databricks")
+_HOST_PORT = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*:\d+(/.*)?")
+
+
 def destination(tracking_uri: str | None) -> Destination:
     """``tracking_uri``, else ``MLFLOW_TRACKING_URI``, else ``./mlruns`` here as a ``file:``
-    URI (see the module docstring)."""
+    URI (see the module docstring). A value that is neither a URI MLflow's client knows nor
+    a plain folder is refused (:class:`TrackingError`): ``host:5000`` without ``http://``
+    would otherwise become a local folder of that name, and the run would never reach the
+    server the user meant."""
     given = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None
-    if given:
-        return Destination(given.strip(), default=False)
-    return Destination((Path.cwd() / DEFAULT_FOLDER).as_uri(), default=True)
+    if not given:
+        return Destination((Path.cwd() / DEFAULT_FOLDER).as_uri(), default=True)
+    uri = given.strip()
+    where = "--tracking-uri" if tracking_uri else "MLFLOW_TRACKING_URI"
+    shown = redact(uri)
+    if _HOST_PORT.fullmatch(uri):
+        raise TrackingError(f"{where} {shown!r} has no scheme: for a tracking server write "
+                            f"http://{shown} (or https://)")
+    scheme = urlsplit(uri).scheme.partition("+")[0].lower()
+    if scheme and scheme not in KNOWN_SCHEMES:
+        raise TrackingError(f"{where} {shown!r}: MLflow's client has no {scheme!r} store; "
+                            "give http(s)://HOST:PORT for a server, a folder, or a database "
+                            "URI (sqlite:, postgresql:, ...): see docs/mlflow.md")
+    if not scheme and ":" in uri:
+        raise TrackingError(f"{where} {shown!r} is neither a URI nor a folder name (a ':' "
+                            "without a scheme); for a server write http(s)://HOST:PORT")
+    return Destination(uri, default=False)
 
 
 def prepare_environment(where: Destination) -> None:
