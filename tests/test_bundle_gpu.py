@@ -32,8 +32,8 @@ pytestmark = [
 ]
 
 # What `evaluator validate` and `models --verify` need: the package's own dependencies.
-CORE = ("annotated-types", "click", "jinja2", "markupsafe", "pydantic", "pydantic-core",
-        "pyyaml", "tqdm", "typing-extensions", "typing-inspection")
+CORE = ("annotated-types", "click", "jinja2", "markupsafe", "packaging", "pydantic",
+        "pydantic-core", "pyyaml", "tqdm", "typing-extensions", "typing-inspection")
 TORCH = '__version__ = "2.13.0"\n\n\nclass version:\n    cuda = "13.0"\n'
 VLLM = '__version__ = "0.32.0"\n'
 
