@@ -77,7 +77,7 @@ def fake_probes(**overrides) -> Probes:
         nvidia_smi=lambda: NO_SMI, driver_cuda=lambda: None, torch=lambda: CPU_TORCH,
         vllm=lambda: ImportProbe(installed=False), disk_free=lambda path: 100 * GiB,
         writable=lambda path: True, memory_available=lambda: 16 * GiB,
-        environ=lambda: dict(OFFLINE_ENV), inherited_env=lambda: {}, hub_offline=lambda: None)
+        environ=lambda: dict(OFFLINE_ENV), inherited_env=dict, hub_offline=lambda: None)
     return replace(base, **overrides)
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from evaluator.analysis.intervals import format_ci, format_number
 
-
 KEY_WIDTH = 30  # a table's first column; the rows fit in 80 columns
 
 

@@ -23,9 +23,9 @@ import csv
 import datetime
 import json
 import math
-from decimal import Decimal
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 from evaluator.data.case_ids import CaseIds
