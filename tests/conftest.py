@@ -70,3 +70,15 @@ def run_options(**options) -> tuple[Task, Judge, RunOptions]:
                      if key in {f.name for f in fields(kind)})
         parts[index][key] = value
     return Task(**parts[0]), Judge(**parts[1]), RunOptions(**parts[2])
+
+
+def refused_in_one_line(result, secret: str, *needles: str) -> str:
+    """A CLI user error: exit code 2, one line on stderr starting ``error: `` and naming
+    ``needles``, no traceback, and not ``secret`` (the test's case text)."""
+    assert result.exit_code == 2, result.output
+    message = result.stderr.strip()
+    assert "\n" not in message and "Traceback" not in result.output, result.output
+    assert message.startswith("error: ") and secret not in message, message
+    for needle in needles:
+        assert needle in message, (needle, message)
+    return message

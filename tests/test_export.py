@@ -23,7 +23,7 @@ from evaluator.report import export as export_module
 from evaluator.report.export_columns import export_columns
 from evaluator.rubrics.load import load_rubric
 from evaluator.run.runner import evaluate
-from tests.conftest import ROOT, example_cases, run_options, write_jsonl
+from tests.conftest import ROOT, example_cases, refused_in_one_line, run_options, write_jsonl
 
 pa = pytest.importorskip("pyarrow", reason="needs the parquet extra (pyarrow)")
 pq = pytest.importorskip("pyarrow.parquet", reason="needs the parquet extra (pyarrow)")
@@ -41,13 +41,7 @@ def invoke(*args):
 
 def refused(result, *needles: str) -> str:
     """Exit code 2, one line on stderr naming ``needles``, no traceback, no case text."""
-    assert result.exit_code == 2, result.output
-    message = result.stderr.strip()
-    assert "\n" not in message and "Traceback" not in result.output, result.output
-    assert message.startswith("error: ") and SECRET not in message, message
-    for needle in needles:
-        assert needle in message, (needle, message)
-    return message
+    return refused_in_one_line(result, SECRET, *needles)
 
 
 def _verdict(scores: tuple[int, int, int, int], reasoning: str) -> str:

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from evaluator.cli.main import cli
 from evaluator.run.manifest import manifest_path_for
-from tests.conftest import ROOT, write_jsonl
+from tests.conftest import ROOT, refused_in_one_line, write_jsonl
 
 SECRET = "PHI-SECRET-4410"  # in case text and case ids: must never reach stderr
 RUBRIC = "drug_monograph_similarity"
@@ -30,14 +30,8 @@ def invoke(*args):
 
 
 def refused(result, *needles: str) -> str:
-    """Exit code 2 with one line on stderr naming ``needles``: no traceback, no case text."""
-    assert result.exit_code == 2, result.output
-    message = result.stderr.strip()
-    assert "\n" not in message and "Traceback" not in result.output, result.output
-    assert message.startswith("error: ") and SECRET not in message, message
-    for needle in needles:
-        assert needle in message, (needle, message)
-    return message
+    """Exit code 2, one line on stderr naming ``needles``, no traceback, no case text."""
+    return refused_in_one_line(result, SECRET, *needles)
 
 
 def _rows(n: int = 4, tag: str = "") -> list[dict]:
