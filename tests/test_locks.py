@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import csv
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -12,12 +14,15 @@ from collections import Counter
 from contextlib import contextmanager
 
 import pytest
+from click.testing import CliRunner
 
+from evaluator.cli.main import cli
 from evaluator.data.files import OutputBusy
 from evaluator.data.results import scan_results
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec, JurySpec
-from tests.conftest import ROOT, run_options, write_jsonl
+from tests.conftest import ROOT, refused_in_one_line, run_options, write_jsonl
+from tests.label_world import world, write_results
 
 CASES = 30
 FAKE = JudgeSpec(backend="fake")
@@ -250,3 +255,97 @@ def test_a_fifo_at_the_lock_name_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "results.evaluator-lock")
     refused = _cli_run(source, tmp_path / "results.jsonl", timeout=60)
     assert refused.returncode == 2 and "not a regular file" in refused.stderr
+
+
+# ------------------------------------------------- evaluator review and the run it reads
+
+
+def _review(results, out, *extra):
+    return CliRunner().invoke(cli, ["review", str(results), "--out", str(out), *extra])
+
+
+def test_review_refuses_a_run_still_running_killed_or_interrupted(tmp_path):
+    source = write_jsonl(tmp_path / "cases.jsonl", _rows())
+    target = tmp_path / "results.jsonl"
+    log = tmp_path / "first.log"
+    first = _slow_run(source, target, log, delay=0.3)
+    try:
+        _wait_for_records(first, target, log)
+        running = _review(target, tmp_path / "s1")
+        assert first.poll() is None, "the run ended before review was tried"
+        first.kill()  # a crash: the manifest still says running, no one holds the lock
+    finally:
+        first.wait(timeout=120)
+    refused_in_one_line(running, "reference", "results.jsonl", "still running",
+                        "results.evaluator-lock")
+    crashed = _review(target, tmp_path / "s1")
+    refused_in_one_line(crashed, "reference", "stopped without finishing",
+                        "re-run the same `evaluator run` command")
+    assert not (tmp_path / "s1").exists()
+    resumed = _cli_run(source, target)
+    assert resumed.returncode in (0, 1), resumed.stderr  # the slow judge's invalid verdicts
+    done = _review(target, tmp_path / "s1")
+    assert done.exit_code == 0, done.output
+    manifest_path = tmp_path / "results.manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["runs"][-1]["status"] = "interrupted"  # what Ctrl-C or SIGTERM leaves
+    manifest_path.write_text(json.dumps(manifest))
+    refused_in_one_line(_review(target, tmp_path / "s2"), "reference",
+                        "its last run is interrupted")
+
+
+def test_a_second_review_on_the_same_out_is_refused_while_the_first_writes(tmp_path):
+    pytest.importorskip("numpy", reason="needs the stats extra")
+    records, _ = world(40)
+    results = write_results(tmp_path / "results.jsonl", records)
+    out = tmp_path / "sheet"
+    out.mkdir()
+    with _held(out / "review.evaluator-lock"):
+        busy = _review(results, out, "--force")
+    message = refused_in_one_line(busy, "SECRET", "review.csv",
+                                  "being written by another `evaluator review`")
+    assert "--wait" not in message and list(out.iterdir()) == []
+
+
+def _draw(out):
+    """The case ids and seed of the CSV and of the JSONL of a worksheet."""
+    with (out / "review.csv").open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    jsonl = [json.loads(line) for line in (out / "review.jsonl").read_text().splitlines()]
+    return ([(r["case_id"], r["design_seed"]) for r in rows],
+            [(r["case_id"], str(r["design_seed"])) for r in jsonl])
+
+
+def test_two_reviews_started_together_never_both_replace_and_never_mix_draws(tmp_path):
+    pytest.importorskip("numpy", reason="needs the stats extra")
+    records, _ = world(3000)
+    results = write_results(tmp_path / "results.jsonl", records)
+
+    def start(out, seed, *extra):
+        return subprocess.Popen([sys.executable, "-m", "evaluator", "review", str(results),
+                                 "--out", str(out), "--design", "random", "--n", "2000",
+                                 "--seed", str(seed), *extra],
+                                cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+
+    for attempt in range(4):
+        out = tmp_path / f"sheet{attempt}"
+        extra = ("--force",) if attempt >= 2 else ()
+        if extra:  # a worksheet there already: both are asked to replace it
+            first = start(out, 1)
+            assert first.communicate(timeout=120)[1] == "" and first.returncode == 0
+        seeds = (10 + 2 * attempt, 11 + 2 * attempt)
+        both = [start(out, seed, *extra) for seed in seeds]
+        errors = [p.communicate(timeout=120)[1].strip() for p in both]
+        codes = [p.returncode for p in both]
+        for code, error in zip(codes, errors, strict=True):
+            assert code in (0, 2), error
+            if code == 2:
+                assert "\n" not in error and error.startswith("error: "), error
+                assert "being written by another" in error or "pass --force" in error, error
+        if not extra:
+            assert sorted(codes) == [0, 2], errors  # never both "replacing"
+        sheet, jsonl = _draw(out)
+        assert sheet == jsonl  # the CSV and the JSONL of one draw
+        winners = {str(seed) for seed, code in zip(seeds, codes, strict=True) if code == 0}
+        assert {seed for _, seed in sheet} <= winners and len(sheet) == 2000

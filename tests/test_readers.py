@@ -6,6 +6,7 @@ terminal, and ``report --show-text`` never shows a file the run did not read."""
 
 from __future__ import annotations
 
+import csv
 import importlib.machinery
 import importlib.util
 import json
@@ -20,6 +21,7 @@ from click.testing import CliRunner
 from evaluator.cli.main import cli
 from evaluator.run.manifest import manifest_path_for
 from tests.conftest import ROOT, refused_in_one_line, write_jsonl
+from tests.pairwise_world import CRITERIA, honest, run_judge, write_records
 
 SECRET = "PHI-SECRET-4410"  # in case text and case ids: must never reach stderr
 RUBRIC = "drug_monograph_similarity"
@@ -289,3 +291,83 @@ def test_agree_json_still_works(done, labels):
     result = invoke("agree", done, "--labels", labels, "--label-field", "y", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)
+
+
+# ------------------------------------------------- a CSV cell over 128 KiB
+
+DEFAULT_CSV_LIMIT = 131_072
+
+
+@pytest.fixture
+def default_csv_limit():
+    """The csv module's field limit as a fresh process has it (131,072 characters); the
+    commands raise it themselves, so :func:`fresh` sets it back before each."""
+    previous = csv.field_size_limit(DEFAULT_CSV_LIMIT)
+    yield
+    csv.field_size_limit(previous)
+
+
+def fresh(*args):
+    csv.field_size_limit(DEFAULT_CSV_LIMIT)
+    return invoke(*args)
+
+
+def test_a_cell_over_the_csv_field_limit_is_read_by_every_command(tmp_path,
+                                                                  default_csv_limit):
+    # A long case on a --show-text sheet that review itself wrote, and a long comment in a
+    # preferences file: agree, estimate, review and compare read them.
+    pytest.importorskip("sklearn", reason="compare needs the stats extra")
+    long_text = f"{SECRET} " + "x" * 140_000
+    rows = [{"case_id": f"c{i}", "Resp": long_text if i == 0 else f"{SECRET} {i}",
+             "Truth": f"truth {i}"} for i in range(4)]
+    cases = write_jsonl(tmp_path / "cases.jsonl", rows)
+    results = tmp_path / "out.jsonl"
+    assert fresh("run", "-r", RUBRIC, "-m", "fake", "-i", cases, "-o", results,
+                 "--no-progress").exit_code == 0
+    sheet = tmp_path / "sheet"
+    done = fresh("review", results, "--out", sheet, "--design", "random", "--n", "4",
+                 "--show-text", "--cases", cases)
+    assert done.exit_code == 0, done.output
+    csv.field_size_limit(2**31 - 1)  # this test's own read of the sheet
+    with (sheet / "review.csv").open(newline="", encoding="utf-8") as handle:
+        table = list(csv.reader(handle))
+    assert max(len(cell) for row in table for cell in row) > DEFAULT_CSV_LIMIT
+    label = table[0].index("Score.label")
+    for position, row in enumerate(table[1:]):
+        row[label] = str(position % 2)
+    filled = tmp_path / "filled.csv"
+    with filled.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(table)
+    agreed = fresh("agree", results, "--labels", filled, "--label-field", "Score.label",
+                   "--resamples", "100", "--json")
+    assert agreed.exit_code == 0, agreed.output
+    assert json.loads(agreed.output[agreed.output.index("{"):])["joined"] == 4
+    estimated = fresh("estimate", results, "--labels", filled, "--label-field", "Score.label",
+                      "--json")
+    assert estimated.exit_code == 0, estimated.output
+    assert json.loads(estimated.output.splitlines()[0])["n_labelled"] == 4
+    again = fresh("review", results, "--out", tmp_path / "next", "--labels", filled,
+                  "--label-field", "Score.label")
+    assert again.exit_code == 0 and "4 labelled already" in again.output, again.output
+    records = run_judge(honest, 20, seed=4, criteria=CRITERIA)
+    pairs = write_records(tmp_path / "ab.jsonl", records)
+    preferences = tmp_path / "preferences.csv"
+    with preferences.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["case_id", "preference", "comment"])
+        writer.writerows([r.case_id, "A", long_text if i == 0 else "fine"]
+                         for i, r in enumerate(records))
+    compared = fresh("compare", pairs, "--criterion", "accuracy", "--labels", preferences,
+                     "--label-field", "preference", "--json")
+    assert compared.exit_code == 0, compared.output
+    assert json.loads(compared.stdout)["comparisons"][0]["labels"]["n"] == 20
+    for output in (agreed, estimated, again, compared):
+        assert SECRET not in output.output
+
+
+def test_a_malformed_labels_csv_is_refused_naming_file_and_line(tmp_path, done):
+    labels = tmp_path / "labels.csv"
+    labels.write_text(f'case_id,y,note\nc0,1,fine\nc1,2,"{SECRET}" said\nc2,0,ok\n')
+    message = refused(invoke("agree", done, "--labels", labels, "--label-field", "y"),
+                      str(labels), "line 3", "CSV syntax error")
+    assert "double quotes" in message

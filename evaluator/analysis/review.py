@@ -10,14 +10,12 @@ inclusion probabilities, which every row carries. It lays the worksheet out: per
 score, expected score, confidence and distribution, and an empty ``<key>.label`` column that
 ``evaluator agree --labels review.csv --label-field <key>.label`` reads back. With labels, it
 estimates how many more an agreement CI needs (:mod:`evaluator.analysis.sample_size`).
-:func:`write_review` writes ``review.csv`` and ``review.jsonl``. Rows never hold case text
-unless ``show_text``.
+:func:`write_review` writes ``review.csv`` (every cell escaped for spreadsheets) and
+``review.jsonl``. Rows never hold case text unless ``show_text``.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +43,14 @@ from evaluator.analysis.review_signals import (
     score_at,
 )
 from evaluator.analysis.sample_size import TARGET_STATISTICS, halfwidth_estimate
-from evaluator.data.files import atomic_writer, same_file, show_path
+from evaluator.data.csv_files import csv_text
+from evaluator.data.files import (
+    atomic_writer,
+    exclusive_lock,
+    lock_path_for,
+    same_file,
+    show_path,
+)
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import (
@@ -63,8 +68,6 @@ FIXED_COLUMNS = ("case_id", "rubric", "judge", "rank", "reason", "min_confidence
                  "max_spread", "gate_margin")
 PHI_WARNING = ("WARNING: the worksheet now holds case text (PHI) from --cases: keep it "
                "inside the hospital, like the cases file itself")
-# A spreadsheet runs a cell that starts with one of these as a formula.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 @dataclass
@@ -131,11 +134,6 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else str(round(value, 4))
     return str(value)
-
-
-def _safe_text(text: str) -> str:
-    """Case text for a CSV cell that a spreadsheet will not run as a formula."""
-    return f"'{text}" if text.startswith(_FORMULA_START) else text
 
 
 def _chosen_criteria(rubric: Rubric, criteria: Sequence[str],
@@ -336,8 +334,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
         if show_text:
             text = texts.get(case.case_id, {})
             record_out["input"] = {name: text.get(name, "") for name in rubric.inputs}
-            row.update({f"input.{name}": _safe_text(text.get(name, ""))
-                        for name in rubric.inputs})
+            row.update({f"input.{name}": text.get(name, "") for name in rubric.inputs})
         rows.append(row)
         records_out.append(record_out)
     if draw is not None:
@@ -372,30 +369,40 @@ def review_paths(out_dir: Path) -> tuple[Path, Path]:
 
 def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
                  inputs: Sequence[Path] = ()) -> tuple[Path, Path]:
-    """Write ``review.csv`` and ``review.jsonl`` in ``out_dir`` (created 0700; files 0600,
-    each replaced atomically). An existing worksheet (a clinician may be filling it in) is
-    replaced only with ``force``, and never when it is one of ``inputs`` (the labels read)."""
+    """Write ``review.csv`` and ``review.jsonl`` in ``out_dir`` (created 0700; files 0600).
+    An existing worksheet (a clinician may be filling it in) is replaced only with
+    ``force``, and never when it is one of ``inputs`` (the labels read). Every CSV cell,
+    header and case ids included, is escaped by :func:`~evaluator.data.csv_files.csv_text`
+    (no cell a spreadsheet runs; the labels reader undoes it). ``review.evaluator-lock``
+    in ``out_dir`` (:func:`exclusive_lock`, as a run's) is held from the checks to the end:
+    a second ``review`` on the same ``--out`` is refused
+    (:class:`~evaluator.data.files.OutputBusy`), and both files are written to temporaries
+    before either is renamed into place, so they always hold the same draw."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ReviewError(f"--out {show_path(out_dir)} exists and is not a folder")
     targets = review_paths(out_dir)
-    for target in targets:
-        if any(Path(i).exists() and target.exists() and same_file(target, Path(i))
-               for i in inputs):
-            raise ReviewError(f"{show_path(target)} is also an input (one of the files "
-                              "read); write the new worksheet to another --out folder")
-        if target.is_symlink():  # checked for both files before either is written
-            raise ReviewError(f"{show_path(target)} is a symbolic link; a worksheet is never "
-                              "written through one: remove it or choose another --out")
-        if target.exists() and not force:
-            raise ReviewError(f"{show_path(target)} exists (a worksheet that may hold labels "
-                              "already); pass --force to replace it, or choose another --out")
-    buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=sheet.columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(sheet.rows)
+    table = csv_text([sheet.columns, *([row.get(name, "") for name in sheet.columns]
+                                       for row in sheet.rows)])
     jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in sheet.records)
-    for target, data in zip(targets, (buffer.getvalue(), jsonl), strict=True):
-        with atomic_writer(target) as handle:
-            handle.write(data.encode("utf-8"))
+    with exclusive_lock(lock_path_for(targets[0]), targets[0], writer="`evaluator review`",
+                        wait_option=None):
+        for target in targets:
+            if any(Path(i).exists() and target.exists() and same_file(target, Path(i))
+                   for i in inputs):
+                raise ReviewError(f"{show_path(target)} is also an input (one of the files "
+                                  "read); write the new worksheet to another --out folder")
+            if target.is_symlink():  # checked for both files before either is written
+                raise ReviewError(f"{show_path(target)} is a symbolic link; a worksheet is "
+                                  "never written through one: remove it or choose another "
+                                  "--out")
+            if target.exists() and not force:
+                raise ReviewError(f"{show_path(target)} exists (a worksheet that may hold "
+                                  "labels already); pass --force to replace it, or choose "
+                                  "another --out")
+        # Both temporaries are written in full before either is renamed into place (the
+        # JSONL's, then the CSV's): an error while writing leaves both old files.
+        with atomic_writer(targets[0]) as csv_file, atomic_writer(targets[1]) as jsonl_file:
+            csv_file.write(table.encode("utf-8"))
+            jsonl_file.write(jsonl.encode("utf-8"))
     return targets

@@ -26,6 +26,7 @@ from evaluator.api import USER_ERRORS
 from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import parse_mapping, rubrics_dir_option
 from evaluator.data.files import show_path
+from evaluator.run.manifest import unfinished_run
 
 
 def _estimate_lines(sheet: ReviewSheet) -> list[str]:
@@ -106,8 +107,15 @@ def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str
     closest to a --pass threshold), each row saying why; cases labelled in --labels are
     skipped, and the labels so far give an estimate of how many more a CI needs. --design
     random|active: cases drawn with known probabilities (each row carries its own), for
-    figures about the whole run. No case text unless --show-text."""
+    figures about the whole run. No case text unless --show-text. A run not finished yet
+    (still running, interrupted, killed) is refused: finish it first."""
     try:
+        for path in results:
+            # A sheet drawn while the run is unfinished holds only the cases judged so far:
+            # `estimate` refuses it once the run is done, after clinicians labelled it.
+            unfinished = unfinished_run(path)
+            if unfinished is not None:
+                raise ReviewError(f"{show_path(path)}: {unfinished}, then draw the worksheet")
         sheet = build_review(
             list(results), n=n, criteria=criteria, gates=[parse_gate(g) for g in gates],
             labels_path=labels_path, label_field=label_field, id_column=id_column,

@@ -19,7 +19,6 @@ row's ``line`` is its row number (the first row is 1).
 from __future__ import annotations
 
 import codecs
-import csv
 import datetime
 import json
 import math
@@ -29,17 +28,13 @@ from decimal import Decimal
 from pathlib import Path
 
 from evaluator.data.case_ids import CaseIds
+from evaluator.data.csv_files import QUOTING_HINT, MalformedCsv, csv_records
 from evaluator.data.parquet_input import NotUtf8, ParquetInputError, ParquetRows
 from evaluator.rubrics.rubric import InputField, Rubric
 
 SUPPORTED_SUFFIXES = (".jsonl", ".csv", ".parquet")
 MAX_ID_LENGTH = 200
-# Clinical texts exceed the csv module's default field limit (128 KiB). 2**31 - 1 fits a C
-# long on every platform; sys.maxsize overflows it on Windows.
-CSV_FIELD_LIMIT = 2**31 - 1
 _NAME_LIMIT = 60
-_CSV_QUOTING_HINT = ("a field holding a comma, quote or line break must be in double quotes, "
-                     "with each quote inside it doubled")
 
 
 class InputFileError(ValueError):
@@ -176,32 +171,17 @@ def _read_jsonl(path: Path) -> Iterator[_Row]:
                 yield _parse_json_line(number, text)
 
 
-def _csv_error(exc: csv.Error, start: int, end: int) -> str:
-    lines = f"line {start}" if start == end else f"lines {start}-{end}"
-    if str(exc) == "unexpected end of data":
-        return (f"a quoted field in the row starting on this line is never closed, so "
-                f"{lines} (to the end of the file) could not be read; {_CSV_QUOTING_HINT}")
-    return f"CSV syntax error on line {end} ({exc}); {lines} skipped; {_CSV_QUOTING_HINT}"
-
-
 def _read_csv(path: Path) -> Iterator[_Row]:
-    csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
     # surrogateescape keeps undecodable bytes as lone surrogates, so one bad row is
     # reported on its own instead of failing the whole file.
     with path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
-        # strict: a stray quote is an error, not silently merged text.
-        reader = csv.reader(handle, strict=True)
         header: list[str] | None = None
-        while True:
-            start = reader.line_num + 1  # a row may span lines: report the first
-            try:
-                values = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as exc:
+        for start, values in csv_records(handle):
+            if isinstance(values, MalformedCsv):
                 if header is None:
-                    raise InputFileError(f"{path}: header row cannot be read: {exc}") from None
-                yield _Row(start, problem=_csv_error(exc, start, reader.line_num))
+                    raise InputFileError(f"{path}: header row cannot be read: "
+                                         f"{values.reason}") from None
+                yield _Row(start, problem=values.describe(skipped=True))
                 continue
             if not values or (len(values) == 1 and not values[0].strip()):
                 continue
@@ -209,7 +189,7 @@ def _read_csv(path: Path) -> Iterator[_Row]:
                 header = _check_header(path, values)
             elif len(values) != len(header):
                 yield _Row(start, problem=f"row has {len(values)} values but the header has "
-                                          f"{len(header)} columns; {_CSV_QUOTING_HINT}")
+                                          f"{len(header)} columns; {QUOTING_HINT}")
             elif any("\0" in value for value in values):
                 yield _Row(start, problem="row contains a NUL byte; is the file binary or UTF-16? "
                                           "Save it as UTF-8 CSV")

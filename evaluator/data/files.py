@@ -217,6 +217,18 @@ def _same_inode(fd: int, path: Path) -> bool:
     return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
+LOCK_SUFFIX = ".evaluator-lock"
+
+
+def lock_path_for(output_path: Path) -> Path:
+    """``results.jsonl`` -> ``results.evaluator-lock`` beside it: held by the run writing
+    the results file and its companions (named by the same stem), or by ``review`` writing
+    its worksheet (``review.csv`` -> ``review.evaluator-lock``). The ending is one no other
+    tool uses (``poetry.lock`` is someone's own file)."""
+    output_path = Path(output_path)
+    return output_path.with_name(output_path.stem + LOCK_SUFFIX)
+
+
 LOCK_HEADER = ("evaluator run lock for {name}: held while a run writes; safe to leave; do not "
                "delete while a run is active\n")
 _LOCK_PREFIX = b"evaluator run lock for "
@@ -264,15 +276,37 @@ def _claim_lock_file(fd: int, path: Path, what: Path) -> None:
         os.fsync(fd)
 
 
+def lock_held(path: Path) -> bool:
+    """Whether a process holds the lock file ``path`` (:func:`exclusive_lock`) now: False
+    when there is none, or it is not a regular file. Never creates it; the lock is taken
+    (shared, not waiting) for the moment it takes to see, and given back."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False  # closing the file gives the lock back
+    finally:
+        os.close(fd)
+
+
 @contextmanager
-def exclusive_lock(path: Path, what: Path, *, wait: bool = False) -> Iterator[None]:
+def exclusive_lock(path: Path, what: Path, *, wait: bool = False, writer: str = "run",
+                   wait_option: str | None = "--wait") -> Iterator[None]:
     """Hold an exclusive ``flock`` on the lock file ``path`` (created 0600 with a fixed
     header naming ``what``) for the block. The file is never removed: one that persists is
     never stale, so no one has a reason to delete it (deleting it while a run holds it
     would let a second run in beside the first). A file of that name with other content is
     refused (:class:`OutputRefused`), untouched. Held already by another process:
     :class:`OutputBusy` at once, or with ``wait`` block until it is free. ``what`` is the
-    output named in the message."""
+    output named in the message, ``writer`` what holds such a lock (``run``) and
+    ``wait_option`` the option that waits for it (None: there is none)."""
     path = Path(path)
     refuse_foreign_lock(path)
     make_private_dirs(path.parent)
@@ -283,11 +317,13 @@ def exclusive_lock(path: Path, what: Path, *, wait: bool = False) -> Iterator[No
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 if not wait:
-                    raise OutputBusy(f"{show_path(what)} is being written by another run (it "
-                                     f"holds {show_path(path.name)}); wait for that run to "
-                                     "end, or pass --wait to start when it does") from None
-                log.warning("%s is being written by another run; waiting for it to end",
-                            show_path(what))
+                    hint = (f", or pass {wait_option} to start when it does" if wait_option
+                            else "")
+                    raise OutputBusy(f"{show_path(what)} is being written by another "
+                                     f"{writer} (it holds {show_path(path.name)}); wait for "
+                                     f"that {writer} to end{hint}") from None
+                log.warning("%s is being written by another %s; waiting for it to end",
+                            show_path(what), writer)
                 fcntl.flock(fd, fcntl.LOCK_EX)
         except BaseException:
             os.close(fd)

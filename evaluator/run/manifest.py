@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.common.readable import check_regular_file
-from evaluator.data.files import write_bytes_atomic
+from evaluator.data.files import lock_held, lock_path_for, write_bytes_atomic
 from evaluator.judges.embedded_judge import prepare_embedded_judge
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.judges.tiny_random import build_tiny_random
@@ -212,17 +212,6 @@ def manifest_path_for(results_path: Path) -> Path:
     return results_path.with_name(results_path.stem + ".manifest.json")
 
 
-LOCK_SUFFIX = ".evaluator-lock"
-
-
-def lock_path_for(results_path: Path) -> Path:
-    """``results.jsonl`` -> ``results.evaluator-lock`` beside it: held by the run writing
-    the results file and its companions (named by the same stem). The ending is one no other
-    tool uses (``poetry.lock`` is someone's own file)."""
-    results_path = Path(results_path)
-    return results_path.with_name(results_path.stem + LOCK_SUFFIX)
-
-
 def read_manifest(path: Path) -> dict[str, Any] | None:
     """The manifest at ``path``, or None when there is none (or it is unreadable, or not a
     regular file: a FIFO would block the read, a device never end it)."""
@@ -231,6 +220,40 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def unfinished_run(results_path: Path, manifest: Mapping[str, Any] | None = None,
+                   ) -> str | None:
+    """Why ``results_path`` is not yet the output of a finished run, as its manifest
+    (``manifest``, else read from beside it) says: its last run is still running (a process
+    holds its lock), stopped without a word (the manifest says running but no one holds the
+    lock: the run was killed or crashed), or ended interrupted or failed. None when the
+    last run finished, for a jury's combined file (written when every member has
+    finished), and when there is no manifest of this file to ask. ``evaluator log`` and
+    ``evaluator review`` refuse an unfinished run with it."""
+    results_path = Path(results_path)
+    path = manifest_path_for(results_path)
+    if manifest is None:
+        manifest = read_manifest(path)
+    if not isinstance(manifest, Mapping) or manifest.get("kind") == "jury":
+        return None
+    owner = manifest.get("results_file")
+    if owner is not None and owner != results_path.name:
+        return None
+    runs = manifest.get("runs")
+    last = runs[-1] if isinstance(runs, list) and runs else None
+    status = last.get("status") if isinstance(last, Mapping) else None
+    if status == "finished":
+        return None
+    lock = lock_path_for(results_path)
+    resume = "re-run the same `evaluator run` command to finish it first"
+    if status == "running" and lock_held(lock):
+        return (f"its last run is still running (it holds {lock.name}): wait for it to "
+                "finish")
+    if status == "running":
+        return (f"its last run stopped without finishing ({path.name} says running, but no "
+                f"run holds {lock.name}: it was killed or crashed): {resume}")
+    return f"its last run is {status or 'not recorded'} (see {path.name}), not finished: {resume}"
 
 
 def recorded_input_hashes(results_path: Path) -> set[str]:

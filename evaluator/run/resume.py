@@ -23,6 +23,7 @@ from evaluator.analysis.summary import summary_path_for
 from evaluator.data.case_ids import CaseIds
 from evaluator.data.cases import Case, InputProblem, UniqueIds
 from evaluator.data.files import (
+    LOCK_SUFFIX,
     OutputRefused,
     check_path_name,
     refuse_foreign_lock,
@@ -37,7 +38,6 @@ from evaluator.data.results import (
     truncate_torn_tail,
 )
 from evaluator.run.manifest import (
-    LOCK_SUFFIX,
     diff_settings,
     lock_path_for,
     manifest_path_for,

@@ -39,7 +39,12 @@ from evaluator.report.html import write_report
 from evaluator.report.plots import REPORT_EXTRA_HINT, plots_available
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import Rubric
-from evaluator.run.manifest import manifest_path_for, read_manifest, sha256_file
+from evaluator.run.manifest import (
+    manifest_path_for,
+    read_manifest,
+    sha256_file,
+    unfinished_run,
+)
 from evaluator.tracking.figures import agreement_metrics, estimate_metrics, summary_metrics
 from evaluator.tracking.mlflow_store import (
     TrackingError,
@@ -111,15 +116,9 @@ def finished_manifest(results: Path) -> dict[str, Any]:
     owner = manifest.get("results_file")
     if owner is not None and owner != results.name:
         raise TrackingError(f"{path.name} is the manifest of {owner}, not of {results.name}")
-    if manifest.get("kind") == "jury":
-        return manifest
-    runs = manifest.get("runs")
-    last = runs[-1] if isinstance(runs, list) and runs else None
-    status = last.get("status") if isinstance(last, dict) else None
-    if status != "finished":
-        raise TrackingError(f"{results}: its last run is {status or 'not recorded'} (see "
-                            f"{path.name}), not finished: re-run the same `evaluator run` "
-                            "command to finish it, then log it")
+    unfinished = unfinished_run(results, manifest)
+    if unfinished is not None:
+        raise TrackingError(f"{results}: {unfinished}, then log it")
     return manifest
 
 

