@@ -101,8 +101,8 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         "criterion": gate.rule if gate else key, "outcome": "pass rate" if gate else "mean",
         "design": system.design.kind or "none", "n_cases": len(f_all),
         "n_labelled": len(labelled), "n_drawn": len(system.design.probabilities) or None,
-        "judge_mean": judge.estimate, "judge_ci": judge.ci95,
-        "judge_bias": bias.estimate, "judge_bias_ci": bias.ci95,
+        "judge_mean": judge.estimate, "judge_ci": judge.ci95, "judge_method": judge.method,
+        "judge_bias": bias.estimate, "judge_bias_ci": bias.ci95, "judge_bias_method": bias.method,
         "classical_estimate": classical.estimate, "classical_ci": classical.ci95,
         "classical_method": classical.method,
         "ppi_estimate": estimate.estimate, "ppi_ci": estimate.ci95, "ppi_se": estimate.se,
@@ -160,7 +160,8 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
                             "the same cases (for a paired comparison, draw both sheets with "
                             "--design random and the same --n and --seed)" if shared else "")))
     out.update(estimate=result.estimate, ci=result.ci95, p=result.p, lambda_=result.lam,
-               judge_difference=judge.estimate, judge_difference_ci=judge.ci95)
+               method=result.method, judge_difference=judge.estimate,
+               judge_difference_ci=judge.ci95, judge_difference_method=judge.method)
     out["lambda"] = out.pop("lambda_")
     return out
 
