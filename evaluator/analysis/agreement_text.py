@@ -144,7 +144,8 @@ def _verbosity(verbosity: Mapping[str, Any], tail: str = "") -> list[str]:
         if not entry:
             continue
         corr = entry["correlation"]
-        lines += wrap(f"{title}: {_correlation_text('rho', corr)} (n {corr['n']})", "    ")
+        n = whole(f"(n {corr['n']})")
+        lines += wrap(f"{title}: {_correlation_text('rho', corr)} {n}", "    ")
         given = entry.get("given_label")
         if given:
             lines += wrap(f"same label: {_correlation_text('partial rho', given)}", "      ")

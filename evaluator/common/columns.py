@@ -37,14 +37,15 @@ def wrap(text: str, indent: str = "", hang: str = "  ", width: int = WIDTH) -> l
 def row(head: str, tail: str, width: int = WIDTH) -> list[str]:
     """A table row: ``head`` (its fixed columns, already laid out) then ``tail`` (free
     text). A tail that does not fit goes on under the row, lined up with where it starts
-    (or, when the head leaves it under 20 columns, 6 columns in from the head's indent)."""
+    (or, when the head leaves it under 20 columns, 6 columns in from the head's indent, at
+    most a quarter of the width)."""
     if not tail:
         return _plain([head.rstrip()])
     if len(head) + len(tail) <= width:
         return _plain([head + tail])
     start = len(head)
     if width - start < 20:
-        start = len(head) - len(head.lstrip()) + 6
+        start = min(len(head) - len(head.lstrip()), width // 4) + 6
         return [head.rstrip(), *wrap(tail, " " * start, "", width)]
     return _plain(textwrap.wrap(tail, width, initial_indent=head,
                                 subsequent_indent=" " * start, break_on_hyphens=False,
