@@ -55,10 +55,10 @@ def no_ci_reason(value: Any, ci: Any, method: str | None) -> str | None:
 def _difference_line(diff: Mapping[str, Any]) -> list[str]:
     p = "-" if diff.get("p") is None else (f"{diff['p']:.2g}" if diff["p"] >= 1e-4 else "<1e-4")
     lines = _wrapped(f"{diff['criterion']}: {diff['b']} - {diff['a']}", "  ")
-    lines += table_row(f"    PPI++ {format_number(diff['estimate']):>7}  {format_ci(diff['ci']):<18} "
-                 f"p {p:<6} ", diff["mode"])
+    lines += table_row(f"    PPI++ {format_number(diff['estimate']):>7}  "
+                       f"{format_ci(diff['ci']):<18} p {p:<6} ", diff["mode"])
     lines += table_row(f"    judge {format_number(diff['judge_difference']):>7}  "
-                 f"{format_ci(diff['judge_difference_ci']):<18} ", "judge only")
+                       f"{format_ci(diff['judge_difference_ci']):<18} ", "judge only")
     for name, value, ci, method in (
             ("PPI++", diff["estimate"], diff["ci"], diff.get("method")),
             ("judge", diff["judge_difference"], diff["judge_difference_ci"],
