@@ -375,14 +375,16 @@ def test_estimate_via_the_cli_and_for_spearman(tmp_path):
     assert done.exit_code == 0, done.output
     # Without --criterion: the rubric's first integer criterion, which this judge scores 4
     # every time: no statistic, said.
+    # (The lines are wrapped to 80 columns: read them as one text.)
     assert "hallucination, Spearman rho (n = 40 labelled): Spearman rho is undefined" \
-        in done.output
+        in " ".join(done.output.split())
     done = invoke("review", path, "--out", tmp_path / "o2", "--labels", labels,
                   "--label-field", "expert", "--criterion", "accuracy", "--target-statistic",
                   "spearman", "--resamples", "200")
     assert done.exit_code == 0, done.output
-    assert "accuracy, Spearman rho (n = 40 labelled): " in done.output
-    assert "more) for a half-width of 0.1 [estimate: " in done.output
+    text = " ".join(done.output.split())
+    assert "accuracy, Spearman rho (n = 40 labelled): " in text
+    assert "more) for a half-width of 0.1 [estimate: " in text
 
 
 def test_write_review_refuses_a_symlinked_worksheet(results, tmp_path):

@@ -35,11 +35,13 @@ def models(verify_name: str | None, models_file: Path | None) -> None:
         marker = "*" if name == parsed.default else " "
         where = spec.path or (f"embedded:{spec.embedded}" if spec.embedded else "(built on use)")
         # A long name or folder goes on under the row, whole (80 columns).
-        for line in row(f"{marker} {name:24} ", f"backend={spec.backend:12} {where}"):
-            click.echo(printable(line))
+        # Escaped first: wrapping would turn a control character like CR into a space.
+        for line in row(printable(f"{marker} {name:24} "),
+                        printable(f"backend={spec.backend:12} {where}")):
+            click.echo(line)
         if spec.description:
-            for line in wrap(spec.description, "    ", ""):
-                click.echo(printable(line))
+            for line in wrap(printable(spec.description), "    ", ""):
+                click.echo(line)
     click.echo("(* = default)")
 
 

@@ -70,8 +70,9 @@ def rubrics(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...])
 
 def _echo(text: str, indent: str = "  ") -> None:
     """``text`` wrapped to 80 columns (a word, number or path is never cut)."""
-    for line in wrap(text, indent, "    "):
-        click.echo(printable(line))
+    # Escaped first: wrapping would turn a control character like CR into a space.
+    for line in wrap(printable(text), indent, "    "):
+        click.echo(line)
 
 
 def _list(rubrics_dirs: tuple[Path, ...]) -> None:
@@ -86,5 +87,5 @@ def _list(rubrics_dirs: tuple[Path, ...]) -> None:
         name = rubric_name if len(rubric_name) < NAME_WIDTH else ""
         if not name:
             _echo(rubric_name)
-        for line in row(f"  {name:{NAME_WIDTH}} ", rubric.title):
-            click.echo(printable(line))
+        for line in row(f"  {printable(name):{NAME_WIDTH}} ", printable(rubric.title)):
+            click.echo(line)
