@@ -314,9 +314,9 @@ def length_bias(outcome: Sequence[str], length_a: Sequence[int], length_b: Seque
     if not sd > 0:
         return _no_length_model(out, "every pair has the same length difference: no length "
                                      "model")
-    y = np.array([WIN_VALUE[o] for o in outcome])
     out["sd_difference"] = sd
     x = np.column_stack([np.ones(len(difference)), np.tanh(difference / sd)])
+    y = np.array([WIN_VALUE[o] for o in outcome])
     beta, fitted = fit_logit(x, y, np.ones(len(y)))
     if not fitted:
         return _no_length_model(out, "the wins are separable by length (or one side always "
@@ -383,8 +383,10 @@ def label_agreement(outcome: Sequence[str], labels: Sequence[str], *,
 
 def _no_kappa_interval(judge: Any, label: Any) -> str:
     """Why kappa has no CI before any bootstrap: one side with a single value (kappa is 0
-    whatever the other side says, in every resample: a point, not a 95% interval) or fewer
-    than two pairs; "" when a bootstrap is due."""
+    whatever the other side says, in every resample: the bootstrap could only return the
+    point [0, 0], which :func:`intervals.interval_or_reason` would refuse, so it is not run
+    and the reason is the specific one) or fewer than two pairs; "" when a bootstrap is
+    due."""
     if len(judge) < 2:
         return f"{NO_INTERVAL}: {len(judge)} labelled pair(s)"
     judge_values, label_values = set(judge.tolist()), set(label.tolist())
