@@ -102,6 +102,9 @@ def _statistics(stats: Mapping[str, Any]) -> list[str]:
         if entry.get("meaningless"):
             marks += wrap(f"* {title}: meaningless here ({entry['meaningless']})", "  ")
             value += "*"
+        elif entry.get("value") is None:
+            # A bare "-" would not say why: the note (e.g. "needs integer scores") does.
+            method = f"undefined: {entry.get('note') or 'not computable on these data'}"
         p = _p(entry.get("p")) if "p" in entry else ""
         chance = (format_number(entry["chance"]) if entry.get("chance") is not None else "")
         mark = notes.mark(method if method != "-" else None)
