@@ -333,7 +333,7 @@ def test_circular_label_is_named_never_its_values(tmp_path):
                                     "--label-field", "grade", "--resamples", "100"])
     assert done.exit_code == 0
     assert "WARNING: circular labels: 'grade' can be read from the input field " \
-           "'ground_truth_label'" in done.output
+           "'ground_truth_label'" in " ".join(done.output.split())
     assert "Likely Eligible" not in done.output and "Needs Confirmation" not in done.output
     assert "synthetic patient" not in done.output
     # Control: the same judge with the reference label unrelated to the grade.
@@ -463,6 +463,27 @@ def test_subgroup_biased_judge_is_a_finding_with_a_ci(tmp_path):
     assert "answer" not in done.output.replace("'workflow_answer'", "")
     done = runner.invoke(cli, base + ["--by", "nope"])
     assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1
+
+
+def test_an_undefined_correlation_says_why_instead_of_a_bare_dash(tmp_path):
+    """Every answer the same length, and one group whose labels are all the same: Spearman
+    is undefined there. The text says why ("rho undefined (every length the same)"), never
+    "rho - - p -", and the subgroup tables explain each "-" under them; 80 columns."""
+    rows = synthetic_rows(40, label=lambda i: 1 + (i % 4 < 2) if i % 2 else 2,
+                          answer=lambda i: f"answer {i % 10}",
+                          group=lambda i: "site-north" if i % 2 else "site-south")
+    results, cases = scripted_results(rows, tmp_path, score=lambda i: 1 + (i % 4 < 2) + i % 3)
+    done = CliRunner().invoke(cli, ["agree", str(results), "--labels", str(cases),
+                                    "--label-field", "expert_qrel", "--criterion", "accuracy",
+                                    "--resamples", "100", "--by", "generator_model"])
+    assert done.exit_code == 0, done.output
+    text = done.output
+    assert "rho - -" not in text and "p -" not in text
+    assert "evaluated text, characters: rho undefined (every length the same)" in text
+    assert "same label: partial rho undefined (every length the same)" in text
+    assert "- site-south: rho undefined (every label the same)" in text
+    assert "- site-south: label - rest" not in text  # a varied group's labels have a CI
+    assert max(map(len, text.splitlines())) <= 80
 
 
 def test_case_fields_from_another_file_are_refused_in_a_note(tmp_path):

@@ -57,6 +57,19 @@ def test_jsonl_problems_are_reported_per_line(tmp_path, drug):
         assert SECRET not in text
 
 
+def test_a_null_case_id_is_marked_not_silent(tmp_path, drug):
+    """A row whose id column holds null gets line-N, marked (``null_id``) so the run can
+    say so; a row without the column is the documented line-N, unmarked."""
+    path = tmp_path / "cases.jsonl"
+    path.write_text('{"case_id": "a", "Resp": "r", "Truth": "t"}\n'
+                    '{"case_id": null, "Resp": "r", "Truth": "t"}\n'
+                    '{"Resp": "r", "Truth": "t"}\n')
+    a, null, missing = read_cases(path, drug)
+    assert (a.case_id, a.null_id) == ("a", False)
+    assert (null.case_id, null.null_id) == ("line-2", True)
+    assert (missing.case_id, missing.null_id) == ("line-3", False)
+
+
 def test_csv_with_mapping_and_bad_rows(tmp_path, drug):
     path = tmp_path / "cases.csv"
     path.write_bytes(

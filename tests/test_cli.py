@@ -189,6 +189,27 @@ def test_user_rubric_runs_without_code(tmp_path, models_file):
     assert record["case_id"] == "line-1" and record["scores"]["completeness"] == 0
 
 
+def test_a_null_case_id_is_said_on_stderr(tmp_path, models_file):
+    """Rows whose case_id is null become line-N: the run says how many, on stderr, with no
+    case text."""
+    rows = [json.loads(line) for line in
+            (EXAMPLES / "pathology_report.jsonl").read_text().splitlines() if line]
+    rows[0]["case_id"] = None
+    rows[-1]["case_id"] = None
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    result = _invoke("run", "-r", "pathology_report", "-i", src, "-o", tmp_path / "r.jsonl",
+                     "--models-file", models_file, "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert ("note: 2 row(s) have a null 'case_id': each is named line-N after its line "
+            "number") in result.stderr
+    assert rows[1]["generated_report"][:40] not in result.stderr
+    ids = [json.loads(x)["case_id"] for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert "line-1" in ids and f"line-{len(rows)}" in ids
+    again = _invoke("run", "-r", "pathology_report", "-i", EXAMPLES / "pathology_report.jsonl",
+                    "-o", tmp_path / "r2.jsonl", "--models-file", models_file, "--no-progress")
+    assert "have a null" not in again.stderr
+
+
 def test_missing_default_judge_says_what_to_run(tmp_path, monkeypatch):
     pytest.importorskip("torch", reason="needs the transformers extra: make install")
     monkeypatch.setenv("EVALUATOR_CACHE", str(tmp_path / "empty-cache"))

@@ -115,6 +115,55 @@ def test_always_first_judge_through_the_cli(tmp_path):
     assert entry["win_rate"]["inconsistent"] == 30
 
 
+def test_a_constant_judge_shows_no_point_as_an_interval_and_says_why(tmp_path):
+    """The always-first judge: every pair inconsistent, so its outcome is constant (a tie)
+    and kappa with any labels is 0 by construction, in every resample. That is a point,
+    not a 95% CI: no "[0.000, 0.000]", and the line's CI note says why."""
+    records = run_judge(always_first, 30, seed=2)
+    path = write_records(tmp_path / "ab.jsonl", records)
+    labels = tmp_path / "labels.csv"
+    labels.write_text("case_id,preference\n" + "".join(
+        f"{r.case_id},{'AB'[i % 2]}\n" for i, r in enumerate(records)))
+    args = (path, "--labels", labels, "--label-field", "preference")
+    kappa = json.loads(invoke(*args, "--json").stdout)["comparisons"][0]["labels"]["kappa"]
+    assert kappa["value"] == 0 and kappa["ci95"] is None
+    assert "no interval" in kappa["method"] and "same outcome" in kappa["method"]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    # No figure is shown with a zero-width interval.
+    for value in ("0.000", "0.500", "1.000"):
+        assert f"[{value}, {value}]" not in result.stdout
+    [line] = [x for x in lines if x.strip().startswith("kappa with labels")]
+    assert line.split()[3:5] == ["0.000", "-"], line
+    mark = line.split()[5]
+    assert mark.startswith("[") and mark.endswith("]"), line
+    legend = " ".join(x.strip() for x in lines[lines.index(next(
+        x for x in lines if x.strip().startswith("CI:"))):])
+    assert f"{mark} no interval: the judge gave every pair the same outcome" in legend
+    assert SECRET not in result.output
+
+
+def test_text_names_each_intervals_method(honest_file):
+    """The CI column the docs promise: each figure's line carries a note number, and the
+    notes under the file name the method (Wilson, bootstrap), as --json does."""
+    result = invoke(honest_file, "--criterion", "accuracy")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert ["figure", "value", "95%", "CI", "CI", "counts"] in [x.split() for x in lines]
+    report = json.loads(invoke(honest_file, "--criterion", "accuracy", "--json").stdout)
+    entry = report["comparisons"][0]
+    text = " ".join(x.strip() for x in lines)
+    for name, figure in (("win rate of A", entry["win_rate"]),
+                         ("position consistency", entry["position_consistency"])):
+        [line] = [x for x in lines if x.strip().startswith(name)]
+        mark = next(w for w in line.split() if w.startswith("[") and w.endswith("]")
+                    and w[1:-1].isdigit())
+        assert f"{mark} {figure['method']}" in text
+    assert "Wilson" in text and "bootstrap" in text
+
+
 def test_refusals(tmp_path, honest_file):
     refused(invoke(tmp_path / "missing.jsonl"), "cannot read", "missing.jsonl")
     absolute = write_absolute(tmp_path / "absolute.jsonl", world(5)[0])

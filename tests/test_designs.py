@@ -169,6 +169,20 @@ def test_review_design_errors_are_one_line_exit_2(tmp_path, results, args, messa
     assert "Traceback" not in run.output and SECRET not in run.output
 
 
+def test_a_design_error_reads_as_english(tmp_path, results):
+    """--labels with an active (or random) design: the message names the option, never
+    "a active design"."""
+    path, _ = results
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"case_id": "case-0000", "grade": 3}\n')
+    run = CliRunner().invoke(cli, ["review", str(path), "--out", str(tmp_path / "s"),
+                                   "--design", "active", "--criterion", "accuracy",
+                                   "--labels", str(labels), "--label-field", "grade"])
+    assert run.exit_code == 2
+    assert "--design active draws from every judged case" in run.output
+    assert "a active" not in run.output
+
+
 
 def _row(case_id, design="random", pi="0.5", **extra):
     return {"case_id": case_id, "design": design, "inclusion_probability": pi,

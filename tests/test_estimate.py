@@ -317,3 +317,54 @@ def test_a_label_too_large_to_be_a_score_is_refused(tmp_path, two_systems):
     run = invoke("estimate", results, "--labels", labels, "--label-field", "grade",
                  "--criterion", "accuracy")
     assert run.exit_code == 2 and "beyond +-1e+09" in run.output and "q-0000" not in run.output
+
+
+def _text_lines(output: str, start: str) -> list[str]:
+    """The row starting with ``start`` and the lines its tail wrapped onto."""
+    lines = output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.strip().startswith(start))
+    rest = [line for line in lines[first + 1:]]
+    tail = next((i for i, line in enumerate(rest) if not line.startswith(" " * 20)), len(rest))
+    return [lines[first], *rest[:tail]]
+
+
+def test_one_label_gives_no_interval_and_says_why(tmp_path):
+    """One label: PPI++'s and the bias's standard errors are 0, so no CI (a point is not a
+    95% interval); the "-" says why on its line, in 80 columns."""
+    records, truth = world(40, seed=5)
+    results = write_results(tmp_path / "r.jsonl", records)
+    first = next(iter(truth))
+    labels = write_labels(tmp_path / "one.jsonl", {first: truth[first]})
+    args = ("estimate", results, "--labels", labels, "--label-field", "grade", "--criterion",
+            "accuracy")
+    (row,) = [r for r in _json_lines(invoke(*args, "--json").output)
+              if r["type"] == "estimate"]
+    assert row["ppi_ci"] is None and "no interval" in row["ppi_method"]
+    assert row["judge_bias_ci"] is None and "no interval" in row["judge_bias_method"]
+    run = invoke(*args)
+    assert run.exit_code == 0, run.output
+    assert max(map(len, run.output.splitlines())) <= 80
+    for name in ("PPI++", "judge - label"):
+        shown = flat(" ".join(_text_lines(run.output, name)))
+        assert shown.split()[len(name.split()) + 1] == "-", shown
+        assert "no interval: no variation in the data" in shown, shown
+
+
+def test_a_file_and_its_byte_copy_differ_by_nothing_and_say_why(tmp_path, two_systems):
+    """A results file and its copy, with the same labels: every per-case difference is 0,
+    so the paired difference has no CI; its "-" is explained, not left bare."""
+    results, truth = two_systems["A"]
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(results.read_bytes())
+    labels = write_labels(tmp_path / "all.jsonl", dict(list(truth.items())[:60]))
+    args = ("estimate", results, copy, "--labels", labels, "--labels", labels,
+            "--label-field", "grade", "--criterion", "accuracy")
+    (diff,) = [r for r in _json_lines(invoke(*args, "--json").output)
+               if r["type"] == "difference"]
+    assert diff["estimate"] == 0 and diff["ci"] is None and "no interval" in diff["method"]
+    run = invoke(*args)
+    assert run.exit_code == 0, run.output
+    text = run.output[run.output.index("differences between systems"):]
+    assert "PPI++: no interval: no variation in the data" in flat(text)
+    assert "judge: no interval: no variation in the data" in flat(text)
+    assert max(map(len, run.output.splitlines())) <= 80

@@ -270,6 +270,13 @@ def test_run_mlflow_end_to_end_with_the_fake_judge(mlflow_server, tmp_path):
     assert run.data.metrics["criterion/overall_equivalence/mean"] == (
         summary["criteria"]["overall_equivalence"]["mean"])
     assert run.data.tags["evaluator.results_file"] == "e2e.jsonl"
+    # The fake judge gives every case the same verdict: each mean is a point, so no CI
+    # metrics, and a tag per mean says why (the summary's ci_note).
+    for key in CRITERIA:
+        assert summary["criteria"][key]["ci95"] is None
+        assert f"criterion/{key}/mean_ci95_low" not in run.data.metrics
+        assert run.data.tags[f"evaluator.no_ci/criterion/{key}/mean"] == \
+            "no interval: all 3 scores equal"
 
 
 # ------------------------------------------------------------------------------ locally

@@ -6,8 +6,6 @@ kappa matches scikit-learn."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from evaluator.analysis.bradley_terry import Battles, bradley_terry, fit_strengths
@@ -246,13 +244,16 @@ def test_kappa_matches_sklearn_and_perfect_labels_give_one():
     assert result["agreement"]["agreed"] == sum(j == v for j, v in zip(judge, labels))
     perfect = label_agreement(outcome, judge, resamples=200)
     assert perfect["kappa"]["value"] == 1.0 and perfect["agreement"]["value"] == 1.0
-    assert not math.isnan(perfect["kappa"]["ci95"][0])
+    # Every resample gives kappa 1: [1, 1] is a point, not a 95% CI, and the method says so.
+    assert perfect["kappa"]["ci95"] is None
+    assert "no interval: every resample gave the same value" in perfect["kappa"]["method"]
 
 
-def test_all_ties_give_a_flat_length_model_with_an_interval():
+def test_all_ties_give_a_flat_length_model_with_no_interval():
     """Every pair a tie (or inconsistent): the estimate is exactly 0 slope and a 0.5 win
     rate at equal lengths; the solver's path to an optimum it starts at must not read as a
-    failed fit."""
+    failed fit. Every resample gives the same fit: no CI (a point), and the method says
+    why."""
     import numpy as np
 
     rng = np.random.default_rng(3)
@@ -262,5 +263,6 @@ def test_all_ties_give_a_flat_length_model_with_an_interval():
                          resamples=200)
     assert result["note"] is None
     assert result["slope"]["value"] == pytest.approx(0, abs=1e-9)
-    assert result["slope"]["ci95"] == pytest.approx([0, 0], abs=1e-9)
+    assert result["slope"]["ci95"] is None and result["controlled_win_rate"]["ci95"] is None
+    assert "no interval: every pair has the same outcome" in result["slope"]["method"]
     assert result["controlled_win_rate"]["value"] == pytest.approx(0.5)

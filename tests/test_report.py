@@ -271,6 +271,22 @@ def test_pass_rates_and_aggregates(tmp_path):
                                         + len(ecg_report["confidence_criteria"]))
 
 
+def test_a_constant_criterion_shows_no_interval_and_why(tmp_path):
+    """Every factual_accuracy verdict is 3: the page shows no "[3.00, 3.00]" CI (a point is
+    not a 95% interval) but the reason, as the summary does."""
+    rows = [json.loads(line) for line in (EXAMPLES / "pathology_report.jsonl").read_text()
+            .splitlines() if line]
+    outputs = [json.dumps({"critical_finding_concordance": 1 + i % 4, "factual_accuracy": 3,
+                           "factual_completeness": 2, "overall_equivalence": 3,
+                           "reasoning": "r"}) for i in range(len(rows))]
+    path = run_fake(rows, tmp_path / "p", "judge-p", outputs, rubric="pathology_report")
+    html = render_html(build_report([path]), plots=False)
+    assert "[3.00, 3.00]" not in html and "[2.00, 2.00]" not in html
+    [row] = [r for r in table_rows(html[html.index(">factual_accuracy<"):])[:2]
+             if r and r[0].startswith("#1")]
+    assert row[3] == f"-no interval: all {len(rows)} scores equal", row
+
+
 def test_no_network_references_anywhere(two_runs):
     html = render_html(build_report([two_runs["a"], two_runs["b"]], worst_n=3))
     page = parse(html)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -200,6 +201,45 @@ def test_cli_writes_both_files_and_agree_reads_the_filled_labels_back(results, t
     assert not proposed & set(filled)
 
 
+def test_the_follow_up_command_names_the_files_and_runs_as_printed(results, tmp_path,
+                                                                    monkeypatch):
+    """review's closing hint is a command to copy: it names the results file and the
+    worksheet as given (never the word RESULTS), fits 80 columns, and, the label filled
+    in, runs. (Paths relative to here, as typed: a path longer than a line is printed
+    whole, on a line of its own.)"""
+    import shlex
+
+    monkeypatch.chdir(tmp_path)
+    results = results.relative_to(tmp_path)
+    out = Path("a folder with spaces") / "sheet"
+    done = invoke("review", results, "--out", out, "--pass", "accuracy>=3")
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()
+    assert max(map(len, lines)) <= 80, lines
+    assert "RESULTS" not in done.output
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("evaluator "))
+    command = []
+    for line in lines[start:]:
+        command.append(line.strip().removesuffix("\\"))
+        if not line.endswith("\\"):
+            break
+    words = shlex.split(" ".join(command))
+    assert words[:3] == ["evaluator", "agree", str(results)]
+    assert words[words.index("--labels") + 1] == str(out / "review.csv")
+    field = words[words.index("--label-field") + 1]
+    with open(out / "review.csv", newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        fieldnames, table = reader.fieldnames, list(reader)
+    for i, row in enumerate(table):
+        row[field] = str(1 + i % 4)
+    with open(out / "review.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fieldnames, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(table)
+    agreed = invoke(*words[1:], "--resamples", "100")
+    assert agreed.exit_code == 0, agreed.output
+
+
 def test_agree_reads_a_half_filled_worksheet(results, tmp_path):
     # An empty label is a row not labelled yet: agree skips and counts it; an all-empty
     # column is one clear error.
@@ -335,14 +375,16 @@ def test_estimate_via_the_cli_and_for_spearman(tmp_path):
     assert done.exit_code == 0, done.output
     # Without --criterion: the rubric's first integer criterion, which this judge scores 4
     # every time: no statistic, said.
+    # (The lines are wrapped to 80 columns: read them as one text.)
     assert "hallucination, Spearman rho (n = 40 labelled): Spearman rho is undefined" \
-        in done.output
+        in " ".join(done.output.split())
     done = invoke("review", path, "--out", tmp_path / "o2", "--labels", labels,
                   "--label-field", "expert", "--criterion", "accuracy", "--target-statistic",
                   "spearman", "--resamples", "200")
     assert done.exit_code == 0, done.output
-    assert "accuracy, Spearman rho (n = 40 labelled): " in done.output
-    assert "more) for a half-width of 0.1 [estimate: " in done.output
+    text = " ".join(done.output.split())
+    assert "accuracy, Spearman rho (n = 40 labelled): " in text
+    assert "more) for a half-width of 0.1 [estimate: " in text
 
 
 def test_write_review_refuses_a_symlinked_worksheet(results, tmp_path):

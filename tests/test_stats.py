@@ -63,11 +63,40 @@ def test_summary_has_ci_and_pass_rates_and_never_imputes(tmp_path):
     assert concordance["n"] == 5 and concordance["mean"] == pytest.approx(2.8)
     low, high = concordance["ci95"]
     assert 1 <= low < 2.8 < high <= 4
-    assert summary["criteria"]["factual_accuracy"]["ci95"] == [3.0, 3.0]
+    # Every factual_accuracy verdict is 3: no interval (a point), and the summary says why.
+    assert summary["criteria"]["factual_accuracy"]["ci95"] is None
+    assert summary["criteria"]["factual_accuracy"]["ci_note"] == "no interval: all 5 scores equal"
+    assert "ci_note" not in concordance
     rate = summary["pass_rates"]["critical_finding_concordance"]
     assert (rate["n"], rate["passed"], rate["not_judged"]) == (5, 3, 1)
     assert rate["rate"] == pytest.approx(0.6) and rate["rule"] == ">= 3"
     assert summary["failed_case_ids"] == ["c5"]
+
+
+def test_a_constant_criterion_prints_no_interval_in_the_summary(tmp_path):
+    """`evaluator summary` of a run whose factual_accuracy is always 3: the row says why it
+    has no CI instead of showing the point [3.000, 3.000]; a varied criterion keeps its."""
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import cli
+    from evaluator.data.results import ResultRecord, ResultWriter
+
+    path = tmp_path / "r.jsonl"
+    with ResultWriter(path) as writer:
+        for i, concordance in enumerate((4, 3, 1, 2)):
+            writer.write(ResultRecord(case_id=f"c{i}", rubric="pathology_report", judge="j",
+                                      status="ok", scores=json.loads(_verdict(concordance))))
+    done = CliRunner().invoke(cli, ["summary", str(path)])
+    assert done.exit_code == 0, done.output
+    assert "[3.000, 3.000]" not in done.stdout and "[2.000, 2.000]" not in done.stdout
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.startswith("  ")}
+    assert rows["factual_accuracy"].split()[1:5] == ["4", "3.000", "-", "(all"], rows
+    assert "(all equal)" in rows["factual_accuracy"]
+    assert "[" in rows["critical_finding_concordance"]
+    assert "A mean whose scores are all equal has none" in " ".join(done.stdout.split())
+    as_json = json.loads(CliRunner().invoke(cli, ["summary", str(path), "--json"]).stdout)
+    entry = as_json["criteria"]["factual_accuracy"]
+    assert entry["ci95"] is None and entry["ci_note"] == "no interval: all 4 scores equal"
 
 
 def test_pass_thresholds_are_validated(tmp_path):

@@ -91,6 +91,37 @@ def test_summary_metrics_take_every_figure_and_leave_out_undefined_ones():
     assert not any(other.startswith(key + "/") for key in metrics for other in metrics)
 
 
+def test_a_constant_criterion_logs_no_point_as_a_ci_and_a_tag_says_why():
+    """factual_accuracy is 3 in every record: its mean is logged, but no ci95 low/high pair
+    (it would be the point [3, 3]); a tag named after the metric gives the summary's
+    reason. A varied criterion logs its CI as before."""
+    pytest.importorskip("scipy", reason="needs the stats extra")
+    from evaluator.analysis.summary import summarize
+    from evaluator.data.results import ResultRecord
+    from evaluator.rubrics.load import load_rubric
+    from evaluator.tracking.figures import interval_tags
+
+    records = [ResultRecord(case_id=f"c{i}", rubric="pathology_report", judge="j",
+                            status="ok", scores={"critical_finding_concordance": c,
+                                                 "factual_accuracy": 3,
+                                                 "factual_completeness": 1 + i % 2,
+                                                 "overall_equivalence": 3, "reasoning": "r"})
+               for i, c in enumerate((4, 3, 1, 2, 4))]
+    summary = summarize(load_rubric("pathology_report"), "j", records)
+    metrics = summary_metrics(summary)
+    assert metrics["criterion/factual_accuracy/mean"] == 3.0
+    assert not any(key.startswith("criterion/factual_accuracy/mean_ci95") for key in metrics)
+    assert metrics["criterion/critical_finding_concordance/mean_ci95_low"] < \
+        metrics["criterion/critical_finding_concordance/mean_ci95_high"]
+    tags = interval_tags(summary)
+    assert tags["evaluator.no_ci/criterion/factual_accuracy/mean"] == \
+        "no interval: all 5 scores equal"
+    assert tags["evaluator.no_ci/criterion/overall_equivalence/mean"] == \
+        "no interval: all 5 scores equal"
+    assert not any("critical_finding_concordance" in key for key in tags)
+    assert all(valid(key.removeprefix("evaluator.no_ci/")) for key in tags)
+
+
 def test_pairwise_summary_metrics():
     summary = {"cases": 3, "status_counts": {"ok": 3}, "pairwise": {
         "systems": {"A": "old", "B": "new"},

@@ -2,17 +2,18 @@
 agree``): the labels' design (a priority worksheet's warning before any figure; which
 figures are design-weighted), warnings, then per criterion n, every statistic with its CI
 and the CI's method, chance levels, the confusion matrix on the rubric's scale, and the
-judge-bias figures (verbosity, subgroups). Field names and group names only, never case
-text; never "-0.000"."""
+judge-bias figures (verbosity, subgroups). At most 80 columns (a long name or path on a
+line of its own; each CI's method a numbered note under its table); a figure with no value
+or no CI says why. Field names and group names only, never case text; never "-0.000"."""
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping
 from typing import Any
 
 from evaluator.analysis.gates import format_gates
 from evaluator.analysis.intervals import format_ci, format_number
+from evaluator.common.columns import Notes, row, whole, wrap
 
 STATISTICS = (("spearman", "Spearman rho"), ("kendall_tau_b", "Kendall tau-b"),
               ("kappa_quadratic", "Cohen kappa (quadratic)"), ("icc_a1", "ICC(A,1) / ICC2"),
@@ -21,17 +22,17 @@ STATISTICS = (("spearman", "Spearman rho"), ("kendall_tau_b", "Kendall tau-b"),
               ("exact", "exact agreement"), ("within_one", "within-one agreement"))
 LENGTHS = (("text_chars", "evaluated text, characters"),
            ("completion_tokens", "judge's verdict, completion tokens"))
-# The design's lines are wrapped to this width (the tables fit in it too).
-WIDTH = 96
 DRAWN_ONLY = " (drawn cases, not design-weighted)"
+CI_NOTES = "CI: the method of each 95% CI, or why there is none"
+GROUP_WIDTH = 24  # the subgroup tables' first column
 
 
 def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.2g}"
 
 
-def _wrapped(text: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+def _wrapped(text: str, indent: str = "") -> list[str]:
+    return wrap(text, indent)
 
 
 def _design(design: Mapping[str, Any] | None) -> list[str]:
@@ -52,35 +53,39 @@ def _design(design: Mapping[str, Any] | None) -> list[str]:
 
 def _header(report: Mapping[str, Any]) -> list[str]:
     design = report.get("design") or {}
-    lines = [f"labels {report['labels']} field {report['label_field']!r} vs {report['results']}",
+    lines = [*_wrapped(f"labels {report['labels']} field {report['label_field']!r} vs "
+                       f"{report['results']}"),
              *_design(design),
-             (f"n = {report['joined']} joined case(s)"
-              + (f" (restricted to the {report['common_cases']} cases common to every file)"
-                 if report.get("common_cases") is not None else "")
-              + f"; ok results without a label: {report['unmatched_results']}; labels "
-              f"without an ok result: {report['unmatched_labels']} (of which labelled but "
-              f"not ok: {report['not_ok_labelled']})"
-              + (f"; rows not labelled yet (empty label): {report['unlabelled_rows']}"
-                 if report.get("unlabelled_rows") else "")),
-             (f"95% CIs: each row names its method; bootstrap: {report['bootstrap']['resamples']}"
-              f" resamples over case pairs, seed {report['bootstrap']['seed']}, unreliable "
-              f"above {report['bootstrap']['undefined_limit']:.0%} undefined resamples"),
-             f"note: {report['note']}"]
+             *_wrapped(f"n = {report['joined']} joined case(s)"
+                       + (f" (restricted to the {report['common_cases']} cases common to "
+                          "every file)" if report.get("common_cases") is not None else "")
+                       + f"; ok results without a label: {report['unmatched_results']}; "
+                       f"labels without an ok result: {report['unmatched_labels']} (of which "
+                       f"labelled but not ok: {report['not_ok_labelled']})"
+                       + (f"; rows not labelled yet (empty label): {report['unlabelled_rows']}"
+                          if report.get("unlabelled_rows") else "")),
+             *_wrapped(f"95% CIs: each row's CI note names its method; bootstrap: "
+                       f"{report['bootstrap']['resamples']} resamples over case pairs, seed "
+                       f"{report['bootstrap']['seed']}, unreliable above "
+                       f"{report['bootstrap']['undefined_limit']:.0%} undefined resamples"),
+             *_wrapped(f"note: {report['note']}")]
     mode = report.get("score_mode")
     if mode:
-        lines.append(f"score mode: {mode['mode']} ({mode['meaning']})")
+        lines += _wrapped(f"score mode: {mode['mode']} ({mode['meaning']})")
         if mode.get("note"):
-            lines.append(f"note: {mode['note']}")
-    lines += [f"note: {note}" for note in report.get("notes", [])]
+            lines += _wrapped(f"note: {mode['note']}")
+    lines += [line for note in report.get("notes", []) for line in _wrapped(f"note: {note}")]
     # The design's own warning is printed above, before any figure.
-    lines += [f"WARNING: {text}" for text in report.get("warnings", [])
-              if text != design.get("warning")]
+    lines += [line for text in report.get("warnings", []) if text != design.get("warning")
+              for line in _wrapped(f"WARNING: {text}")]
     return lines
 
 
 def _statistics(stats: Mapping[str, Any]) -> list[str]:
-    lines = [f"  {'statistic':<30}{'value':>8}  {'95% CI':<18}{'p':>8}  CI method"]
-    marks = []
+    """The statistics table (80 columns: each CI's method is a numbered note under it)."""
+    lines = [f"  {'statistic':<29}{'value':>7}  {'95% CI':<16}{'p':>8}{'chance':>8}  CI"]
+    marks: list[str] = []
+    notes = Notes()
     for name, title in STATISTICS:
         entry = stats.get(name)
         if entry is None:
@@ -92,69 +97,102 @@ def _statistics(stats: Mapping[str, Any]) -> list[str]:
             title = f"{title} (w)"
             method = method.removeprefix("weighted ").replace("Kish n_eff", "n_eff")
         if entry.get("not_applicable"):
-            lines.append(f"  {title:<30}{'n/a':>8}  {entry['not_applicable']}")
+            lines += row(f"  {title:<29}{'n/a':>7}  ", entry["not_applicable"])
             continue
         if entry.get("meaningless"):
-            marks.append(f"  * {title}: meaningless here ({entry['meaningless']})")
+            marks += wrap(f"* {title}: meaningless here ({entry['meaningless']})", "  ")
             value += "*"
+        elif entry.get("value") is None:
+            # A bare "-" would not say why: the note (e.g. "needs integer scores") does.
+            method = f"undefined: {entry.get('note') or 'not computable on these data'}"
         p = _p(entry.get("p")) if "p" in entry else ""
-        chance = (f"; chance {format_number(entry['chance'])}"
-                  if entry.get("chance") is not None else "")
-        lines.append(f"  {title:<30}{value:>8}  {format_ci(entry.get('ci95')):<18}{p:>8}  "
-                     f"{method}{chance}")
-    return lines + marks
+        chance = (format_number(entry["chance"]) if entry.get("chance") is not None else "")
+        mark = notes.mark(method if method != "-" else None)
+        lines.append(f"  {title:<29}{value:>7}  {format_ci(entry.get('ci95')):<16}{p:>8}"
+                     f"{chance:>8}  {mark}".rstrip())
+    return lines + marks + notes.lines(CI_NOTES)
 
 
 def _confusion(confusion: Mapping[str, Any]) -> list[str]:
     weighted = confusion.get("weighted", False)
-    matrix = [[f"{c:.1f}" if weighted else str(c) for c in row] for row in confusion["matrix"]]
+    matrix = [[f"{c:.1f}" if weighted else str(c) for c in cells]
+              for cells in confusion["matrix"]]
     judge, label = confusion["judge_values"], confusion["label_values"]
-    width = max(4, *(len(v) for row in matrix for v in row),
+    width = max(4, *(len(v) for cells in matrix for v in cells),
                 *(len(str(v)) for v in judge)) + 1
-    lines = [(f"  confusion (rows: label, {confusion['label_axis']}; columns: judge, "
-              f"{confusion['judge_axis']})"),
-             *([f"  design-weighted: {confusion['counts']}"] if weighted else []),
+    lines = [*wrap(f"confusion (rows: label, {confusion['label_axis']}; columns: judge, "
+                   f"{confusion['judge_axis']})", "  "),
+             *(wrap(f"design-weighted: {confusion['counts']}", "  ") if weighted else []),
              "  " + " " * 6 + "".join(f"{v:>{width}}" for v in judge)]
-    for value, row in zip(label, matrix):
-        lines.append(f"  {value:>6}" + "".join(f"{c:>{width}}" for c in row))
+    for value, cells in zip(label, matrix):
+        lines.append(f"  {value:>6}" + "".join(f"{c:>{width}}" for c in cells))
     return lines
 
 
+def _correlation_text(name: str, figure: Mapping[str, Any]) -> str:
+    """``rho 0.123 [0.01, 0.23]`` (and ``, p 0.05``), or why it is undefined."""
+    if figure.get("rho") is None:
+        return f"{name} undefined ({figure.get('undefined') or 'too few cases'})"
+    text = f"{name} {format_number(figure['rho'])} {whole(format_ci(figure['ci95']))}"
+    if figure.get("ci95") is None and "no interval" in figure.get("method", ""):
+        text += f" ({figure['method'].split('; ', 1)[-1]})"
+    return text + (f", p {_p(figure['p'])}" if "p" in figure else "")
+
+
 def _verbosity(verbosity: Mapping[str, Any], tail: str = "") -> list[str]:
-    lines = ["  verbosity: score vs length (Spearman; CI Fisher z, Bonett-Wright SE)" + tail]
+    lines = wrap("verbosity: score vs length (Spearman; CI Fisher z, Bonett-Wright SE)"
+                 + tail, "  ")
     for key, title in LENGTHS:
         entry = verbosity.get(key)
         if not entry:
             continue
         corr = entry["correlation"]
-        text = (f"    {title}: rho {format_number(corr['rho'])} "
-                f"{format_ci(corr['ci95'])} p {_p(corr['p'])} (n {corr['n']})")
+        n = whole(f"(n {corr['n']})")
+        lines += wrap(f"{title}: {_correlation_text('rho', corr)} {n}", "    ")
         given = entry.get("given_label")
         if given:
-            text += (f"; same label: partial rho {format_number(given['rho'])} "
-                     f"{format_ci(given['ci95'])}")
-        lines.append(text)
+            lines += wrap(f"same label: {_correlation_text('partial rho', given)}", "      ")
         if entry.get("median_by_score"):
-            medians = ", ".join(f"{score}: {format_number(v['median'], 0)} (n {v['n']})"
+            medians = ", ".join(whole(f"{score}: {format_number(v['median'], 0)} (n {v['n']})")
                                 for score, v in entry["median_by_score"].items())
-            lines.append(f"      median length by score: {medians}")
+            lines += wrap(f"median length by score: {medians}", "      ")
     return lines
+
+
+def _group_row(name: str, rest: str) -> list[str]:
+    """A subgroup table's row; a name too long for its column gets line(s) of its own."""
+    if len(name) < GROUP_WIDTH:
+        return [f"    {name:<{GROUP_WIDTH}}{rest}".rstrip()]
+    return [*wrap(name, "    "), f"    {'':<{GROUP_WIDTH}}{rest}".rstrip()]
 
 
 def _subgroups(by: str, groups: Mapping[str, Any], tail: str = "") -> list[str]:
-    lines = [f"  by {by!r}: each group vs the rest (differences of means, Welch t 95% CI)"
-             + tail,
-             (f"    {'group':<24}{'n':>5}{'score':>8}{'label':>8}{'exact':>8}{'rho':>8}  "
-              "score diff [CI]          label diff [CI]")]
+    """Two tables (80 columns): each group's figures, then each group against the rest;
+    a "-" in either is explained under them."""
+    lines = [*wrap(f"by {by!r}: each group vs the rest (differences of means, Welch t 95% "
+                   "CI)" + tail, "  "),
+             f"    {'group':<{GROUP_WIDTH}}{'n':>5}{'score':>8}{'label':>8}{'exact':>8}"
+             f"{'rho':>8}"]
+    why: list[str] = []
     for name, g in groups.items():
-        score, label = g["vs_rest"]["score"], g["vs_rest"]["label"]
-        lines.append(f"    {name:<24}{g['n']:>5}{format_number(g['mean_score'], 2):>8}"
-                     f"{format_number(g['mean_label'], 2):>8}{format_number(g['exact'], 2):>8}"
-                     f"{format_number(g['spearman'], 2):>8}  "
-                     f"{format_number(score['difference'], 2):>6} "
-                     f"{format_ci(score['ci95'], 2):<16} "
-                     f"{format_number(label['difference'], 2):>6} {format_ci(label['ci95'], 2)}")
-    return lines
+        lines += _group_row(name, f"{g['n']:>5}{format_number(g['mean_score'], 2):>8}"
+                                  f"{format_number(g['mean_label'], 2):>8}"
+                                  f"{format_number(g['exact'], 2):>8}"
+                                  f"{format_number(g['spearman'], 2):>8}")
+        if g["spearman"] is None:
+            why.append(f"{name}: rho undefined ({g.get('spearman_undefined') or 'too few cases'})")
+    lines.append(f"    {'group':<{GROUP_WIDTH}}{'score - rest [95% CI]':<26}"
+                 "label - rest [95% CI]")
+    for name, g in groups.items():
+        cells = []
+        for what in ("score", "label"):
+            diff = g["vs_rest"][what]
+            cells.append(f"{format_number(diff['difference'], 2):>6} "
+                         f"{format_ci(diff['ci95'], 2):<19}")
+            if diff["ci95"] is None:
+                why.append(f"{name}: {what} - rest, {diff['method']}")
+        lines += _group_row(name, "".join(cells))
+    return lines + [line for text in why for line in wrap(f"- {text}", "    ")]
 
 
 def format_agreement(report: Mapping[str, Any]) -> str:
@@ -162,16 +200,17 @@ def format_agreement(report: Mapping[str, Any]) -> str:
     lines = _header(report)
     tail = DRAWN_ONLY if (report.get("design") or {}).get("weighted") else ""
     for key, stats in report["criteria"].items():
-        lines += ["", f"{key}  (n = {stats['n']})"]
-        lines += [f"  WARNING: {text}" for text in stats.get("warnings", [])]
+        lines += ["", *_wrapped(f"{key}  (n = {stats['n']})")]
+        lines += [line for text in stats.get("warnings", [])
+                  for line in _wrapped(f"WARNING: {text}", "  ")]
         if "spearman" not in stats:
-            lines.append(f"  {stats.get('note', '')}")
+            lines += _wrapped(stats.get("note", ""), "  ")
             continue
         lines += _statistics(stats)
         if stats.get("confusion"):
             lines += _confusion(stats["confusion"])
         elif stats.get("confusion_note"):
-            lines.append(f"  {stats['confusion_note']}")
+            lines += _wrapped(stats["confusion_note"], "  ")
         if stats.get("verbosity"):
             lines += _verbosity(stats["verbosity"], tail)
         if stats.get("subgroups"):

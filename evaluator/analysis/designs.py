@@ -331,7 +331,7 @@ def read_design(path: Path, id_column: str = "case_id",
         pi = label_number(_cell(row, "inclusion_probability"))
         if pi is None or not MIN_PROBABILITY <= pi <= 1:
             raise DesignError(f"{path} line {number}: column 'inclusion_probability' must be "
-                              f"a number from {MIN_PROBABILITY:g} to 1 for a {kind} design")
+                              f"a number from {MIN_PROBABILITY:g} to 1 for the {kind} design")
         if str(case_id) in design.probabilities:
             raise DesignError(f"{path} line {number}: a case id appears twice (in "
                               f"{id_column!r})")

@@ -157,14 +157,28 @@ def circular_warning(label_field: str, entry: Mapping[str, Any]) -> str:
             "agreement measures reading that field, not judging")
 
 
-def _correlation(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
-    """Spearman rho with its p-value and Fisher-z (Bonett-Wright) CI; None when undefined."""
+def _undefined(n: int, minimum: int, *columns: tuple[Sequence[float], str]) -> str | None:
+    """Why a (partial) rank correlation is undefined (too few cases, a column with one
+    value: "every length the same"), or None. ``columns``: (values, what one value is)."""
+    if n < minimum:
+        return f"{n} case(s), fewer than {minimum}"
+    for values, what in columns:
+        if len(set(values)) < 2:
+            return f"every {what} the same"
+    return None
+
+
+def _correlation(x: Sequence[float], y: Sequence[float], what: str = "length") -> dict[str, Any]:
+    """Spearman rho of scores ``x`` and ``y`` (a length, or ``what``) with its p-value and
+    Fisher-z (Bonett-Wright) CI; None when undefined, ``undefined`` saying why."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     from scipy.stats import spearmanr
 
     n = len(x)
-    if n < 3 or len(set(x)) < 2 or len(set(y)) < 2:
-        return {"n": n, "rho": None, "p": None, "ci95": None, "method": "Spearman"}
+    why = _undefined(n, 3, (x, "score"), (y, what))
+    if why:
+        return {"n": n, "rho": None, "p": None, "ci95": None, "method": "Spearman",
+                "undefined": why}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = spearmanr(x, y)
@@ -182,8 +196,10 @@ def _partial(x: Sequence[float], y: Sequence[float], control: Sequence[float]) -
     import pingouin
 
     n = len(x)
-    if n < 5 or len(set(x)) < 2 or len(set(y)) < 2 or len(set(control)) < 2:
-        return {"n": n, "rho": None, "ci95": None, "method": "Spearman partial"}
+    why = _undefined(n, 5, (x, "score"), (y, "length"), (control, "label"))
+    if why:
+        return {"n": n, "rho": None, "ci95": None, "method": "Spearman partial",
+                "undefined": why}
     data = pd.DataFrame({"x": x, "y": y, "c": control})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -191,7 +207,8 @@ def _partial(x: Sequence[float], y: Sequence[float], control: Sequence[float]) -
             table = pingouin.partial_corr(data=data, x="x", y="y", covar="c",
                                           method="spearman")
         except (ValueError, AssertionError, ZeroDivisionError):
-            return {"n": n, "rho": None, "ci95": None, "method": "Spearman partial"}
+            return {"n": n, "rho": None, "ci95": None, "method": "Spearman partial",
+                    "undefined": "pingouin could not compute it on these values"}
     rho = clean(table["r"].iloc[0])
     ci = fisher_z_ci(rho, n - 1, "spearman")
     return {"n": n, "rho": rho, "ci95": ci["ci95"],
@@ -235,7 +252,8 @@ def _median(values: Sequence[float]) -> float:
 
 def subgroups(groups: Sequence[str], scores: Sequence[float],
               labels: Sequence[float]) -> dict[str, Any]:
-    """Per group value: n, mean score, mean label, exact agreement, Spearman; each group
+    """Per group value: n, mean score, mean label, exact agreement, Spearman (when
+    undefined, ``spearman_undefined`` says why); each group
     against the rest: the difference of mean scores and of mean labels (Welch CIs), so a
     score gap the labels do not show stands out."""
     members: dict[str, list[int]] = defaultdict(list)
@@ -246,12 +264,14 @@ def subgroups(groups: Sequence[str], scores: Sequence[float],
         rest = [i for i in range(len(groups)) if groups[i] != group]
         s = [scores[i] for i in rows]
         lab = [labels[i] for i in rows]
+        correlation = _correlation(s, lab, "label")
         table[group] = {
             "n": len(rows),
             "mean_score": clean(sum(s) / len(s)),
             "mean_label": clean(sum(lab) / len(lab)),
             "exact": clean(sum(1 for a, b in zip(s, lab) if a == b) / len(rows)),
-            "spearman": _correlation(s, lab)["rho"],
+            "spearman": correlation["rho"],
+            "spearman_undefined": correlation.get("undefined"),
             "vs_rest": {
                 "score": welch_diff_ci(s, [scores[i] for i in rest]),
                 "label": welch_diff_ci(lab, [labels[i] for i in rest]),

@@ -44,7 +44,7 @@ from evaluator.analysis.estimate_inputs import (
     system_names,
 )
 from evaluator.analysis.gates import Gate
-from evaluator.analysis.intervals import wilson_ci
+from evaluator.analysis.intervals import NO_INTERVAL, wilson_ci
 from evaluator.analysis.stats import require_stats
 
 
@@ -55,6 +55,12 @@ def _label_outcome(gate: Gate | None, label: float) -> float:
 def _response_rate(system: System) -> float:
     drawn = len(system.design.probabilities)
     return len(system.labelled) / drawn if drawn else 1.0
+
+
+def _rename(figure: ppi.Estimate, method: str) -> None:
+    """``figure``'s method named ``method``, keeping why it has no interval, if it has none."""
+    reason = figure.method.partition(f"; {NO_INTERVAL}")
+    figure.method = f"{method}; {NO_INTERVAL}{reason[2]}" if reason[1] else method
 
 
 def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, Any]:
@@ -78,7 +84,7 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         classical = ppi.ipw_mean(f_all, labels_all, pis, lam=0.0)
         estimate = ppi.ipw_mean(f_all, labels_all, pis)
         bias = ppi.ipw_mean([0.0] * len(f_all), gaps, pis, lam=0.0)
-        bias.method = "judge - label: inverse-probability weighted mean over the run"
+        _rename(bias, "judge - label: inverse-probability weighted mean over the run")
         variance = ppi.labelled_variance(y, [1 / pi[c] for c in labelled])
     else:
         classical = ppi.classical_mean(y)
@@ -86,7 +92,7 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         estimate = ppi.ppi_mean(y, f_lab, [f_all[position[c]] for c in system.population
                                             if c not in labelled_set])
         bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
-        bias.method = "judge - label on the labelled cases, CLT interval"
+        _rename(bias, "judge - label on the labelled cases, CLT interval")
         variance = ppi.labelled_variance(y)
     if classical.ci95 is None and y and set(y) <= {0.0, 1.0}:
         # Every label the same 0/1 (e.g. every labelled case passes): the labels alone
@@ -101,8 +107,8 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         "criterion": gate.rule if gate else key, "outcome": "pass rate" if gate else "mean",
         "design": system.design.kind or "none", "n_cases": len(f_all),
         "n_labelled": len(labelled), "n_drawn": len(system.design.probabilities) or None,
-        "judge_mean": judge.estimate, "judge_ci": judge.ci95,
-        "judge_bias": bias.estimate, "judge_bias_ci": bias.ci95,
+        "judge_mean": judge.estimate, "judge_ci": judge.ci95, "judge_method": judge.method,
+        "judge_bias": bias.estimate, "judge_bias_ci": bias.ci95, "judge_bias_method": bias.method,
         "classical_estimate": classical.estimate, "classical_ci": classical.ci95,
         "classical_method": classical.method,
         "ppi_estimate": estimate.estimate, "ppi_ci": estimate.ci95, "ppi_se": estimate.se,
@@ -160,7 +166,8 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
                             "the same cases (for a paired comparison, draw both sheets with "
                             "--design random and the same --n and --seed)" if shared else "")))
     out.update(estimate=result.estimate, ci=result.ci95, p=result.p, lambda_=result.lam,
-               judge_difference=judge.estimate, judge_difference_ci=judge.ci95)
+               method=result.method, judge_difference=judge.estimate,
+               judge_difference_ci=judge.ci95, judge_difference_method=judge.method)
     out["lambda"] = out.pop("lambda_")
     return out
 

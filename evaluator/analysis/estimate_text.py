@@ -3,11 +3,12 @@ lines (readable in 80 columns), then the differences between systems."""
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping
 from typing import Any
 
-from evaluator.analysis.intervals import format_ci, format_number
+from evaluator.analysis.intervals import NO_INTERVAL, format_ci, format_number
+from evaluator.common.columns import row as table_row
+from evaluator.common.columns import wrap
 
 
 def _labels_text(row: Mapping[str, Any]) -> str:
@@ -20,37 +21,56 @@ def _estimate_lines(row: Mapping[str, Any]) -> list[str]:
     lines = _wrapped(f"{row['system']}, {row['criterion']} ({what}; N = {row['n_cases']} "
                      f"cases, {_labels_text(row)}; design: {row['design']})", "")
 
-    def line(name: str, value: Any, ci: Any, tail: str) -> str:
-        return f"  {name:<14}{format_number(value):>7}  {format_ci(ci):<18} {tail}"
+    def line(name: str, value: Any, ci: Any, tail: str, method: str | None) -> list[str]:
+        why = no_ci_reason(value, ci, method)
+        return table_row(f"  {name:<14}{format_number(value):>7}  {format_ci(ci):<18} ",
+                   f"{why}; {tail}" if why and why not in tail else tail)
 
-    lines.append(line("judge only", row["judge_mean"], row["judge_ci"],
-                      f"all {row['n_cases']} cases; its bias unknown"))
-    lines.append(line("judge - label", row["judge_bias"], row["judge_bias_ci"],
-                      "the judge's bias"))
-    lines.append(line("labels only", row["classical_estimate"], row["classical_ci"],
-                      row["classical_method"].removeprefix("labels only: ")))
+    lines += line("judge only", row["judge_mean"], row["judge_ci"],
+                  f"all {row['n_cases']} cases; its bias unknown", row.get("judge_method"))
+    lines += line("judge - label", row["judge_bias"], row["judge_bias_ci"],
+                  "the judge's bias", row.get("judge_bias_method"))
+    lines += line("labels only", row["classical_estimate"], row["classical_ci"],
+                  row["classical_method"].removeprefix("labels only: "),
+                  row["classical_method"])
     effective = row.get("effective_labels")
     worth = ("" if effective is None else
              f", worth {effective:.0f} labels")
     lam = "-" if row.get("lambda") is None else f"{row['lambda']:.2f}"
-    lines.append(line("PPI++", row["ppi_estimate"], row["ppi_ci"],
-                      f"lambda {lam}{worth}"))
+    lines += line("PPI++", row["ppi_estimate"], row["ppi_ci"], f"lambda {lam}{worth}",
+                  row.get("ppi_method"))
     return lines
 
 
-def _difference_line(row: Mapping[str, Any]) -> list[str]:
-    p = "-" if row.get("p") is None else (f"{row['p']:.2g}" if row["p"] >= 1e-4 else "<1e-4")
-    return [f"  {row['criterion']}: {row['b']} - {row['a']}",
-            (f"    PPI++ {format_number(row['estimate']):>7}  {format_ci(row['ci']):<18} "
-            f"p {p:<6} {row['mode']}"),
-            (f"    judge {format_number(row['judge_difference']):>7}  "
-            f"{format_ci(row['judge_difference_ci']):<18} judge only"),
-            *_wrapped(row["note"], "    ")]
+def no_ci_reason(value: Any, ci: Any, method: str | None) -> str | None:
+    """Why a figure with a value has no CI, from its method ("...; no interval: <why>"),
+    so a "-" is never left unexplained; None when it has one (or no value)."""
+    if value is None or ci is not None:
+        return None
+    if method and NO_INTERVAL in method:
+        return method[method.index(NO_INTERVAL):]
+    return "no interval" + (f" ({method})" if method else "")
+
+
+def _difference_line(diff: Mapping[str, Any]) -> list[str]:
+    p = "-" if diff.get("p") is None else (f"{diff['p']:.2g}" if diff["p"] >= 1e-4 else "<1e-4")
+    lines = _wrapped(f"{diff['criterion']}: {diff['b']} - {diff['a']}", "  ")
+    lines += table_row(f"    PPI++ {format_number(diff['estimate']):>7}  "
+                       f"{format_ci(diff['ci']):<18} p {p:<6} ", diff["mode"])
+    lines += table_row(f"    judge {format_number(diff['judge_difference']):>7}  "
+                       f"{format_ci(diff['judge_difference_ci']):<18} ", "judge only")
+    for name, value, ci, method in (
+            ("PPI++", diff["estimate"], diff["ci"], diff.get("method")),
+            ("judge", diff["judge_difference"], diff["judge_difference_ci"],
+             diff.get("judge_difference_method"))):
+        why = no_ci_reason(value, ci, method)
+        if why:
+            lines += _wrapped(f"{name}: {why}", "    ")
+    return lines + _wrapped(diff["note"], "    ")
 
 
 def _wrapped(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent,
-                         subsequent_indent=indent + "  ", break_on_hyphens=False)
+    return wrap(text, indent)
 
 
 WIDTH = 80
@@ -61,7 +81,7 @@ def format_estimate(report: Mapping[str, Any]) -> str:
     lines = ["clinician-level estimates (95% CIs): the judge on every case, corrected by",
              f"the labels in {report['label_field']!r} ({report['score_mode']} scores)"]
     for system in report["systems"]:
-        lines.append(f"{system['system']}: {system['file']} with {system['labels']}")
+        lines += _wrapped(f"{system['system']}: {system['file']} with {system['labels']}", "")
         lines += _wrapped(system["design_text"], "  ")
         for note in system["notes"]:
             lines += _wrapped(note if note.startswith("WARNING") else f"note: {note}", "  ")

@@ -30,6 +30,7 @@ from evaluator.analysis.intervals import (
     kish_wilson_ci,
     wilson_ci,
 )
+from evaluator.common.columns import row, wrap
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
@@ -140,29 +141,31 @@ def format_gates(gates: Sequence[dict[str, Any]], score_mode: str) -> list[str]:
     design-weighted table: estimated counts, each CI's Kish n_eff and drawn cases)."""
     if not gates:
         return []
-    lines = ["", (f"gates ({score_mode} scores; the labels with the same threshold). "
-                  f"{POSITIVE_CLASS}")]
+    lines = ["", *wrap(f"gates ({score_mode} scores; the labels with the same threshold). "
+                       f"{POSITIVE_CLASS}")]
     for gate in gates:
         weighted = gate.get("weighted", False)
         if weighted:
-            lines.append(f"  {gate['rule']}  (n = {gate['n']} drawn; design-weighted, "
-                         "estimated counts in the run, sums of 1/pi):")
+            lines += wrap(f"{gate['rule']}  (n = {gate['n']} drawn; design-weighted, "
+                          "estimated counts in the run, sums of 1/pi; each CI Wilson on "
+                          "Kish's effective n, n_eff):", "  ")
             lines.append("    " + "  ".join(f"{key.upper()} {gate[key]:.1f}"
                                             for key in ("tp", "fp", "fn", "tn")))
         else:
-            lines.append(f"  {gate['rule']}  (n = {gate['n']}): TP {gate['tp']}  "
-                         f"FP {gate['fp']}  FN {gate['fn']}  TN {gate['tn']}")
+            lines += wrap(f"{gate['rule']}  (n = {gate['n']}): TP {gate['tp']}  "
+                          f"FP {gate['fp']}  FN {gate['fn']}  TN {gate['tn']}", "  ")
         for name, *_ in RATES:
             entry = gate[name]
             if entry["undefined"]:
-                lines.append(f"    {name:<12} undefined: {entry['undefined']}")
+                lines += wrap(f"{name:<12} undefined: {entry['undefined']}", "    ", "    ")
             elif weighted:
-                lines.append(f"    {name:<12}{format_number(entry['value']):>7}  "
-                             f"{format_ci(entry['ci95']):<18}{entry['k']:>8.1f} of "
-                             f"{entry['n']:<8.1f} {entry['ci_method']} "
-                             f"({entry['n_drawn']} drawn)")
+                # The method ("Wilson, Kish n_eff 4.6") is said above; its n_eff is here.
+                lines += row(f"    {name:<12}{format_number(entry['value']):>7}  "
+                             f"{format_ci(entry['ci95']):<16}{entry['k']:>6.1f} of "
+                             f"{entry['n']:<6.1f} ", f"n_eff {entry['n_eff']:.1f}, "
+                             f"{entry['n_drawn']} drawn")
             else:
-                lines.append(f"    {name:<12}{format_number(entry['value']):>7}  "
+                lines += row(f"    {name:<12}{format_number(entry['value']):>7}  "
                              f"{format_ci(entry['ci95']):<18}{entry['k']:>5} of {entry['n']:<5}"
-                             f" {entry['ci_method']}")
+                             " ", entry["ci_method"])
     return lines

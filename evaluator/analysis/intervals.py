@@ -20,6 +20,9 @@
   effective sample size n_eff = (sum w)^2 / sum w^2 (:func:`kish_n_eff`).
 * :func:`welch_diff_ci` - the Welch t interval of a difference of two means
   (``scipy.stats.ttest_ind(equal_var=False)``).
+* :func:`interval_or_reason` - the rule every figure follows: **a point is not a 95% CI**.
+  An interval whose ends are equal (one value, every value the same, a statistic the data
+  fix) is refused, with the reason, wherever it comes from (a formula, a bootstrap).
 
 scipy and numpy are imported inside the functions (the ``stats`` extra).
 """
@@ -47,6 +50,25 @@ def clean(value: float | None) -> float | None:
     if not math.isfinite(value):
         return None
     return 0.0 if value == 0 else value
+
+
+NO_INTERVAL = "no interval"
+
+
+def interval_or_reason(ci: Sequence[float | None] | None,
+                       why: str) -> tuple[list[float] | None, str | None]:
+    """``(ci, None)`` for an interval with width; ``(None, "no interval: <why>")`` for one
+    whose two ends are equal. Such a "[v, v]" is what a normal interval with a standard
+    error of 0, or a bootstrap whose every resample gives the same value, returns when the
+    data have no variation (one value, every value the same): it claims certainty that n
+    cases cannot give, so no figure shows it as a 95% CI. ``why`` says what the data were
+    ("all 12 scores equal"). No interval (None) stays None, with no reason added."""
+    if not ci or ci[0] is None or ci[1] is None:
+        return None, None
+    low, high = float(ci[0]), float(ci[1])
+    if low == high:
+        return None, f"{NO_INTERVAL}: {why}"
+    return [low, high], None
 
 
 def _interval(low: float | None, high: float | None) -> list[float] | None:
@@ -106,7 +128,7 @@ def _bootstrap(samples: Sequence[Any], statistic: Callable[..., float | None], *
         ci = _interval(low, high)
         if ci is not None:
             out.update(ci95=ci, method=f"{name} BCa, {resamples} resamples")
-            return out
+            return _no_point(out)
         # BCa needs a non-degenerate jackknife; the percentile interval does not.
         why = "BCa not computable"
     else:
@@ -114,20 +136,32 @@ def _bootstrap(samples: Sequence[Any], statistic: Callable[..., float | None], *
     finite = distribution[np.isfinite(distribution)]
     low, high = np.percentile(finite, [2.5, 97.5])
     out.update(ci95=_interval(low, high), method=f"{name} percentile ({why})")
+    return _no_point(out)
+
+
+def _no_point(out: dict[str, Any]) -> dict[str, Any]:
+    """A bootstrap result under :func:`interval_or_reason`: when every resample gave the
+    same value, no interval, and the method says why."""
+    ci, reason = interval_or_reason(out["ci95"], "every resample gave the same value")
+    if reason:
+        out.update(ci95=ci, method=f"{out['method']}; {reason}")
     return out
 
 
 def fisher_z_ci(r: float | None, n: int, kind: str) -> dict[str, Any]:
     """Fisher-z 95% CI of a rank correlation: ``kind`` "spearman" uses the Bonett-Wright
     standard error sqrt((1 + r^2/2) / (n - 3)), "kendall" the Fieller-Hartley-Pearson
-    sqrt(0.437 / (n - 4)). No interval for an undefined r or too few cases."""
+    sqrt(0.437 / (n - 4)). No interval for an undefined r, too few cases, or |r| = 1 (a
+    point); ``method`` says why."""
     minimum = 4 if kind == "spearman" else 5
     name = ("Fisher z, Bonett-Wright SE" if kind == "spearman"
             else "Fisher z, Fieller-Hartley-Pearson SE")
     if r is None or n < minimum:
         return {"ci95": None, "method": f"{name} (needs n >= {minimum})"}
     if abs(r) >= 1:
-        return {"ci95": [clean(r), clean(r)], "method": f"{name} (|r| = 1)"}
+        # atanh(+-1) is infinite: the interval is the point r itself.
+        ci, why = interval_or_reason([r, r], "|r| = 1, a perfect ranking")
+        return {"ci95": ci, "method": f"{name}; {why}"}
     if kind == "spearman":
         se = math.sqrt((1 + r * r / 2) / (n - 3))
     else:
@@ -170,7 +204,8 @@ def kish_wilson_ci(share: float, n_eff: float) -> dict[str, Any]:
 
 def welch_diff_ci(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     """mean(a) - mean(b) with its Welch t 95% CI (``scipy.stats.ttest_ind``); the interval
-    is None with fewer than two values on a side, [d, d] when both sides are constant."""
+    is None with fewer than two values on a side, and when both sides are constant (a
+    point: :func:`interval_or_reason`); ``method`` says why."""
     if not a or not b:
         return {"difference": None, "ci95": None, "method": "Welch t"}
     difference = clean(sum(a) / len(a) - sum(b) / len(b))
@@ -178,8 +213,9 @@ def welch_diff_ci(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
         return {"difference": difference, "ci95": None,
                 "method": "Welch t (needs two cases per group)"}
     if min(a) == max(a) and min(b) == max(b):
-        return {"difference": difference, "ci95": [difference, difference],
-                "method": "Welch t (both groups constant)"}
+        ci, why = interval_or_reason([difference, difference],
+                                     "every value the same within each group")
+        return {"difference": difference, "ci95": ci, "method": f"Welch t; {why}"}
     # Imported here: the stats extra, which `import evaluator` never loads.
     from scipy.stats import ttest_ind
 

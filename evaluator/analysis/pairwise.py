@@ -32,7 +32,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator.analysis.intervals import UNDEFINED_SHARE_LIMIT, clean, paired_bootstrap, wilson_ci
+from evaluator.analysis.intervals import (
+    NO_INTERVAL,
+    UNDEFINED_SHARE_LIMIT,
+    clean,
+    interval_or_reason,
+    paired_bootstrap,
+    wilson_ci,
+)
 from evaluator.analysis.logit import fit_logit
 from evaluator.analysis.stats import (
     BOOTSTRAP_BLOCK_VALUES,
@@ -172,9 +179,11 @@ def bootstrap_counts(sizes: Sequence[int], resamples: int, seed: int) -> Iterato
         done += size
 
 
-def _percentile(values: Any, resamples: int) -> dict[str, Any]:
+def _percentile(values: Any, resamples: int, same: str | None = None) -> dict[str, Any]:
     """The 95% percentile interval of bootstrap ``values`` (NaN: undefined resamples,
-    counted; above :data:`intervals.UNDEFINED_SHARE_LIMIT` of them, no interval)."""
+    counted; above :data:`intervals.UNDEFINED_SHARE_LIMIT` of them, no interval). When every
+    resample gave the same value, no interval (a point): the method says why (``same``, or
+    that every resample gave the same value)."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
@@ -188,7 +197,9 @@ def _percentile(values: Any, resamples: int) -> dict[str, Any]:
     low, high = np.percentile(finite, [2.5, 97.5])
     if undefined:
         method += f" ({undefined} undefined, left out)"
-    return {"ci95": [clean(low), clean(high)], "undefined": undefined, "method": method}
+    ci, why = interval_or_reason([clean(low), clean(high)],
+                                 same or "every resample gave the same value")
+    return {"ci95": ci, "undefined": undefined, "method": f"{method}; {why}" if why else method}
 
 
 def position_bias(first: Sequence[str], second: Sequence[str], *,
@@ -218,6 +229,7 @@ def position_bias(first: Sequence[str], second: Sequence[str], *,
     }
     out["inconsistent_with_tie"] = sum(a != b and "tie" in (a, b) for a, b in zip(first, second))
     if not decisive.sum():
+        out["method"] = "undefined: no decisive verdict (every verdict a tie)"
         return out
     out["value"] = clean(chose_first.sum() / decisive.sum())
     draws = []
@@ -260,8 +272,19 @@ def longer_wins(outcome: Sequence[str], length_a: Sequence[int],
             n += 1
             won += int((o == "A") == (la > lb))
     interval = wilson_ci(won, n)
+    method = (interval["method"] if n else
+              "undefined: no decisive pair (won in both orders) with answers of different "
+              "lengths")
     return {"value": clean(won / n) if n else None, "ci95": interval["ci95"],
-            "method": interval["method"], "longer_won": won, "n": n}
+            "method": method, "longer_won": won, "n": n}
+
+
+def _no_length_model(out: dict[str, Any], note: str) -> dict[str, Any]:
+    """``out`` with no length model: ``note`` says why, and the two figures' method too."""
+    out["note"] = note
+    for key in ("slope", "controlled_win_rate"):
+        out[key]["method"] = "undefined: no length model (see the note)"
+    return out
 
 
 def length_bias(outcome: Sequence[str], length_a: Sequence[int], length_b: Sequence[int], *,
@@ -284,31 +307,33 @@ def length_bias(outcome: Sequence[str], length_a: Sequence[int], length_b: Seque
         "longer_wins": longer_wins(outcome, length_a, length_b), "sd_difference": None,
         "note": None, "n": len(outcome)}
     if len(outcome) < MIN_LENGTH_PAIRS:
-        out["note"] = (f"{len(outcome)} pairs: the length model needs at least "
-                       f"{MIN_LENGTH_PAIRS}")
-        return out
+        return _no_length_model(out, f"{len(outcome)} pairs: the length model needs at least "
+                                     f"{MIN_LENGTH_PAIRS}")
     difference = np.asarray(length_a, dtype=float) - np.asarray(length_b, dtype=float)
     sd = float(difference.std(ddof=1))
     if not sd > 0:
-        out["note"] = "every pair has the same length difference: no length model"
-        return out
+        return _no_length_model(out, "every pair has the same length difference: no length "
+                                     "model")
     out["sd_difference"] = sd
     x = np.column_stack([np.ones(len(difference)), np.tanh(difference / sd)])
     y = np.array([WIN_VALUE[o] for o in outcome])
     beta, fitted = fit_logit(x, y, np.ones(len(y)))
     if not fitted:
-        out["note"] = ("the wins are separable by length (or one side always wins): the "
-                       "length model has no finite estimate")
-        return out
+        return _no_length_model(out, "the wins are separable by length (or one side always "
+                                     "wins): the length model has no finite estimate")
     slopes, intercepts = [], []
     for counts in bootstrap_counts([len(y)], resamples, seed):
         betas, ok = fit_logit(x, y, counts, start=beta)
         betas[~ok] = np.nan
         slopes.append(betas[:, 1])
         intercepts.append(0.5 * (1.0 + np.tanh(0.5 * betas[:, 0])))
+    # All ties (or inconsistent): every resample fits slope 0 and 0.5 (to rounding), a point.
+    same = y.min() == y.max()
     for key, value, draws in (("slope", beta[1], slopes),
                               ("controlled_win_rate", _sigmoid(beta[0]), intercepts)):
-        interval = _percentile(np.concatenate(draws), resamples)
+        interval = _percentile(np.full(resamples, value) if same else np.concatenate(draws),
+                               resamples, "every pair has the same outcome, so every "
+                               "resample gives the same fit" if same else None)
         out[key] = {"value": clean(value), "ci95": interval["ci95"],
                     "method": interval["method"].replace("cluster bootstrap", "bootstrap")}
     return out
@@ -344,11 +369,34 @@ def label_agreement(outcome: Sequence[str], labels: Sequence[str], *,
     agreed = int((judge == label).sum())
     raw = wilson_ci(agreed, n)
     kappa = _kappa(judge, label) if n else None
-    entry: dict[str, Any] = {"n": n, "kappa": {"value": kappa, "ci95": None, "method": "-"},
+    entry: dict[str, Any] = {"n": n, "kappa": {"value": kappa, "ci95": None,
+                                               "method": _no_kappa_interval(judge, label)},
                              "agreement": {"value": clean(agreed / n) if n else None,
                                            "ci95": raw["ci95"], "method": raw["method"],
                                            "agreed": agreed}}
-    if kappa is not None and n >= 2:
+    if kappa is not None and n >= 2 and len(set(judge.tolist())) > 1 \
+            and len(set(label.tolist())) > 1:
         boot = paired_bootstrap(judge, label, _kappa, resamples=resamples, seed=seed)
         entry["kappa"].update(ci95=boot["ci95"], method=boot["method"])
     return entry
+
+
+def _no_kappa_interval(judge: Any, label: Any) -> str:
+    """Why kappa has no CI before any bootstrap: one side with a single value (kappa is 0
+    whatever the other side says, in every resample: the bootstrap could only return the
+    point [0, 0], which :func:`intervals.interval_or_reason` would refuse, so it is not run
+    and the reason is the specific one) or fewer than two pairs; "" when a bootstrap is
+    due."""
+    if len(judge) < 2:
+        return f"{NO_INTERVAL}: {len(judge)} labelled pair(s)"
+    judge_values, label_values = set(judge.tolist()), set(label.tolist())
+    if len(judge_values | label_values) == 1:
+        return (f"{NO_INTERVAL}: the judge and every label gave each pair the same outcome, "
+                "so kappa is 0/0, undefined")
+    if len(judge_values) == 1:
+        return (f"{NO_INTERVAL}: the judge gave every pair the same outcome (inconsistent "
+                "read as tie), so kappa is 0 whatever the labels")
+    if len(label_values) == 1:
+        return (f"{NO_INTERVAL}: every label is the same, so kappa is 0 whatever the "
+                "judge says")
+    return ""

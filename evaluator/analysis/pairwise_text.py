@@ -1,61 +1,65 @@
 """Text for ``evaluator compare`` (at most 80 columns): per file and criterion each figure
-on its own line with its 95% CI and counts, then the Bradley-Terry ranking, then the notes
-that say how to read them."""
+on its own line with its 95% CI, a numbered note naming the CI's method (or why there is
+none) and its counts, then the Bradley-Terry ranking, then the notes that say how to read
+them."""
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping
 from typing import Any
 
 from evaluator.analysis.intervals import format_ci, format_number
+from evaluator.common.columns import Notes, row, wrap
 
 WIDTH = 80
 
 
 def _wrapped(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent,
-                         subsequent_indent=indent + "  ", break_on_hyphens=False)
+    return wrap(text, indent)
 
 
-def _line(name: str, figure: Mapping[str, Any] | None, tail: str = "") -> str:
+def _line(name: str, figure: Mapping[str, Any] | None, notes: Notes,
+          tail: str = "") -> list[str]:
+    """One figure: name, value, 95% CI, ``[n]`` (its method: the notes under the file say
+    which), then ``tail``, wrapped under the row when long (nothing is cut)."""
     figure = figure or {}
-    text = (f"    {name:<22}{format_number(figure.get('value')):>7}  "
-            f"{format_ci(figure.get('ci95')):<17} {tail}")
-    return text.rstrip()[:WIDTH]
+    mark = notes.mark(figure.get("method") if figure.get("method") != "-" else None)
+    head = (f"    {name:<22}{format_number(figure.get('value')):>7}  "
+            f"{format_ci(figure.get('ci95')):<16} {mark:<5}")
+    return row(head, tail)
 
 
-def _comparison_lines(entry: Mapping[str, Any]) -> list[str]:
+def _comparison_lines(entry: Mapping[str, Any], notes: Notes) -> list[str]:
     lines = _wrapped(f"{entry['criterion']} ({entry['n']} pairs)", "  ")
     if "win_rate" in entry:
         win = entry["win_rate"]
-        lines.append(_line("win rate of A", win,
-                           f"A {win['a_wins']}, B {win['b_wins']}, tie {win['ties']}, "
-                           f"inc. {win['inconsistent']}"))
+        lines += _line("win rate of A", win, notes, f"{win['n']} pairs")
+        lines += _wrapped(f"A won {win['a_wins']}, B won {win['b_wins']}, tie {win['ties']}, "
+                          f"inconsistent {win['inconsistent']}", "      ")
         consistency = entry["position_consistency"]
-        lines.append(_line("position consistency", consistency,
-                           f"{consistency['consistent']} of {consistency['n']} pairs"))
+        lines += _line("position consistency", consistency, notes,
+                       f"{consistency['consistent']} of {consistency['n']} pairs")
         bias = entry["position_bias"]
-        lines.append(_line("position bias", bias,
-                           f"first {bias['first_chosen']} of {bias['decisive']} decisive"))
+        lines += _line("position bias", bias, notes,
+                       f"first {bias['first_chosen']} of {bias['decisive']} decisive")
         lines.extend(_wrapped(
             f"inconsistent pairs: first shown chosen both times {bias['inconsistent_first_both']}"
             f", second both times {bias['inconsistent_second_both']}, a tie in one order "
             f"{bias['inconsistent_with_tie']}", "      "))
         length = entry["length_bias"]
-        lines.append(_line("length slope", length["slope"], "> 0: longer favoured"))
-        lines.append(_line("length-controlled win", length["controlled_win_rate"],
-                           "A's, at equal lengths"))
+        lines += _line("length slope", length["slope"], notes, "> 0: longer favoured")
+        lines += _line("length-controlled win", length["controlled_win_rate"], notes,
+                       "A's, at equal lengths")
         longer = length["longer_wins"]
-        lines.append(_line("longer answer wins", longer,
-                           f"{longer['longer_won']} of {longer['n']} decisive pairs"))
+        lines += _line("longer answer wins", longer, notes,
+                       f"{longer['longer_won']} of {longer['n']} decisive")
     if "labels" in entry:
         labels = entry["labels"]
-        lines.append(_line("kappa with labels", labels["kappa"],
-                           f"{labels['n']} labelled pairs"))
+        lines += _line("kappa with labels", labels["kappa"], notes,
+                       f"{labels['n']} labelled pairs")
         agreement = labels["agreement"]
-        lines.append(_line("agreement with labels", agreement,
-                           f"{agreement['agreed']} of {labels['n']}"))
+        lines += _line("agreement with labels", agreement, notes,
+                       f"{agreement['agreed']} of {labels['n']}")
     for note in entry.get("notes", []):
         lines.extend(_wrapped(f"note: {note}", "    "))
     return lines
@@ -64,6 +68,7 @@ def _comparison_lines(entry: Mapping[str, Any]) -> list[str]:
 def _bradley_terry_lines(block: Mapping[str, Any]) -> list[str]:
     lines = _wrapped(f"Bradley-Terry strengths, {block['criterion']} ({block['battles']} "
                      f"battles; {block['scale']})", "")
+    lines += _wrapped(f"95% CI: {block['method']}", "  ")
     for system in block["systems"]:
         # A long name goes on its own line(s), whole: a cut name could make two systems look
         # the same.
@@ -85,10 +90,12 @@ def format_comparison(report: Mapping[str, Any]) -> str:
         lines.extend(_wrapped(
             f"{info['path']}: {info['systems']['A']} (A) vs {info['systems']['B']} (B); "
             f"rubric {info['rubric']}; {info['ok']} of {info['records']} records ok", ""))
-        lines.append(f"    {'figure':<22}{'value':>7}  95% CI")
+        lines.append(f"    {'figure':<22}{'value':>7}  {'95% CI':<16} {'CI':<5}counts")
+        notes = Notes()
         for entry in report["comparisons"]:
             if entry["file"] == info["path"]:
-                lines.extend(_comparison_lines(entry))
+                lines.extend(_comparison_lines(entry, notes))
+        lines += notes.lines("CI: the method of each 95% CI, or why there is none")
         lines.append("")
     for block in report["bradley_terry"]:
         lines.extend(_bradley_terry_lines(block))

@@ -37,6 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator.analysis.intervals import interval_or_reason
+
 Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975)
 
 
@@ -64,20 +66,21 @@ def normal_estimate(estimate: float, se: float, method: str, *, lam: float | Non
                     n: int = 0, population: int = 0) -> Estimate:
     """``estimate`` with its normal 95% CI and two-sided p-value. A standard error of 0 (one
     label, or every label the same and the judge given no weight) gives no CI and no
-    p-value: a point is not a 95% interval, whatever the formula says."""
+    p-value: a point is not a 95% interval, whatever the formula says
+    (:func:`evaluator.analysis.intervals.interval_or_reason`, the rule every figure
+    follows)."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     from scipy.stats import norm
 
     est, se_ = _finite(estimate), _finite(se)
     if est is None or se_ is None:
         return Estimate(None, None, None, None, method, lam, n, population)
-    if se_ == 0:
-        return Estimate(est, 0.0, None, None,
-                        f"{method}; no interval: no variation in the data (one label, or "
-                        "every label the same)", lam, n, population)
+    ci, why = interval_or_reason([est - Z95 * se_, est + Z95 * se_],
+                                 "no variation in the data (one label, or every value the same)")
+    if why:
+        return Estimate(est, se_, None, None, f"{method}; {why}", lam, n, population)
     p = float(2 * norm.sf(abs(est) / se_))
-    return Estimate(est, se_, [est - Z95 * se_, est + Z95 * se_], _finite(p), method, lam, n,
-                    population)
+    return Estimate(est, se_, ci, _finite(p), method, lam, n, population)
 
 
 def classical_mean(y: Sequence[float]) -> Estimate:

@@ -220,7 +220,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     if design not in DESIGNS:
         raise ReviewError(f"--design {design!r}: one of {', '.join(DESIGNS)}")
     if design != "priority" and labels_path is not None:
-        raise ReviewError(f"--labels goes with --design priority only: a {design} design "
+        raise ReviewError(f"--labels goes with --design priority only: --design {design} "
                           "draws from every judged case, labelled or not, so that each has a "
                           "known probability (label the new sheet in full)")
     if design == "active" and not criteria:

@@ -4,6 +4,8 @@ Failed cases are counted and listed by id, never imputed into the statistics. Wi
 ``stats`` extra installed each criterion and aggregate also gets a seeded bootstrap 95% CI of
 its mean, and the rubric's ``pass_thresholds`` give pass rates with Wilson CIs
 (:mod:`evaluator.analysis.stats`); without it those are None and ``stats_note`` says what to install.
+A mean whose values are all equal has no CI (a point is not a 95% interval): ``ci_note``
+says why.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from evaluator.analysis.pairwise import (
     order_figures,
     outcome_counts,
 )
+from evaluator.analysis.intervals import interval_or_reason
 from evaluator.analysis.panel import rater_agreement
 from evaluator.analysis.score_mode import (
     GET_DISTRIBUTIONS,
@@ -80,6 +83,20 @@ def describe(values: Sequence[float]) -> dict[str, float | int | None]:
         "min": min(values),
         "max": max(values),
     }
+
+
+def _put_mean_ci(entry: dict[str, Any], values: Sequence[float], with_stats: bool) -> None:
+    """``entry["ci95"]``: the mean's bootstrap CI (None without the stats extra). When every
+    value is the same (one included) there is none: a point is not a 95% interval
+    (:func:`evaluator.analysis.intervals.interval_or_reason`), and ``entry["ci_note"]``
+    says why ("no interval: all 4 scores equal")."""
+    entry["ci95"] = None
+    if not with_stats:
+        return
+    why = "one score" if len(values) == 1 else f"all {len(values)} scores equal"
+    entry["ci95"], note = interval_or_reason(mean_ci(values), why)
+    if note:
+        entry["ci_note"] = note
 
 
 def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord], *,
@@ -155,7 +172,7 @@ def _assemble(rubric: Rubric, judge: str, by_key: dict[str, array[float]],
             values = by_key[field.key]
             counts = Counter(values)
             entry = describe(values)
-            entry["ci95"] = mean_ci(values) if with_stats else None
+            _put_mean_ci(entry, values, with_stats)
             if categorical:
                 entry["counts"] = {str(v): counts.get(float(v), 0) for v in field.allowed}
                 # Reduced scores (several samples or judges) can fall between allowed values.
@@ -170,7 +187,7 @@ def _assemble(rubric: Rubric, judge: str, by_key: dict[str, array[float]],
     aggregates: dict[str, Any] = {}
     for agg in rubric.aggregates:
         entry = describe(by_key[agg.name])
-        entry["ci95"] = mean_ci(by_key[agg.name]) if with_stats else None
+        _put_mean_ci(entry, by_key[agg.name], with_stats)
         alias = rubric.alias_of(agg.name)
         if alias:
             entry["alias"] = alias

@@ -28,9 +28,17 @@ def keyed_row(key: str, rest: str, width: int) -> list[str]:
         [f"  {'':<{width}}{rest}"]
 
 
+def _mean_ci(entry: Mapping[str, Any]) -> str:
+    """The mean's CI, or why there is none: "- (all equal)" when every score is the same
+    (``ci_note``; a point is not a 95% interval)."""
+    if entry.get("ci_note"):
+        return "- (one score)" if entry["n"] == 1 else "- (all equal)"
+    return format_ci(entry.get("ci95"))
+
+
 def _row(key: str, entry: Mapping[str, Any]) -> list[str]:
     return _keyed(key, f"{entry['n']:>6}{format_number(entry['mean']):>8}  "
-                       f"{format_ci(entry.get('ci95')):<16}{format_number(entry['sd']):>7}"
+                       f"{_mean_ci(entry):<16}{format_number(entry['sd']):>7}"
                        f"{format_number(entry['median']):>8}")
 
 
@@ -97,7 +105,10 @@ def format_summary(summary: Mapping[str, Any]) -> str:
             lines += ["", *_panel(title, summary[name])]
     unjudged = (" A pass rate leaves out the cases without a verdict (unjudged)."
                 if summary["pass_rates"] else "")
-    lines += ["", *textwrap.wrap(f"95% CIs: {summary['ci_method']}.{unjudged}", 80,
+    entries = [*summary["criteria"].values(), *summary["aggregates"].values()]
+    points = (" A mean whose scores are all equal has none: a point is not an interval."
+              if any(e.get("ci_note") for e in entries) else "")
+    lines += ["", *textwrap.wrap(f"95% CIs: {summary['ci_method']}.{points}{unjudged}", 80,
                                  break_on_hyphens=False)]
     return "\n".join(lines)
 

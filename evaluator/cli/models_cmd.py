@@ -11,6 +11,7 @@ from tqdm import tqdm
 from evaluator.api import USER_ERRORS, load_models_file
 from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import models_file_option, printable
+from evaluator.common.columns import row, wrap
 from evaluator.judges.weights import WeightListError, folder_bytes, verify_weights
 from evaluator.run.manifest import model_dir_for
 
@@ -33,9 +34,14 @@ def models(verify_name: str | None, models_file: Path | None) -> None:
     for name, spec in parsed.judges.items():
         marker = "*" if name == parsed.default else " "
         where = spec.path or (f"embedded:{spec.embedded}" if spec.embedded else "(built on use)")
-        click.echo(printable(f"{marker} {name:24} backend={spec.backend:12} {where}"))
+        # A long name or folder goes on under the row, whole (80 columns).
+        # Escaped first: wrapping would turn a control character like CR into a space.
+        for line in row(printable(f"{marker} {name:24} "),
+                        printable(f"backend={spec.backend:12} {where}")):
+            click.echo(line)
         if spec.description:
-            click.echo(printable(f"    {spec.description}"))
+            for line in wrap(printable(spec.description), "    ", ""):
+                click.echo(line)
     click.echo("(* = default)")
 
 

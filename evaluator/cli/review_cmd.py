@@ -3,6 +3,7 @@ estimate of how many more labels an agreement CI needs."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from evaluator.analysis.stats import StatsUnavailable
 from evaluator.api import USER_ERRORS
 from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import parse_mapping, rubrics_dir_option
+from evaluator.common.columns import WIDTH, whole, wrap
 from evaluator.data.files import show_path
 from evaluator.run.manifest import unfinished_run
 
@@ -33,17 +35,49 @@ def _estimate_lines(sheet: ReviewSheet) -> list[str]:
     lines = []
     for e in sheet.estimates:
         if "statistic" not in e:
-            lines.append(f"estimate: {e['note']}")
+            lines += wrap(f"estimate: {e['note']}")
             continue
         head = f"estimate for {e['results']}, {e['criterion']}, {e['name']} (n = {e['n']} labelled)"
         if e["n_needed"] is None:
-            lines.append(f"{head}: {e['note']}")
+            lines += wrap(f"{head}: {e['note']}")
             continue
-        lines.append(f"{head}: {e['value']:.3f} {format_ci(e['ci95'])} ({e['ci_method']}), "
-                     f"half-width {e['halfwidth']:.3f}; about {e['n_needed']} labelled cases "
-                     f"({e['more']} more) for a half-width of {e['target_halfwidth']:g} "
-                     f"[{e['method']}]")
-        lines += [f"  {e[k]}" for k in ("warning", "note") if e.get(k)]
+        lines += wrap(f"{head}: {e['value']:.3f} {whole(format_ci(e['ci95']))} "
+                      f"({e['ci_method']}), half-width {e['halfwidth']:.3f}; about "
+                      f"{e['n_needed']} labelled cases ({e['more']} more) for a half-width of "
+                      f"{e['target_halfwidth']:g} [{e['method']}]")
+        lines += [line for k in ("warning", "note") if e.get(k) for line in wrap(e[k], "  ")]
+    return lines
+
+
+def _command(words: list[str]) -> list[str]:
+    """A shell command to copy, in lines of at most 80 columns joined by `` \\`` (each word
+    quoted as the shell needs, never split)."""
+    lines = wrap(" ".join(whole(shlex.quote(word)) for word in words), "    ", "    ",
+                 WIDTH - 2)
+    return [f"{line} \\" for line in lines[:-1]] + lines[-1:]
+
+
+def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path,
+                   jsonl_path: Path) -> list[str]:
+    """What was written and how to use it, in 80 columns; the follow-up command names the
+    results file and the worksheet as they were given."""
+    lines = wrap(f"review ({sheet.design} design): {len(sheet.rows)} case(s) in "
+                 f"{show_path(csv_path)} and {show_path(jsonl_path)} ({sheet.candidates} "
+                 f"unlabelled judged case(s); {sheet.labelled_skipped} labelled already, "
+                 f"skipped; {sheet.not_ok} without an ok verdict)")
+    if sheet.label_columns:
+        first = sheet.label_columns[0]
+        command = "agree" if sheet.design == "priority" else "estimate"
+        lines += wrap(f"label columns: {', '.join(sheet.label_columns)}")
+        which = ", for each results file (the first shown)" if len(results) > 1 else ""
+        lines += wrap(f"fill one in, then{which}:", "  ")
+        lines += _command(["evaluator", command, show_path(results[0]), "--labels",
+                           show_path(csv_path), "--label-field", first, "--criterion",
+                           first.removesuffix(".label")])
+        if sheet.design == "priority":
+            lines += wrap("note: these cases were chosen for being hard: figures from their "
+                          "labels describe them, not the run (--design random or active for "
+                          "figures about the run)")
     return lines
 
 
@@ -133,22 +167,9 @@ def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str
         where = show_path(exc.filename) if exc.filename else show_path(out_dir)
         click.echo(f"error: cannot write {where} ({exc.strerror})", err=True)
         sys.exit(EXIT_USAGE)
-    click.echo(f"review ({sheet.design} design): {len(sheet.rows)} case(s) in "
-               f"{show_path(csv_path)} and "
-               f"{show_path(jsonl_path)} ({sheet.candidates} unlabelled judged case(s); "
-               f"{sheet.labelled_skipped} labelled already, skipped; {sheet.not_ok} without "
-               "an ok verdict)")
-    if sheet.label_columns:
-        first = sheet.label_columns[0]
-        command = "agree" if sheet.design == "priority" else "estimate"
-        click.echo(f"label columns: {', '.join(sheet.label_columns)} (fill one in, then: "
-                   f"evaluator {command} RESULTS --labels {show_path(csv_path)} --label-field "
-                   f"{first} --criterion {first.removesuffix('.label')})")
-        if sheet.design == "priority":
-            click.echo("note: these cases were chosen for being hard: figures from their "
-                       "labels describe them, not the run (--design random or active for "
-                       "figures about the run)")
-    for line in [*sheet.notes, *_estimate_lines(sheet)]:
+    for line in _summary_lines(sheet, results, csv_path, jsonl_path):
+        click.echo(line)
+    for line in [*(x for note in sheet.notes for x in wrap(note)), *_estimate_lines(sheet)]:
         click.echo(line)
     if show_text:
         click.echo(PHI_WARNING, err=True)

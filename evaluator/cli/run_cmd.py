@@ -195,6 +195,11 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
             click.echo(f"--force-new: kept the previous file as {path}", err=True)
         click.echo(f"{start.valid + start.input_errors} case(s) read: {start.valid} valid, "
                    f"{start.input_errors} with input errors (recorded in the results)", err=True)
+        if start.null_ids:
+            # Said, not silent: a null id may be a broken export, and line-N ids change
+            # when rows are added above.
+            click.echo(f"note: {start.null_ids} row(s) have a null {id_column!r}: each "
+                       "is named line-N after its line number", err=True)
         if start.already_done or start.retried:
             click.echo(f"resuming {current}: {start.already_done} case(s) already done, "
                        f"{start.retried} to judge again after a failure", err=True)

@@ -1,7 +1,7 @@
 """Common ground: what every layer may use and that knows nothing of any of them — the one
 strict YAML loader for configuration files (:mod:`.strict_yaml`), the bounds configuration
-may ask for (:mod:`.limits`), the text of a validation error (:mod:`.strict`), and the
-package's version.
+may ask for (:mod:`.limits`), the text of a validation error (:mod:`.strict`), text laid
+out for an 80-column terminal (:mod:`.columns`), and the package's version.
 
 Imports nothing of the evaluator; every other package may import it.
 """

@@ -43,11 +43,14 @@ class InputFileError(ValueError):
 
 @dataclass(frozen=True)
 class Case:
-    """One valid case: its id, where it came from, and the rubric's input fields."""
+    """One valid case: its id, where it came from, and the rubric's input fields.
+    ``null_id``: the row has the id column but it is null (JSON ``null``, a Parquet null),
+    so the id is ``line-N``; the run says how many rows that happened to."""
 
     case_id: str
     line: int
     fields: dict[str, str]
+    null_id: bool = False
 
 
 @dataclass(frozen=True)
@@ -268,7 +271,8 @@ def iter_cases(path: Path, rubric: Rubric, *, mapping: Mapping[str, str] | None 
 
     The file and ``mapping`` are checked at the call, the rows as they are iterated.
     ``mapping`` maps a rubric input name to the column that holds it. A row without an id
-    column gets ``line-N``. Ids are not checked for uniqueness here: see :class:`UniqueIds`.
+    column, or a null in it, gets ``line-N`` (a null is marked: :attr:`Case.null_id`). Ids
+    are not checked for uniqueness here: see :class:`UniqueIds`.
     """
     mapping = dict(mapping or {})
     unknown = sorted(set(mapping) - set(rubric.inputs))
@@ -378,6 +382,7 @@ def _validate_row(row: _Row, inputs: Mapping[str, InputField], mapping: Mapping[
         return InputProblem(fallback_id, row.line, row.field, row.problem or "unreadable row",
                             file)
     raw_id = row.data.get(id_column)
+    null_id = raw_id is None and id_column in row.data
     if raw_id is None:  # no id column, or null: the line number is the id
         case_id = fallback_id
     else:
@@ -406,4 +411,4 @@ def _validate_row(row: _Row, inputs: Mapping[str, InputField], mapping: Mapping[
             return InputProblem(case_id, row.line, column, "required field is empty or only "
                                 "whitespace; fill it in or remove the row", file)
         fields[name] = text
-    return Case(case_id, row.line, fields)
+    return Case(case_id, row.line, fields, null_id)

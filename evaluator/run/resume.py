@@ -70,6 +70,7 @@ class ResumePlan:
     valid_bytes: int = 0  # the results file's valid prefix, and a torn last line after it
     torn_bytes: int = 0
     unterminated: bool = False  # a complete last record lacks its newline (added)
+    null_ids: int = 0  # valid rows whose id was null: named line-N
 
 
 @dataclass(frozen=True)
@@ -271,6 +272,7 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
                 changed.append(f"case {item.case_id!r} (input line {item.line})")
             continue
         plan.valid += 1
+        plan.null_ids += item.null_id
         if line is None or retried:
             plan.todo.add(item.case_id)
         elif line.status == "input_error":

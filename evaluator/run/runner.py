@@ -291,7 +291,8 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
         apply_plan(output_path, plan)
     if run.on_start is not None:
         run.on_start(RunStart(plan.valid, plan.input_errors, plan.already_done,
-                              plan.retried, len(plan.problems) + len(plan.todo), moved))
+                              plan.retried, len(plan.problems) + len(plan.todo), moved,
+                              plan.null_ids))
 
     manifest = read_manifest(manifest_path) if output_path.exists() else None
     if manifest is None or manifest.get("settings_hash") != setup.settings_hash:

@@ -73,6 +73,7 @@ class RunStart:
     retried: int
     to_judge: int
     moved_aside: list[Path]
+    null_ids: int = 0  # rows whose case id was null, named line-N after their line
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,9 @@ left out too: the HTML report shows it with the reason. Names (:mod:`.names`):
 
 A CI is always ``<name>_ci95_low`` / ``<name>_ci95_high`` beside ``<name>``, never a key
 below it: MLflow's file store keeps each metric as a file, so one key cannot also be a
-folder of others.
+folder of others. A figure with no CI because it is a point (every score the same: the
+summary's ``ci_note``) gets no CI metrics; :func:`interval_tags` gives the tag that says
+why.
 """
 
 from __future__ import annotations
@@ -119,6 +121,24 @@ def summary_metrics(summary: Mapping[str, Any]) -> Metrics:
                 if isinstance(figure, Mapping):
                     _put_ci(out, ("pairwise", key), name, figure.get("value"),
                             figure.get("ci95"))
+    return out
+
+
+NO_CI_TAG = "evaluator.no_ci"
+
+
+def interval_tags(summary: Mapping[str, Any]) -> dict[str, str]:
+    """A tag per summary mean that has no 95% CI because its scores are all equal (a point
+    is not an interval: :func:`evaluator.analysis.intervals.interval_or_reason`):
+    ``evaluator.no_ci/criterion/<key>/mean`` = the summary's ``ci_note`` ("no interval: all
+    4 scores equal"), named after the metric whose CI is missing."""
+    out: dict[str, str] = {}
+    for group, entries in (("criterion", summary.get("criteria")),
+                           ("aggregate", summary.get("aggregates"))):
+        for key, entry in (entries or {}).items():
+            note = entry.get("ci_note")
+            if isinstance(note, str) and note:
+                out[f"{NO_CI_TAG}/{metric_key(group, key, 'mean')}"] = note
     return out
 
 

@@ -45,7 +45,12 @@ from evaluator.run.manifest import (
     sha256_file,
     unfinished_run,
 )
-from evaluator.tracking.figures import agreement_metrics, estimate_metrics, summary_metrics
+from evaluator.tracking.figures import (
+    agreement_metrics,
+    estimate_metrics,
+    interval_tags,
+    summary_metrics,
+)
 from evaluator.tracking.mlflow_store import (
     TrackingError,
     destination,
@@ -229,7 +234,8 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
     members = _member_manifests(results, manifest) if manifest.get("kind") == "jury" else {}
     params = run_params(manifest, summary, {r.record_version for r in records},
                         members=members, extra=label_params)
-    tags = run_tags(results, manifest, summary, with_results=options.with_results)
+    tags = {**run_tags(results, manifest, summary, with_results=options.with_results),
+            **interval_tags(summary)}
     experiment = options.experiment or str(summary["rubric"])
     run_name = options.run_name or results.stem
     with tempfile.TemporaryDirectory(prefix="evaluator-log-") as folder:  # mode 0700
