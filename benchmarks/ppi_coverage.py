@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> dict:
         print("\nactive draws by --floor: coverage / median width, and the median of Kish's "
               "n_eff / n")
         for label, t in sweep.items():
-            print(f"  {label:<36}" + "".join(
+            print(f"  {label:<38}" + "".join(
                 f"{name}: {_figure(t[name]['coverage'], True)} / "
                 f"{_figure(t[name]['width'], False)}   "
                 for name in ("active PPI++", "active labels only"))

@@ -86,7 +86,8 @@ def test_ppi_mean_equals_ppi_py(ppi_py, seed, lam):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_a_pass_rates_ppi_estimate_and_lambda_are_ppi_pys(ppi_py, seed):
-    """A 0/1 outcome: ppi_rate changes the interval, never the estimate or lambda."""
+    """A 0/1 outcome: ppi_rate keeps ppi_py's estimate and lambda and changes the interval,
+    unless the judge is worth fewer labels than there are: then lambda is 0."""
     rng = np.random.default_rng(seed)
     big_n, n = int(rng.integers(100, 2000)), int(rng.integers(8, 60))
     truth = (rng.random(big_n) < rng.uniform(0.03, 0.6)).astype(float)
@@ -97,9 +98,17 @@ def test_a_pass_rates_ppi_estimate_and_lambda_are_ppi_pys(ppi_py, seed):
     rest = np.setdiff1d(np.arange(big_n), drawn)
     ours = ppi.ppi_rate(truth[drawn], judge[drawn], judge[rest])
     point = _scalar(ppi_py.ppi_mean_pointestimate(truth[drawn], judge[drawn], judge[rest]))
-    assert ours.estimate == pytest.approx(min(1.0, max(0.0, point)), abs=1e-9)
-    assert ours.lam == pytest.approx(ppi.ppi_mean(truth[drawn], judge[drawn], judge[rest]).lam)
     assert 0 <= ours.ci95[0] <= ours.estimate <= ours.ci95[1] <= 1
+    if ours.n_eff > n:
+        assert ours.estimate == pytest.approx(min(1.0, max(0.0, point)), abs=1e-9)
+        assert ours.lam == pytest.approx(ppi.ppi_mean(truth[drawn], judge[drawn],
+                                                      judge[rest]).lam)
+    else:  # the judge adds nothing: lambda 0, the labels' own Wilson interval
+        assert ours.lam == 0 and ours.estimate == pytest.approx(truth[drawn].mean())
+        assert ours.ci95 == pytest.approx(ppi.classical_rate(truth[drawn]).ci95)
+    # Both ways are taken: on these draws the judge is worth more than its labels but on
+    # two (41 and 12 labels), where the half pseudo-cases outweigh what it adds.
+    assert (ours.n_eff > n) == (seed not in (0, 3))
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -353,9 +362,10 @@ def test_a_judge_that_agreed_with_every_label_does_not_make_the_interval_a_point
 def test_pass_rate_cis_stay_in_0_1_and_cover_a_rare_pass_with_20_labels(benchmark, judge):
     """A pass rate of 0.05, 20 labels of 1,000 cases (benchmarks/ppi_coverage.py's pass
     judges): the normal intervals reached below 0 in most replicates and covered 55-70%;
-    the bounded ones stay in [0, 1] and cover about 95% (PPI++, and the active sheet's
-    labels). The random sheet's labels alone get Wilson's interval, whose coverage of a
-    binomial at n = 20, p = 0.05 is 92.5% (it covers 0, 1 or 2 passes, not 3)."""
+    the bounded ones stay in [0, 1] and cover about 95% on an active sheet. On a random one
+    the labels alone get Wilson's interval, whose coverage of a binomial at n = 20, p =
+    0.05 is 92.5% (it covers 0, 1 or 2 passes, not 3), and PPI++ at least that (it falls
+    back to it where the judge adds nothing, as the confidently wrong one mostly does)."""
     hits: dict[str, list[bool]] = {name: [] for name in benchmark.RATE_ESTIMATORS}
     for seed in range(300):
         for name, (_, after) in benchmark.rate_replicate(judge, 0.05, 1000, 20,
@@ -364,7 +374,7 @@ def test_pass_rate_cis_stay_in_0_1_and_cover_a_rare_pass_with_20_labels(benchmar
             assert after.ci95[0] <= after.estimate <= after.ci95[1]
             hits[name].append(after.ci95[0] <= 0.05 <= after.ci95[1])
     for name, covered in hits.items():
-        least = 0.88 if name == "random labels only" else 0.92
+        least = 0.88 if name.startswith("random") else 0.92
         assert np.mean(covered) >= least, (name, np.mean(covered))
 
 

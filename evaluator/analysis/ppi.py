@@ -223,7 +223,10 @@ def ppi_rate(y: Sequence[float], yhat: Sequence[float],
     cell of (label 0 or 1) x (judge at its lowest or highest value) (:data:`PSEUDO_CELL`):
     otherwise a judge that happened to agree with every labelled case gets an SE of about
     0 however few the labels. The CI is :func:`bounded_rate`'s on the labels' variance
-    (fallback: their number). Every case labelled: :func:`classical_rate`."""
+    (fallback: their number). Where that makes the judge worth fewer labels than there are
+    (effective n below n: a judge that adds only noise), lambda is 0 and the labels stand
+    alone (:func:`classical_rate`), as PPI++'s lambda is meant to make them: never a wider
+    interval than the labels' own. Every case labelled: :func:`classical_rate`."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
@@ -242,10 +245,18 @@ def ppi_rate(y: Sequence[float], yhat: Sequence[float],
     centre = float((weight * residual).sum() / weight.sum())
     variance = float((weight * (residual - centre) ** 2).sum() / weight.sum())
     se = math.sqrt(float((lam * f_u).std()) ** 2 / big_n + variance / n)
-    estimate = normal_estimate(float(point.estimate), se,
-                               "PPI++ (lambda tuned; SE with half a pseudo-case per "
-                               "(label, judge) cell)", lam=lam, n=n, population=big_n)
-    return bounded_rate(estimate, labelled_variance(y_), n)
+    estimate = bounded_rate(
+        normal_estimate(float(point.estimate), se, "PPI++ (lambda tuned; SE with half a "
+                        "pseudo-case per (label, judge) cell)", lam=lam, n=n,
+                        population=big_n),
+        labelled_variance(y_), n)
+    if estimate.n_eff is not None and estimate.n_eff >= n:
+        return estimate
+    alone = classical_rate(y_)
+    alone.method = ("PPI++ with lambda 0: the judge is worth fewer labels than there are, so "
+                    "the labels' own Wilson interval")
+    alone.lam, alone.population = 0.0, big_n
+    return alone
 
 
 def _ipw_terms(f_all: Any, labels: Any, pi: Any) -> tuple[Any, Any, Any]:
