@@ -337,6 +337,7 @@ def main(argv: list[str] | None = None) -> dict:
     # Issue 34's scenario: twice the replicates, so that its coverage's own CI is narrow.
     wrong_replicates = replicates if args.quick else 2 * replicates
     started = time.perf_counter()
+    print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")
     print(f"coverage / median width of 95% CIs; {replicates} replicates each (issue 34's "
           f"scenario: {wrong_replicates}); truth {TRUTH:g}; active draws at the default floor "
           f"{DEFAULT_FLOOR:g} and, from the same uniforms, at {OLD_FLOOR:g} (the default "
@@ -402,7 +403,6 @@ def main(argv: list[str] | None = None) -> dict:
               f"{share['plain - run']:+.3f}; Wilson on Kish n_eff covers "
               f"{100 * share['coverage']:.1f}%")
     print(f"\n{time.perf_counter() - started:.1f} s")
-    print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")
     return figures
 
 

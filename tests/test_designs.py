@@ -89,7 +89,7 @@ def test_uneven_weights_are_said_below_half_of_the_labels_in_kish_terms():
     assert uneven_weights_warning([10.0] * 40) is None  # equal: n_eff = n
     # 30 labels of weight 2 and 10 of weight 20: n_eff (260^2 / 4120) = 16.4 of 40.
     warning = uneven_weights_warning([2.0] * 30 + [20.0] * 10)
-    assert warning.startswith("WARNING: the 40 labelled cases' weights 1/pi are uneven")
+    assert warning.startswith("the 40 labelled cases' weights 1/pi are uneven")
     assert "from 2 to 20" in warning and "Kish's effective n is 16.4" in warning
     assert uneven_weights_warning([2.0] * 30 + [5.0] * 10) is None  # n_eff 32.7 of 40
     assert uneven_weights_warning([1.0]) is None

@@ -5,6 +5,7 @@ for two; the refusals that keep an estimate honest; nothing of the cases printed
 from __future__ import annotations
 
 import json
+import re
 import statistics
 
 import pytest
@@ -366,7 +367,8 @@ def test_uneven_weights_are_warned_by_estimate_and_agree(tmp_path, two_systems):
         assert run.exit_code == 0 and agree.exit_code == 0, run.output + agree.output
         said[floor] = (flat(run.output), flat(agree.output))
     for text in said["0.01"]:
-        assert "weights 1/pi are uneven" in text and "Kish's effective n is" in text
+        assert re.search(r"WARNING: the \d+ labelled cases' weights 1/pi are uneven", text)
+        assert "WARNING: WARNING" not in text and "Kish's effective n is" in text
         assert "higher --floor (default 0.6)" in text and SECRET not in text
     for text in said[None]:
         assert "weights 1/pi are uneven" not in text and "Kish's effective n is" not in text

@@ -75,23 +75,24 @@ class DesignError(AgreementError):
     other cases); the message names the file, line and column, never a case id."""
 
 
-def uneven_weights_warning(weights: Sequence[float], design: str = "sheet") -> str | None:
+def uneven_weights_warning(weights: Sequence[float]) -> str | None:
     """A warning when the design weights 1/pi of the labelled cases are too uneven for a
     normal 95% interval: Kish's effective n, (sum w)^2 / sum w^2, below
     :data:`UNEVEN_WEIGHTS` of their number. A few heavily weighted labels then carry the
     figure; where the judge is confidently wrong on the cases they stand for, the interval
-    covered less than 95% in simulation. None when the weights are even enough."""
+    covered less than 95% in simulation. None when the weights are even enough. The text
+    has no "WARNING: " of its own: each command prints its warnings its way."""
     n = len(weights)
     if n < 2:
         return None
     n_eff = kish_n_eff(weights)
     if n_eff >= UNEVEN_WEIGHTS * n:
         return None
-    return (f"WARNING: the {n} labelled cases' weights 1/pi are uneven (from "
+    return (f"the {n} labelled cases' weights 1/pi are uneven (from "
             f"{min(weights):.3g} to {max(weights):.3g}): Kish's effective n is {n_eff:.1f}, "
             f"under {UNEVEN_WEIGHTS:.0%} of them, so a few heavily weighted labels carry the "
-            f"figures and their 95% CIs may cover less than 95% (in simulation 87-93% where "
-            f"the judge is confidently wrong). Draw the next {design} with a higher --floor "
+            "figures and their 95% CIs may cover less than 95% (in simulation 87-93% where "
+            "the judge is confidently wrong). Draw the next sheet with a higher --floor "
             f"(default {DEFAULT_FLOOR}), or --design random")
 
 

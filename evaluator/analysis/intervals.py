@@ -176,8 +176,9 @@ def effective_wilson_ci(share: float, n_eff: float) -> list[float] | None:
     """Wilson 95% CI of ``share`` (in [0, 1]) as if it were a binomial proportion from
     ``n_eff`` trials, neither rounded (``statsmodels.stats.proportion.proportion_confint``,
     method "wilson"): for an estimate whose variance is not the binomial one, ``n_eff`` =
-    share (1 - share) / se^2 (Kott & Carr 1997; Korn & Graubard 1998). Always within
-    [0, 1], never a point for ``n_eff`` > 0; None without one."""
+    the outcome's variance / se^2, the binomial trials that would give its standard error
+    (Kott & Carr 1997; Korn & Graubard 1998). Always within [0, 1], never a point for
+    ``n_eff`` > 0; None without one."""
     if not n_eff > 0 or not math.isfinite(n_eff) or not 0 <= share <= 1:
         return None
     # Imported here: the stats extra, which `import evaluator` never loads.

@@ -34,10 +34,10 @@ Pass rates (0/1 outcomes: a ``--pass`` gate) keep their CIs in [0, 1]:
 * :func:`bounded_rate` - any estimate of a rate (active, judge only) clipped to [0, 1],
   with the Wilson interval on its effective sample size, var(outcome) / se^2.
 
-Each CI of a mean is a normal 95% interval; each p-value two-sided against 0. Valid whatever the
-judge's quality (a bad judge only widens the interval); they assume the labels are the
-clinicians' truth and the cases exchangeable (docs/statistics.md). numpy and scipy are
-imported inside the functions (the ``stats`` extra).
+Each CI of a mean is a normal 95% interval; each p-value two-sided against 0. Valid
+whatever the judge's quality (a bad judge only widens the interval); they assume the labels
+are the clinicians' truth and the cases exchangeable (docs/statistics.md). numpy, scipy and
+statsmodels are imported inside the functions (the ``stats`` extra).
 """
 
 from __future__ import annotations
