@@ -269,7 +269,9 @@ def test_weighted_kappa_mean_difference_and_agreement_equal_hand_computations(tm
 def test_the_weighted_share_estimates_the_run_by_simulation():
     """A run of 2,000 cases where the judge agrees with the clinicians on 90% of the cases
     it is sure of and 30% of those it is not: an active draw takes mostly the unsure ones,
-    so their plain share is biased down; weighted by 1/pi it is not."""
+    so their plain share is biased down; weighted by 1/pi it is not. Drawn with floor 0.2
+    (the default before issue 34), whose weights differ more than the default's: the
+    weighting is what is tested."""
     rng = np.random.default_rng(25)
     ids = [f"p{i:04d}" for i in range(2000)]
     unsure = rng.random(2000) < 0.3
@@ -279,7 +281,7 @@ def test_the_weighted_share_estimates_the_run_by_simulation():
     position = {c: i for i, c in enumerate(ids)}
     weighted, plain, covered = [], [], []
     for seed in range(200):
-        draw = active_draw(uncertainty, 100, seed, criterion="accuracy")
+        draw = active_draw(uncertainty, 100, seed, criterion="accuracy", floor=0.2)
         hits = agrees[[position[c] for c in draw.chosen]]
         share = agreement_share(hits, [1 / draw.probabilities[c] for c in draw.chosen])
         weighted.append(share["value"])

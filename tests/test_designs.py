@@ -14,6 +14,7 @@ pytest.importorskip("scipy", reason="needs the stats extra")
 from click.testing import CliRunner
 
 from evaluator.analysis.designs import (
+    DEFAULT_FLOOR,
     DESIGN_COLUMNS,
     DesignError,
     active_draw,
@@ -22,6 +23,7 @@ from evaluator.analysis.designs import (
     population_fingerprint,
     random_draw,
     read_design,
+    uneven_weights_warning,
 )
 from evaluator.cli.main import cli
 from tests.label_world import SECRET, fill_sheet, read_rows, world, write_results, write_rows
@@ -81,6 +83,27 @@ def test_active_draws_take_each_case_with_its_claimed_probability():
     share = np.array([counts[c] for c in IDS]) / 4000
     assert np.all(np.abs(share - pi) <= 5 * np.sqrt(pi * (1 - pi) / 4000) + 1e-9)
     assert np.mean(sizes) == pytest.approx(15, abs=0.2)
+
+
+def test_uneven_weights_are_said_below_half_of_the_labels_in_kish_terms():
+    assert uneven_weights_warning([10.0] * 40) is None  # equal: n_eff = n
+    # 30 labels of weight 2 and 10 of weight 20: n_eff (260^2 / 4120) = 16.4 of 40.
+    warning = uneven_weights_warning([2.0] * 30 + [20.0] * 10)
+    assert warning.startswith("the 40 labelled cases' weights 1/pi are uneven")
+    assert "from 2 to 20" in warning and "Kish's effective n is 16.4" in warning
+    assert uneven_weights_warning([2.0] * 30 + [5.0] * 10) is None  # n_eff 32.7 of 40
+    assert uneven_weights_warning([1.0]) is None
+
+
+def test_the_default_floor_keeps_every_weight_within_1_over_floor_of_a_random_sheets():
+    """The defensive mixture: whatever the uncertainties, pi >= floor * n / N, so no weight
+    exceeds N / (floor n); the default floor is the one that kept coverage (0.6)."""
+    assert DEFAULT_FLOOR == 0.6
+    rng = np.random.default_rng(1)
+    u = np.concatenate([np.full(80, 0.01), rng.uniform(0.5, 3, 20)])
+    pi = np.array(inclusion_probabilities(u, 10))
+    assert (1 / pi).max() <= 100 / (DEFAULT_FLOOR * 10) + 1e-9
+    assert (1 / pi).max() > 100 / (0.65 * 10)  # the sure cases are at the floor
 
 
 def test_distribution_sd():

@@ -5,6 +5,7 @@ for two; the refusals that keep an estimate honest; nothing of the cases printed
 from __future__ import annotations
 
 import json
+import re
 import statistics
 
 import pytest
@@ -368,3 +369,57 @@ def test_a_file_and_its_byte_copy_differ_by_nothing_and_say_why(tmp_path, two_sy
     assert "PPI++: no interval: no variation in the data" in flat(text)
     assert "judge: no interval: no variation in the data" in flat(text)
     assert max(map(len, run.output.splitlines())) <= 80
+
+
+@pytest.mark.parametrize("design", ["random", "active"])
+def test_a_pass_rates_cis_stay_within_0_and_1_with_few_labels(tmp_path, two_systems, design):
+    """Issue 34: 12 labels and a gate that few cases pass gave CIs reaching below 0 (labels
+    only 0.333 [-0.200, 0.867]) or none (every label failing). Every pass-rate CI is now in
+    [0, 1], holds its estimate, and is never missing or a point."""
+    results, truth = two_systems["A"]
+    extra = ["--criterion", "accuracy"] if design == "active" else []
+    for seed in range(6):
+        sheet = review(results, tmp_path / f"s{seed}", "--design", design, "--n", "12",
+                       "--seed", str(seed), *extra)
+        filled = fill_sheet(sheet, tmp_path / f"f{seed}.csv", truth)
+        run = invoke("estimate", results, "--labels", filled, "--label-field",
+                     "accuracy.label", "--pass", "accuracy>=4", "--pass", "accuracy>=5",
+                     "--json")
+        assert run.exit_code == 0, run.output
+        rates = [r for r in _json_lines(run.output)
+                 if r["type"] == "estimate" and r["outcome"] == "pass rate"]
+        assert len(rates) == 2
+        for row in rates:
+            for value, ci in ((row["judge_mean"], row["judge_ci"]),
+                              (row["classical_estimate"], row["classical_ci"]),
+                              (row["ppi_estimate"], row["ppi_ci"])):
+                assert ci is not None and 0 <= ci[0] <= value <= ci[1] <= 1, (row, ci)
+                assert ci[1] - ci[0] > 0.01
+            assert "Wilson" in row["classical_method"] and "Wilson" in row["ppi_method"]
+            assert row["effective_labels"] > 0
+
+
+def test_uneven_weights_are_warned_by_estimate_and_agree(tmp_path, two_systems):
+    """An active sheet drawn with a low --floor: a few labels on the judge's sure cases
+    weigh many times more than the rest (Kish's effective n under half the labels), which
+    the normal interval does not survive where the judge is confidently wrong: estimate and
+    agree say so. At the default floor they do not."""
+    results, truth = two_systems["A"]
+    said = {}
+    for floor in ("0.01", None):
+        extra = ["--floor", floor] if floor else []
+        sheet = review(results, tmp_path / f"s{floor}", "--design", "active", "--criterion",
+                       "accuracy", "--n", "60", "--seed", "5", *extra)
+        filled = fill_sheet(sheet, tmp_path / f"f{floor}.csv", truth)
+        run = invoke("estimate", results, "--labels", filled, "--label-field",
+                     "accuracy.label")
+        agree = invoke("agree", results, "--labels", filled, "--label-field",
+                       "accuracy.label", "--criterion", "accuracy", "--resamples", "200")
+        assert run.exit_code == 0 and agree.exit_code == 0, run.output + agree.output
+        said[floor] = (flat(run.output), flat(agree.output))
+    for text in said["0.01"]:
+        assert re.search(r"WARNING: the \d+ labelled cases' weights 1/pi are uneven", text)
+        assert "WARNING: WARNING" not in text and "Kish's effective n is" in text
+        assert "higher --floor (default 0.6)" in text and SECRET not in text
+    for text in said[None]:
+        assert "weights 1/pi are uneven" not in text and "Kish's effective n is" not in text

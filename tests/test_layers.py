@@ -40,8 +40,8 @@ ALLOWED: dict[str, set[str]] = {
 ORDER = list(ALLOWED)
 # Third-party libraries that are imported only inside the functions that need them.
 HEAVY = {"torch", "transformers", "vllm", "ray", "pyarrow", "numpy", "pandas", "scipy",
-         "sklearn", "krippendorff", "pingouin", "matplotlib", "outlines", "outlines_core",
-         "llguidance", "tokenizers", "gguf", "mlflow", "requests"}
+         "sklearn", "krippendorff", "pingouin", "statsmodels", "matplotlib", "outlines",
+         "outlines_core", "llguidance", "tokenizers", "gguf", "mlflow", "requests"}
 
 
 def module_name(path: Path) -> str:

@@ -19,7 +19,7 @@ np = pytest.importorskip("numpy", reason="needs the stats extra")
 pytest.importorskip("scipy", reason="needs the stats extra")
 
 from evaluator.analysis import ppi
-from evaluator.analysis.designs import inclusion_probabilities
+from evaluator.analysis.designs import DEFAULT_FLOOR, inclusion_probabilities
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = Path(os.environ.get("EVALUATOR_PPI_REFERENCE", ROOT / ".cache" / "ppi-reference"))
@@ -37,6 +37,18 @@ def ppi_py():
         import ppi_py as module
     finally:
         sys.path.remove(str(REFERENCE))
+    return module
+
+
+@pytest.fixture(scope="module")
+def benchmark():
+    """benchmarks/ppi_coverage.py: its scenarios are the ones the tests simulate."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmarks_ppi_coverage",
+                                                  ROOT / "benchmarks" / "ppi_coverage.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
@@ -70,6 +82,33 @@ def test_ppi_mean_equals_ppi_py(ppi_py, seed, lam):
     assert ours.ci95[1] == pytest.approx(_scalar(high), abs=1e-9, rel=0)
     if lam is None:
         assert 0 <= ours.lam <= 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_pass_rates_ppi_estimate_and_lambda_are_ppi_pys(ppi_py, seed):
+    """A 0/1 outcome: ppi_rate keeps ppi_py's estimate and lambda and changes the interval,
+    unless the judge is worth fewer labels than there are: then lambda is 0."""
+    rng = np.random.default_rng(seed)
+    big_n, n = int(rng.integers(100, 2000)), int(rng.integers(8, 60))
+    truth = (rng.random(big_n) < rng.uniform(0.03, 0.6)).astype(float)
+    judge = np.where(rng.random(big_n) < 0.85, truth, 1 - truth)
+    if seed % 2:  # the judge's probability of passing (expected scores)
+        judge = np.clip(judge * 0.8 + rng.uniform(0, 0.2, big_n), 0, 1)
+    drawn = rng.choice(big_n, n, replace=False)
+    rest = np.setdiff1d(np.arange(big_n), drawn)
+    ours = ppi.ppi_rate(truth[drawn], judge[drawn], judge[rest])
+    point = _scalar(ppi_py.ppi_mean_pointestimate(truth[drawn], judge[drawn], judge[rest]))
+    assert 0 <= ours.ci95[0] <= ours.estimate <= ours.ci95[1] <= 1
+    if ours.n_eff > n:
+        assert ours.estimate == pytest.approx(min(1.0, max(0.0, point)), abs=1e-9)
+        assert ours.lam == pytest.approx(ppi.ppi_mean(truth[drawn], judge[drawn],
+                                                      judge[rest]).lam)
+    else:  # the judge adds nothing: lambda 0, the labels' own Wilson interval
+        assert ours.lam == 0 and ours.estimate == pytest.approx(truth[drawn].mean())
+        assert ours.ci95 == pytest.approx(ppi.classical_rate(truth[drawn]).ci95)
+    # Both ways are taken: on these draws the judge is worth more than its labels but on
+    # two (41 and 12 labels), where the half pseudo-cases outweigh what it adds.
+    assert (ours.n_eff > n) == (seed not in (0, 3))
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -267,20 +306,101 @@ def test_cross_fitted_active_tuning_keeps_coverage_with_few_labels():
     assert again.estimate == result.estimate  # the folds are seeded: the same every time
 
 
-def test_the_coverage_benchmark_runs_and_prints_its_figures_and_rerun_command(capsys):
+def test_the_coverage_benchmark_runs_and_prints_its_figures_and_rerun_command(benchmark,
+                                                                            capsys):
     """benchmarks/ppi_coverage.py is where the docs' coverage figures come from: its quick
     mode runs and prints coverage and width for every estimator, and how to re-run it."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("benchmarks_ppi_coverage",
-                                                  ROOT / "benchmarks" / "ppi_coverage.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = benchmark
     figures = module.main(["--quick"])
     output = capsys.readouterr().out
     (row,) = figures["main"].values()
-    for name in module.ESTIMATORS:
+    for name in module.ESTIMATORS + module.OLD_ACTIVE:
         assert 0 <= row[name]["coverage"] <= 1 and row[name]["width"] > 0
         assert row[name]["replicates"] == 40
     assert row["judge only"]["coverage"] < 0.5 < row["random PPI++"]["coverage"]
+    # Issue 34's scenario, with each coverage's own CI, and a pass rate before and after.
+    (wrong,) = figures["wrong_on_20"].values()
+    low, high = wrong["active PPI++"]["coverage_ci"]
+    assert low <= wrong["active PPI++"]["coverage"] <= high and 0 < wrong["kish"] <= 1
+    (rates,) = figures["pass_rates"].values()
+    assert set(rates) == set(module.RATE_ESTIMATORS)
+    assert rates["random labels only"]["outside"] > 0.5  # the normal interval went below 0
+    assert "issue 34: the judge confidently wrong on 20%" in output
     assert "re-run: " in output and "benchmarks/ppi_coverage.py --quick" in output
+
+
+
+# --- Pass rates (issue 34, item 8) --------------------------------------------------------
+
+def test_a_pass_rate_with_every_label_the_same_gets_wilsons_interval_not_a_point():
+    for outcome, interval in ((0.0, [0.0, 0.2425]), (1.0, [0.7575, 1.0])):
+        labels = [outcome] * 12
+        alone = ppi.classical_rate(labels)
+        assert alone.ci95 == pytest.approx(interval, abs=1e-4)
+        # The judge passes some unlabelled cases: lambda is 0, the labels stand alone.
+        judged = ppi.ppi_rate(labels, labels, [0.0] * 200 + [1.0] * 40)
+        assert judged.estimate == outcome and judged.ci95 == pytest.approx(interval, abs=1e-4)
+    with pytest.raises(ValueError, match="0 or 1"):
+        ppi.classical_rate([0.0, 2.0])
+
+
+def test_a_judge_that_agreed_with_every_label_does_not_make_the_interval_a_point():
+    """Ten labels, one a pass, and the judge right on all ten: the plain PPI++ SE is about
+    the judge's own sampling error (an interval 0.02 wide); with the half pseudo-case per
+    cell it is what ten labels can say."""
+    labels = [1.0] + [0.0] * 9
+    unlabelled = [1.0] * 200 + [0.0] * 1790
+    plain = ppi.ppi_mean(labels, labels, unlabelled)
+    assert plain.ci95[1] - plain.ci95[0] < 0.03
+    rate = ppi.ppi_rate(labels, labels, unlabelled)
+    assert rate.estimate == pytest.approx(plain.estimate)
+    assert rate.ci95[1] - rate.ci95[0] > 0.2 and 0 <= rate.ci95[0] <= rate.ci95[1] <= 1
+    assert rate.n_eff == pytest.approx(ppi.labelled_variance(labels) / rate.se ** 2)
+
+
+@pytest.mark.parametrize("judge", ["good", "confidently wrong"])
+def test_pass_rate_cis_stay_in_0_1_and_cover_a_rare_pass_with_20_labels(benchmark, judge):
+    """A pass rate of 0.05, 20 labels of 1,000 cases (benchmarks/ppi_coverage.py's pass
+    judges): the normal intervals reached below 0 in most replicates and covered 56-64%;
+    the bounded ones stay in [0, 1] and cover about 95% on an active sheet. On a random one
+    the labels alone get Wilson's interval, whose coverage of a binomial at n = 20, p =
+    0.05 is 92.5% (it covers 0, 1 or 2 passes, not 3), and PPI++ at least that (it falls
+    back to it where the judge adds nothing, as the confidently wrong one mostly does)."""
+    hits: dict[str, list[bool]] = {name: [] for name in benchmark.RATE_ESTIMATORS}
+    for seed in range(300):
+        for name, (_, after) in benchmark.rate_replicate(judge, 0.05, 1000, 20,
+                                                         40_000 + seed).items():
+            assert after.ci95 is not None and 0 <= after.ci95[0] <= after.ci95[1] <= 1
+            assert after.ci95[0] <= after.estimate <= after.ci95[1]
+            hits[name].append(after.ci95[0] <= 0.05 <= after.ci95[1])
+    for name, covered in hits.items():
+        least = 0.88 if name.startswith("random") else 0.92
+        assert np.mean(covered) >= least, (name, np.mean(covered))
+
+
+def test_wilsons_coverage_of_a_rare_binomial_is_what_the_simulation_shows():
+    from scipy.stats import binom
+
+    covered = [k for k in range(21)
+               if ppi.classical_rate([1.0] * k + [0.0] * (20 - k)).ci95[0] <= 0.05
+               <= ppi.classical_rate([1.0] * k + [0.0] * (20 - k)).ci95[1]]
+    assert covered == [0, 1, 2]
+    assert binom.cdf(2, 20, 0.05) == pytest.approx(0.9245, abs=1e-4)
+
+
+# --- Active designs where the judge is confidently wrong (issue 34, item 10) -------------
+
+def test_the_default_active_design_covers_where_the_judge_is_confidently_wrong(benchmark):
+    """Issue 34's scenario (benchmarks/ppi_coverage.py's wrong_on_20): 1,500 cases, 60
+    labels, the judge confidently wrong on 20% of cases and compressed elsewhere. With the
+    old floor (0.2) active PPI++ covered about 90% (the few labels on the sure cases carried
+    the estimate); at the default floor about 94%, as the random design."""
+    hits: dict[str, list[bool]] = {"active PPI++": [], "active labels only": []}
+    for seed in range(500):
+        result = benchmark.replicate("wrong_on_20", 1500, 60, 50_000 + seed,
+                                     floors=(DEFAULT_FLOOR,))
+        for name, covered in hits.items():
+            ci = result[name].ci95 if name in result else None
+            covered.append(ci is not None and ci[0] <= benchmark.TRUTH <= ci[1])
+    for name, covered in hits.items():
+        assert np.mean(covered) >= 0.925, (name, np.mean(covered))

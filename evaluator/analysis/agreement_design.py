@@ -30,6 +30,7 @@ from evaluator.analysis.designs import (
     population_fingerprint,
     read_design,
     redraw_mismatch,
+    uneven_weights_warning,
 )
 from evaluator.analysis.intervals import kish_n_eff
 
@@ -105,8 +106,12 @@ def agree_design(labels_path: Path, id_column: str, joined_ids: Sequence[str],
         "notes": notes,
         "warning": PRIORITY_WARNING if design.kind == "priority" else None,
     }
-    return AgreeDesign(design, weighted, block,
-                       [block["warning"]] if block["warning"] else [], response or 1.0)
+    warnings = [block["warning"]] if block["warning"] else []
+    uneven = uneven_weights_warning(weights) if weights is not None else None
+    if uneven:
+        warnings.append(uneven)
+    block["uneven_weights"] = uneven
+    return AgreeDesign(design, weighted, block, warnings, response or 1.0)
 
 
 def _sample_notes(design: LabelDesign, joined_ids: Sequence[str], ok_ids: Sequence[str],

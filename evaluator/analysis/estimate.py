@@ -44,7 +44,7 @@ from evaluator.analysis.estimate_inputs import (
     system_names,
 )
 from evaluator.analysis.gates import Gate
-from evaluator.analysis.intervals import NO_INTERVAL, wilson_ci
+from evaluator.analysis.intervals import NO_INTERVAL, kish_n_eff, wilson_ci
 from evaluator.analysis.stats import require_stats
 
 
@@ -64,7 +64,9 @@ def _rename(figure: ppi.Estimate, method: str) -> None:
 
 
 def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, Any]:
-    """Every figure for one outcome (a criterion, or a gate's 0/1) of one system."""
+    """Every figure for one outcome (a criterion, or a gate's 0/1) of one system. A gate's
+    pass rate keeps every CI in [0, 1] (:func:`ppi.classical_rate`, :func:`ppi.ppi_rate`,
+    :func:`ppi.bounded_rate`)."""
     f_all = system.values[gate.rule if gate else key]
     position = {c: i for i, c in enumerate(system.population)}
     labelled = system.labelled
@@ -85,7 +87,22 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         estimate = ppi.ipw_mean(f_all, labels_all, pis)
         bias = ppi.ipw_mean([0.0] * len(f_all), gaps, pis, lam=0.0)
         _rename(bias, "judge - label: inverse-probability weighted mean over the run")
-        variance = ppi.labelled_variance(y, [1 / pi[c] for c in labelled])
+        weights = [1 / pi[c] for c in labelled]
+        variance = ppi.labelled_variance(y, weights)
+        if gate is not None:
+            # Every label the same leaves no variance to scale by: Kish's n_eff instead.
+            kish = kish_n_eff(weights)
+            classical.method = "labels only: weighted"
+            classical = ppi.bounded_rate(classical, variance, kish)
+            estimate = ppi.bounded_rate(estimate, variance, kish)
+    elif gate is not None:
+        labelled_set = set(labelled)
+        unlabelled = [f_all[position[c]] for c in system.population if c not in labelled_set]
+        classical = ppi.classical_rate(y)
+        estimate = ppi.ppi_rate(y, f_lab, unlabelled)
+        bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
+        _rename(bias, "judge - label on the labelled cases, CLT interval")
+        variance = ppi.labelled_variance(y)
     else:
         classical = ppi.classical_mean(y)
         labelled_set = set(labelled)
@@ -94,9 +111,11 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
         _rename(bias, "judge - label on the labelled cases, CLT interval")
         variance = ppi.labelled_variance(y)
-    if classical.ci95 is None and y and set(y) <= {0.0, 1.0}:
-        # Every label the same 0/1 (e.g. every labelled case passes): the labels alone
-        # still have Wilson's interval, which a point never is.
+    if gate is not None:
+        judge = ppi.bounded_rate(judge, ppi.labelled_variance(f_all), len(f_all))
+    elif classical.ci95 is None and y and set(y) <= {0.0, 1.0}:
+        # Every label the same 0/1 (e.g. a 0/1 outcome given as --criterion): the labels
+        # alone still have Wilson's interval, which a point never is.
         interval = wilson_ci(int(sum(y)), len(y))
         classical.ci95 = interval["ci95"]
         classical.method = ("labels only: Wilson interval (every label the same: no normal "
@@ -113,7 +132,9 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         "classical_method": classical.method,
         "ppi_estimate": estimate.estimate, "ppi_ci": estimate.ci95, "ppi_se": estimate.se,
         "lambda": estimate.lam, "ppi_method": estimate.method,
-        "effective_labels": ppi.effective_labels(variance, estimate),
+        # A pass rate's interval is Wilson's on n_eff: what n_eff random labels would give.
+        "effective_labels": (estimate.n_eff if gate is not None
+                             else ppi.effective_labels(variance, estimate)),
     }
 
 

@@ -20,6 +20,7 @@ from evaluator.analysis.designs import (
     population_fingerprint,
     read_design,
     redraw_mismatch,
+    uneven_weights_warning,
 )
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.label_files import AgreementError, label_number, label_rows, load_labels
@@ -180,8 +181,12 @@ def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
         system.notes.append(
             f"WARNING: {len(system.labelled)} labelled case(s): the 95% CIs are normal "
             f"approximations, and below about {FEW_LABELS} labels they cover less than 95% "
-            "(in simulation, 87-90% at 10 labels and 91-93% at 20; benchmarks/"
+            "(in simulation, 87-90% at 10 labels and 92-94% at 20; benchmarks/"
             "ppi_coverage.py): label more cases")
+    if design.kind == "active":
+        uneven = uneven_weights_warning([design.weight(c) for c in system.labelled])
+        if uneven:
+            system.notes.append(f"WARNING: {uneven}")
     return system
 
 

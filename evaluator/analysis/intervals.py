@@ -18,13 +18,17 @@
   exact and within-one agreement, which are shares of case pairs.
 * :func:`kish_wilson_ci` - the Wilson interval of a design-weighted share, on Kish's
   effective sample size n_eff = (sum w)^2 / sum w^2 (:func:`kish_n_eff`).
+* :func:`effective_wilson_ci` - the Wilson interval of a proportion estimated with a
+  standard error other than the binomial one (a weighted or prediction-powered estimate),
+  on its effective sample size (``statsmodels.stats.proportion.proportion_confint``, which
+  takes a count and a size that are not whole numbers).
 * :func:`welch_diff_ci` - the Welch t interval of a difference of two means
   (``scipy.stats.ttest_ind(equal_var=False)``).
 * :func:`interval_or_reason` - the rule every figure follows: **a point is not a 95% CI**.
   An interval whose ends are equal (one value, every value the same, a statistic the data
   fix) is refused, with the reason, wherever it comes from (a formula, a bootstrap).
 
-scipy and numpy are imported inside the functions (the ``stats`` extra).
+scipy, numpy and statsmodels are imported inside the functions (the ``stats`` extra).
 """
 
 from __future__ import annotations
@@ -200,6 +204,22 @@ def kish_wilson_ci(share: float, n_eff: float) -> dict[str, Any]:
     interval = wilson_ci(round(share * trials), trials)
     return {"ci95": interval["ci95"], "method": f"Wilson, Kish n_eff {n_eff:.1f}",
             "n_eff": n_eff}
+
+
+def effective_wilson_ci(share: float, n_eff: float) -> list[float] | None:
+    """Wilson 95% CI of ``share`` (in [0, 1]) as if it were a binomial proportion from
+    ``n_eff`` trials, neither rounded (``statsmodels.stats.proportion.proportion_confint``,
+    method "wilson"): for an estimate whose variance is not the binomial one, ``n_eff`` =
+    the outcome's variance / se^2, the binomial trials that would give its standard error
+    (Kott & Carr 1997; Korn & Graubard 1998). Always within [0, 1], never a point for
+    ``n_eff`` > 0; None without one."""
+    if not n_eff > 0 or not math.isfinite(n_eff) or not 0 <= share <= 1:
+        return None
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    from statsmodels.stats.proportion import proportion_confint
+
+    low, high = proportion_confint(share * n_eff, n_eff, alpha=1 - CONFIDENCE, method="wilson")
+    return _interval(max(0.0, float(low)), min(1.0, float(high)))
 
 
 def welch_diff_ci(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:

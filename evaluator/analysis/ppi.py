@@ -24,10 +24,20 @@ Notation: N cases with the judge's score f_i on each; labels Y_i on the n labell
   sqrt(se_a^2 + se_b^2), a normal p-value. A paired difference is the estimator itself
   applied to per-case differences (label B - label A, judge B - judge A).
 
-Each CI is a normal 95% interval; each p-value two-sided against 0. Valid whatever the
-judge's quality (a bad judge only widens the interval); they assume the labels are the
-clinicians' truth and the cases exchangeable (docs/statistics.md). numpy and scipy are
-imported inside the functions (the ``stats`` extra).
+Pass rates (0/1 outcomes: a ``--pass`` gate) keep their CIs in [0, 1]:
+
+* :func:`classical_rate` - the labels' share with the Wilson interval (scipy's
+  ``binomtest``), where the normal one went below 0 with few labels or a rare outcome.
+* :func:`ppi_rate` - PPI++ as :func:`ppi_mean` (the same estimate and lambda), its standard
+  error with half a pseudo-case in each (label, judge) cell (Agresti & Min 2005), so that a
+  judge that agreed with every labelled case does not get an SE of about 0.
+* :func:`bounded_rate` - any estimate of a rate (active, judge only) clipped to [0, 1],
+  with the Wilson interval on its effective sample size, var(outcome) / se^2.
+
+Each CI of a mean is a normal 95% interval; each p-value two-sided against 0. Valid
+whatever the judge's quality (a bad judge only widens the interval); they assume the labels
+are the clinicians' truth and the cases exchangeable (docs/statistics.md). numpy, scipy and
+statsmodels are imported inside the functions (the ``stats`` extra).
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.analysis.intervals import interval_or_reason
+from evaluator.analysis.intervals import effective_wilson_ci, interval_or_reason, wilson_ci
 
 Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975)
 
@@ -45,7 +55,8 @@ Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975)
 @dataclass
 class Estimate:
     """A mean with its standard error, 95% CI and two-sided p-value against 0; ``lam`` the
-    power-tuning weight (None where there is none); ``method`` names the estimator."""
+    power-tuning weight (None where there is none); ``method`` names the estimator;
+    ``n_eff`` the effective sample size a pass rate's Wilson interval is on (else None)."""
 
     estimate: float | None
     se: float | None
@@ -55,6 +66,7 @@ class Estimate:
     lam: float | None = None
     n: int = 0
     population: int = 0
+    n_eff: float | None = None
 
 
 def _finite(value: float) -> float | None:
@@ -140,6 +152,112 @@ def ppi_mean(y: Sequence[float], yhat: Sequence[float], yhat_unlabelled: Sequenc
                    + float((y_ - weight * f).std()) ** 2 / n)
     method = "PPI++ (lambda tuned)" if lam is None else f"PPI (lambda = {weight:g})"
     return normal_estimate(estimate, se, method, lam=weight, n=n, population=big_n)
+
+
+# Agresti & Min (2005, "Simple improved confidence intervals for comparing matched
+# proportions"): half a case added to each cell of the paired 2 x 2 table keeps the
+# variance of a matched-pairs difference away from 0 when few pairs disagree. PPI's
+# correction, mean(label - lambda judge), is such a difference for a 0/1 outcome.
+PSEUDO_CELL = 0.5
+
+
+def _rate_labels(y: Any) -> Any:
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    import numpy as np
+
+    values = np.asarray(y, dtype=float)
+    if not np.isin(values, (0.0, 1.0)).all():
+        raise ValueError("a pass rate's labels are 0 or 1")
+    return values
+
+
+def classical_rate(y: Sequence[float]) -> Estimate:
+    """The labels' pass rate (``y`` 0/1) with the Wilson 95% CI (``scipy.stats.binomtest``;
+    always in [0, 1], never a point); ``se`` the CLT one, as :func:`classical_mean`."""
+    values = _rate_labels(y)
+    estimate = classical_mean(values)
+    if estimate.estimate is None:
+        return estimate
+    ci = wilson_ci(int(values.sum()), len(values))["ci95"]
+    return Estimate(estimate.estimate, estimate.se, ci, estimate.p,
+                    "labels only: Wilson interval", None, estimate.n, estimate.population,
+                    float(len(values)))
+
+
+def _snapped(value: float) -> float:
+    """A rate within 1e-12 of 0 or 1 is that bound: float noise of the estimators (a lambda
+    of 1e-33 where it is 0), not a figure."""
+    return 0.0 if value < 1e-12 else 1.0 if value > 1 - 1e-12 else value
+
+
+def bounded_rate(estimate: Estimate, variance: float, fallback_n: float) -> Estimate:
+    """``estimate`` of a pass rate (a mean of 0/1 outcomes, or of probabilities) with its
+    95% CI in [0, 1]: the estimate clipped to [0, 1], and the Wilson interval on its
+    effective sample size n_eff = ``variance`` / se^2
+    (:func:`~evaluator.analysis.intervals.effective_wilson_ci`), ``variance`` the outcome's
+    own (the labels' p (1 - p), weighted on an active sheet: n_eff is then
+    :func:`effective_labels`). A binomial interval for an estimate whose variance is not
+    the binomial one, as for design-weighted proportions (Kott & Carr 1997; Korn & Graubard
+    1998). Where the variance or se is 0 (every label the same), n_eff is ``fallback_n``:
+    the labels' number (Kish's n_eff of their weights on an active sheet). The standard
+    error is kept as it is."""
+    if estimate.estimate is None or estimate.se is None:
+        return estimate
+    rate = _snapped(min(1.0, max(0.0, estimate.estimate)))
+    se = estimate.se
+    n_eff = (variance / se ** 2 if se > 0 and variance > 0 and math.isfinite(variance)
+             else float(fallback_n))
+    ci = effective_wilson_ci(rate, n_eff)
+    ci = None if ci is None else [_snapped(ci[0]), _snapped(ci[1])]
+    method = estimate.method.split("; no interval")[0]
+    return Estimate(rate, se, ci, estimate.p, f"{method}; Wilson on n_eff {n_eff:.1f}",
+                    estimate.lam, estimate.n, estimate.population, n_eff)
+
+
+def ppi_rate(y: Sequence[float], yhat: Sequence[float],
+             yhat_unlabelled: Sequence[float]) -> Estimate:
+    """PPI++ of a pass rate on a simple random sample: ``y`` the labels' 0/1 outcomes,
+    ``yhat`` the judge's (0/1, or its probability of passing) on the labelled cases,
+    ``yhat_unlabelled`` on the others. The estimate and lambda are :func:`ppi_mean`'s (and
+    so ppi_py's); the standard error sqrt(var(lambda f_U)/(N - n) + var(r)/n) takes var(r)
+    over the labelled residuals r = label - lambda judge and half a pseudo-case in each
+    cell of (label 0 or 1) x (judge at its lowest or highest value) (:data:`PSEUDO_CELL`):
+    otherwise a judge that happened to agree with every labelled case gets an SE of about
+    0 however few the labels. The CI is :func:`bounded_rate`'s on the labels' variance
+    (fallback: their number). Where that makes the judge worth fewer labels than there are
+    (effective n below n: a judge that adds only noise), lambda is 0 and the labels stand
+    alone (:func:`classical_rate`), as PPI++'s lambda is meant to make them: never a wider
+    interval than the labels' own. Every case labelled: :func:`classical_rate`."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    import numpy as np
+
+    y_ = _rate_labels(y)
+    f, f_u = (np.asarray(a, dtype=float) for a in (yhat, yhat_unlabelled))
+    n, big_n = len(y_), len(f_u)
+    if n == 0 or big_n == 0:
+        return classical_rate(y_) if n else ppi_mean(y_, f, f_u)
+    point = ppi_mean(y_, f, f_u)
+    lam = float(point.lam or 0.0)
+    low, high = float(min(f.min(), f_u.min())), float(max(f.max(), f_u.max()))
+    residual = np.concatenate([y_ - lam * f,
+                               np.array([0.0, 0.0, 1.0, 1.0]) - lam * np.array([low, high,
+                                                                              low, high])])
+    weight = np.concatenate([np.ones(n), np.full(4, PSEUDO_CELL)])
+    centre = float((weight * residual).sum() / weight.sum())
+    variance = float((weight * (residual - centre) ** 2).sum() / weight.sum())
+    se = math.sqrt(float((lam * f_u).std()) ** 2 / big_n + variance / n)
+    estimate = bounded_rate(
+        normal_estimate(float(point.estimate), se, "PPI++ (lambda tuned; SE with half a "
+                        "pseudo-case per (label, judge) cell)", lam=lam, n=n,
+                        population=big_n),
+        labelled_variance(y_), n)
+    if estimate.n_eff is not None and estimate.n_eff >= n:
+        return estimate
+    alone = classical_rate(y_)
+    alone.method = ("PPI++ with lambda 0: the judge is worth fewer labels than there are, so "
+                    "the labels' own Wilson interval")
+    alone.lam, alone.population = 0.0, big_n
+    return alone
 
 
 def _ipw_terms(f_all: Any, labels: Any, pi: Any) -> tuple[Any, Any, Any]:
