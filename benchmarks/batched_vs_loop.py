@@ -17,7 +17,7 @@ rounds is reported, so load from other processes on the machine hits both.
 
 Re-run (cases from ../shared/data/ for trial_eligibility, else examples/):
 
-    EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python benchmarks/batched_vs_loop.py \\
+    PYTHONPATH=. .venv/bin/python benchmarks/batched_vs_loop.py \\
         [--judge tiny-random|smollm2-135m-instruct] [--cases N] [--loop-chunk K] [--quick]
 
 Prints per round the seconds and cases/s of each, then the medians, the ratio and the loop's

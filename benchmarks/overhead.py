@@ -18,7 +18,7 @@ passes are cheap, every other cost shows. ``--profile`` runs the same thing unde
 
 Re-run:
 
-    EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python benchmarks/overhead.py \\
+    PYTHONPATH=. .venv/bin/python benchmarks/overhead.py \\
         [--cases 1000] [--profile] [--quick]
 
 Prints the breakdown (seconds, share of wall time) and a ``figures:`` JSON line. Counts and

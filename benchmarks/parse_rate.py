@@ -1,6 +1,6 @@
 """How often does a constrained verdict fail to parse? Random-weight judge, all rubrics.
 
-Re-run:  EVALUATOR_CACHE=.cache/evaluator .venv/bin/python benchmarks/parse_rate.py [--batches N]
+Re-run:  .venv/bin/python benchmarks/parse_rate.py [--batches N]
              [--batch-size N] [--first-batch K]
          (--first-batch continues a stopped run with new seeds: batch K's seed is K, and only
          batch 0 is greedy, so runs over disjoint batch ranges add up to one larger run)

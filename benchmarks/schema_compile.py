@@ -27,7 +27,7 @@ slices, as the backend uses it):
   outlines' vocabulary. By default only on the first tokenizer and only for the two
   rubrics that built fastest (``--before-rubrics``, ``--before-all-tokenizers``).
 
-Re-run:  EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
+Re-run:  PYTHONPATH=. .venv/bin/python \\
              benchmarks/schema_compile.py [--tokenizer DIR ...] [--rubrics a,b] [--repeats N]
              [--before [--before-rubrics a,b] [--before-all-tokenizers]] [--quick]
          (default: the embedded judge's tokenizer; under a minute without --before)

@@ -12,10 +12,10 @@ still open); the forward passes (vLLM: requests) they took (vLLM's one-token req
 their prompt in the prefix cache); and the lowest ``coverage`` (1.0: exact). Every
 distribution is checked to sum to 1. No case text is printed.
 
-Re-run:  EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
+Re-run:  PYTHONPATH=. .venv/bin/python \\
              benchmarks/score_distributions.py [--judge tiny-random|smollm2-135m-instruct]
              [--rubric NAME ...] [--cases N] [--quick]
-         vLLM (CPU build, test model):  EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. \\
+         vLLM (CPU build, test model):  PYTHONPATH=. \\
              .venv-vllm/bin/python benchmarks/score_distributions.py --engine vllm --cases 16
          (default: the embedded judge, all four rubrics, 4 cases each; a few minutes on a
          2-core CPU)

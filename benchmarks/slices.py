@@ -22,7 +22,7 @@ generic filler prose, German for ``unicode``; never case text). The set-up is ti
 per configuration, in the order above; the fills take turns within each repeat, so load
 changes hit all alike. Ratios are to ``ours`` in the same run.
 
-Re-run:  EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv/bin/python \\
+Re-run:  PYTHONPATH=. .venv/bin/python \\
              benchmarks/slices.py [--tokenizer DIR ...] [--repeats N] [--quick]
          (default: the embedded judge's tokenizer; about a minute per tokenizer)
 

@@ -21,7 +21,7 @@ finds another's prompts cached; the variants alternate (ABBA over the slot count
 Prints counts and timings only, never case text.
 
 Re-run (the vLLM venv: make .venv-vllm/.installed):
-    EVALUATOR_CACHE=.cache/evaluator PYTHONPATH=. .venv-vllm/bin/python \\
+    PYTHONPATH=. .venv-vllm/bin/python \\
         benchmarks/streaming.py [--judge smollm2-135m-instruct|tiny-random] [--cases 64] \\
         [--slots 8 16] [--with-verdict-logprobs] [--quick]
 The default judge runs from its converted folder (``make judge`` prepares it); on a 2-core

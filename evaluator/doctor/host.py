@@ -36,7 +36,9 @@ def check_disk(output_dir: Path, disk_free: Callable[[Path], int],
     if free < threshold:
         return warning("disk", f"only {gib(free)} free in {where}: free some space or write "
                        "outputs elsewhere (--output-dir here, --output for the run)", **data)
-    made = ("" if where == output_dir
+    # `where` is absolute: compare it with the folder given made absolute too, or `.` (the
+    # default) would read as a folder that does not exist yet.
+    made = ("" if where == Path(output_dir).absolute()
             else f" ({output_dir} does not exist yet: it would be made there)")
     return ok("disk", f"{gib(free)} free in {where}{made}", **data)
 
