@@ -385,7 +385,7 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
     ``active`` one weights the statistics that have a weighted form (each case 1/pi)."""
     require_stats()
     results_path, labels_path = Path(results_path), Path(labels_path)
-    records = read_results(results_path)
+    records = read_results(results_path, rubrics_dirs)
     pairwise = next((r for r in records if r.pairwise is not None), None)
     if pairwise is not None:  # before the labels, which hold A/B/tie for such a file
         raise AgreementError(pairwise_elsewhere(results_path, pairwise.rubric, "agree"))

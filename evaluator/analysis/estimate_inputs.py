@@ -82,9 +82,9 @@ def system_names(paths: Sequence[Path]) -> list[str]:
     return stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
 
 
-def _read(path: Path) -> list[ResultRecord]:
+def _read(path: Path, rubrics_dirs: Sequence[Path]) -> list[ResultRecord]:
     try:
-        return read_results(path)
+        return read_results(path, rubrics_dirs)
     except ResultsFileDamaged as exc:
         raise EstimateError(str(exc)) from None
     except OSError as exc:
@@ -157,7 +157,7 @@ def _check_design(system: System, records: Sequence[ResultRecord]) -> None:
 def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
                 id_column: str, rubrics_dirs: Sequence[Path]) -> System:
     """Read one results file and its labels, and check the labels' design against it."""
-    records = _read(path)
+    records = _read(path, rubrics_dirs)
     rubric = _rubric(path, records, rubrics_dirs)
     population = sorted({r.case_id for r in records if r.status == "ok" and r.scores is not None})
     if len(population) < 2:

@@ -88,10 +88,10 @@ class ReviewSheet:
     draw: Draw | None = None
 
 
-def _read_results(path: Path) -> list[ResultRecord]:
+def _read_results(path: Path, rubrics_dirs: Sequence[Path]) -> list[ResultRecord]:
     check_input_file(path, "results file")
     try:
-        return read_results(path)
+        return read_results(path, rubrics_dirs)
     except ResultsFileDamaged as exc:
         raise ReviewError(str(exc)) from None
     except OSError as exc:
@@ -241,7 +241,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                           f"{', '.join(TARGET_STATISTICS)}")
     if not target_halfwidth > 0:
         raise ReviewError("--target-halfwidth must be above 0")
-    files = [(Path(p), _read_results(Path(p))) for p in results]
+    files = [(Path(p), _read_results(Path(p), rubrics_dirs)) for p in results]
     names = sorted({r.rubric for _, records in files for r in records})
     if len(names) != 1:
         raise ReviewError("the results files hold no records" if not names else

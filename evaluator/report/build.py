@@ -63,10 +63,10 @@ class ReportError(ValueError):
     """The report cannot be made from these inputs (missing file, mixed rubrics, bad key)."""
 
 
-def _read_one(path: Path) -> list[ResultRecord]:
+def _read_one(path: Path, rubrics_dirs: Sequence[Path]) -> list[ResultRecord]:
     if not path.exists():
         raise ReportError(f"{path}: results file not found")
-    records = read_results(path)
+    records = read_results(path, rubrics_dirs)
     if not records:
         raise ReportError(f"{path}: no result records in the file")
     return records
@@ -220,7 +220,7 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
         if path.resolve() in seen:
             raise ReportError(f"{path}: given twice")
         seen.add(path.resolve())
-        records = _read_one(path)
+        records = _read_one(path, rubrics_dirs)
         loaded.append((path, records, _only({r.rubric for r in records}, path, "rubric"),
                        _only({r.judge for r in records}, path, "judge")))
     first_path, _, rubric_name, _ = loaded[0]

@@ -213,7 +213,7 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
         raise TrackingError(f"{results}: results file not found")
     check_regular_file(results, "results file")
     manifest = finished_manifest(results)
-    records = read_results(results)
+    records = read_results(results, options.rubrics_dirs)
     if not records:
         raise TrackingError(f"{results}: no result records in the file")
     rubric, judge = _rubric_and_judge(records, results, options.rubrics_dirs)
