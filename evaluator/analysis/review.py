@@ -34,6 +34,7 @@ from evaluator.analysis.designs import (
     case_uncertainty,
     random_draw,
 )
+from evaluator.analysis.label_files import label_criterion
 from evaluator.analysis.review_inputs import check_input_file, read_labelled
 from evaluator.analysis.review_signals import (
     PassGate,
@@ -165,8 +166,9 @@ def _estimate_key(rubric: Rubric, label_field: str, criteria: Sequence[str]) -> 
     itself names it; else the first --criterion that agree compares; else the rubric's first integer one."""
     comparable = ([f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
                   + [a.name for a in rubric.aggregates])
-    if label_field.endswith(".label") and label_field[:-6] in comparable:
-        return label_field[:-6]
+    named = label_criterion(label_field, comparable)
+    if named is not None:
+        return named
     if label_field in comparable:  # labels named after the criterion they rate
         return label_field
     return next((k for k in [*criteria, *comparable] if k in comparable), None)
@@ -258,7 +260,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     _check_gates(rubric, gates)
     labels: dict[str, float] = {}
     if labels_path is not None and label_field is not None:
-        labels = read_labelled(Path(labels_path), label_field, id_column)
+        labels = read_labelled(Path(labels_path), label_field, id_column, rubric)
     by_case: dict[str, list[ResultRecord]] = {}
     not_ok: set[str] = set()
     for _, records in files:

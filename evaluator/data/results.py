@@ -91,19 +91,19 @@ def _sums_to_one(probabilities: Iterable[float]) -> None:
         raise ValueError(f"the probabilities sum to {total:.6g}, not 1")
 
 
-def _plain_values(value: Any) -> Any:
+def _plain_values(value: Any, where: str = "") -> Any:
     """A verdict's values are JSON numbers, strings, lists and objects: never a boolean
     (no rubric output is one; Python would count true as 1) nor a non-finite number."""
     if isinstance(value, bool):
-        raise ValueError("a verdict holds no true/false value")
+        raise ValueError(f"{where} is true or false, which no verdict holds")
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("a verdict holds no NaN or infinite number")
+        raise ValueError(f"{where} is NaN or infinite, which no verdict holds")
     if isinstance(value, dict):
-        for item in value.values():
-            _plain_values(item)
+        for key, item in value.items():
+            _plain_values(item, f"{where}.{key}" if where else str(key))
     elif isinstance(value, list):
-        for item in value:
-            _plain_values(item)
+        for i, item in enumerate(value):
+            _plain_values(item, f"{where}[{i}]")
     return value
 
 

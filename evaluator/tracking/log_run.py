@@ -174,7 +174,8 @@ def _label_figures(results: Path, labels: LabelOptions, rubrics_dirs: Sequence[P
     try:
         estimates = estimate([results], [labels.path], labels.label_field,
                              criteria=labels.criteria, gates=labels.gates,
-                             id_column=labels.id_column, rubrics_dirs=rubrics_dirs)
+                             id_column=labels.id_column, rubrics_dirs=rubrics_dirs,
+                             label_scale=labels.label_scale)
         metrics.update(estimate_metrics(estimates))
     except (AgreementError, ScoreModeError) as exc:
         notes.append(f"no clinician-level estimate logged: {exc}")
