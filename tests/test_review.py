@@ -28,6 +28,7 @@ from evaluator.analysis.review_signals import parse_gate
 from evaluator.analysis.sample_size import halfwidth_estimate
 from evaluator.cli.main import cli
 from evaluator.data.results import PanelVerdict, ResultRecord, ResultWriter
+from evaluator.rubrics.load import load_rubric
 from tests.conftest import write_jsonl
 
 SECRET = "SECRET-PATIENT-TEXT Mrs Example, 71, metastatic"
@@ -359,6 +360,9 @@ def test_write_review_refuses_a_symlinked_worksheet(results, tmp_path):
 def test_items_criteria_rank_by_their_least_sure_item_and_label_their_aggregate(tmp_path):
     # ecg_interpretation scores lists of items; agree compares their aggregates (same names).
     path = tmp_path / "ecg.jsonl"
+    # A whole verdict (the reader checks it against the rubric), one item per criterion.
+    whole = {f.key: [{"Score": f.allowed[0], "Explanation": "ok"}]
+             for f in load_rubric("ecg_interpretation").output}
     with ResultWriter(path) as writer:
         for case_id, second in (("e1", {2: 0.9, 1: 0.1}), ("e2", {1: 0.55, 2: 0.45})):
             items = [{"Score": 2, "Explanation": "ok"}, {"Score": max(second, key=second.get),
@@ -367,7 +371,7 @@ def test_items_criteria_rank_by_their_least_sure_item_and_label_their_aggregate(
                      "DiagnosisAccuracy[1].Score": summarize(second, items[1]["Score"])}
             writer.write(ResultRecord(case_id=case_id, rubric="ecg_interpretation",
                                       judge="j", status="ok",
-                                      scores={"DiagnosisAccuracy": items},
+                                      scores={**whole, "DiagnosisAccuracy": items},
                                       aggregates={"DiagnosisAccuracy": 0.5},
                                       distributions=dists))
     sheet = build_review([path], criteria=["DiagnosisAccuracy"])

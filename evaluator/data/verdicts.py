@@ -12,14 +12,17 @@ verdict has.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from evaluator.rubrics.rubric import IntegerCriterion, Rubric
+from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric
 from evaluator.rubrics.schema import build_output_model
-from evaluator.rubrics.score_paths import score_slots
+
+# An items criterion's score path: "<key>[<i>].<score_key>" (evaluator.rubrics.score_paths).
+_ITEM_PATH = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(\d+)\]\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
 class VerdictCheck:
@@ -28,6 +31,12 @@ class VerdictCheck:
     def __init__(self, rubric: Rubric):
         self.rubric = rubric
         self._model: type[BaseModel] = build_output_model(rubric)
+        # The allowed values as a distribution's keys (JSON text), per output key.
+        self._values = {field.key: frozenset(str(v) for v in field.allowed)
+                        for field in rubric.output
+                        if isinstance(field, (IntegerCriterion, ItemsCriterion))}
+        self._items = {field.key: field for field in rubric.output
+                       if isinstance(field, ItemsCriterion)}
 
     def verdict(self, scores: Mapping[str, Any]) -> str | None:
         """Why ``scores`` is not a verdict of the rubric (``"where: what"``, no value
@@ -66,13 +75,24 @@ class VerdictCheck:
     def distributions(self, scores: Mapping[str, Any],
                       distributions: Mapping[str, Iterable[str]]) -> str | None:
         """Why ``distributions`` (score path -> the values given a probability) are not
-        over the allowed values of scores the verdict ``scores`` has, or None."""
-        slots = {slot.path: {str(v) for v in slot.allowed}
-                 for slot in score_slots(self.rubric, scores)}
+        over the allowed values of scores the verdict ``scores`` has, or None. Paths as
+        :mod:`evaluator.rubrics.score_paths` makes them."""
         for path, values in distributions.items():
-            allowed = slots.get(path)
+            allowed = self._allowed_at(path, scores)
             if allowed is None:
                 return f"distributions.{path}: the verdict has no such score"
-            if not set(values) <= allowed:
+            if not allowed.issuperset(values):
                 return f"distributions.{path}: a value the rubric does not allow there"
         return None
+
+    def _allowed_at(self, path: str, scores: Mapping[str, Any]) -> frozenset[str] | None:
+        if path in scores and path not in self._items:
+            return self._values.get(path)
+        match = _ITEM_PATH.fullmatch(path)
+        field = self._items.get(match.group(1)) if match else None
+        if match is None or field is None or match.group(3) != field.score_key:
+            return None
+        items = scores.get(field.key)
+        if not isinstance(items, list) or int(match.group(2)) >= len(items):
+            return None
+        return self._values[field.key]
