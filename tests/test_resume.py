@@ -241,8 +241,8 @@ def test_an_edited_score_is_refused_on_resume_and_the_file_kept(tmp_path):
 
 
 def test_an_edited_last_line_without_its_newline_is_refused_not_cut(tmp_path):
-    """Valid JSON is never a write cut short: an edited last line that lost its newline
-    was taken as torn, cut off and judged again."""
+    """A whole record is never a write cut short: a last line holding a score the rubric
+    cannot produce, without its newline, is refused like any other line."""
     rows = _rows(3)
     result, _ = _run(tmp_path, rows)
     lines = result.results_path.read_text().splitlines()

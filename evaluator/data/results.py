@@ -1,20 +1,28 @@
 """The result record (one JSON line per case), the writer that appends them, and the
-reader that checks a results file line by line (and finds a line torn by a crash)."""
+reader that checks a results file line by line (and finds a line torn by a crash): each
+line strictly typed, and each verdict one its rubric can produce
+(:mod:`evaluator.data.verdicts`)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import re
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.files import (
@@ -428,15 +436,15 @@ class ResultsReader:
 
     def _complete_record(self, number: int, chunk: bytes) -> ResultRecord | None:
         """The record an unterminated last line holds, if it is one whole (a line cut short
-        is never valid JSON: the object's closing brace is its last byte). Valid JSON that
-        is not a valid record was edited, not torn: it raises as any other line."""
+        is never valid JSON: the object's closing brace is its last byte). A whole record
+        its rubric cannot produce was edited, not cut short: it raises as any other line."""
         if b"\0" in chunk or not chunk.strip():
             return None
         try:
-            json.loads(chunk)
-        except ValueError:
+            record = ResultRecord.model_validate_json(chunk, strict=True)
+        except ValidationError:
             return None
-        return self._parse(number, chunk)
+        return self._checked(number, record)
 
     def _parse(self, number: int, raw: bytes) -> ResultRecord:
         try:
@@ -446,6 +454,10 @@ class ResultsReader:
             where = ".".join(map(str, first["loc"])) or "$"
             raise _damaged(f"{self.path} line {number} is not a result record ({where}: "
                            f"{first['msg']}); the file was edited or damaged.") from None
+        return self._checked(number, record)
+
+    def _checked(self, number: int, record: ResultRecord) -> ResultRecord:
+        """``record`` (line ``number``) once checked against its rubric, if it has one."""
         rubric = self.rubric_for(record) if self.rubric_for is not None else None
         if rubric is not None:
             check = self._checks.get(id(rubric))
