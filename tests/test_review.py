@@ -390,3 +390,27 @@ def test_a_symlinked_jsonl_refuses_the_pair_before_anything_is_written(results, 
     done = invoke("review", results, "--out", out, "--force")
     assert done.exit_code == 2 and "symbolic link" in done.output
     assert not (out / "review.csv").exists() and not (tmp_path / "elsewhere.jsonl").exists()
+
+
+def test_labels_so_far_in_a_key_label_column_are_on_its_scale_or_label_scale(results,
+                                                                            tmp_path):
+    """A worksheet's accuracy.label holding 0/1 (pass/fail) or 30 ('3_0') was taken as it was
+    to skip rows and to estimate how many more labels a CI needs."""
+    for bad, words in (("0", "is 0, not on the scale of 'accuracy'"), ("3_0", "not a number")):
+        labels = write_jsonl(tmp_path / "so-far.jsonl", [
+            {"case_id": "case-06", "accuracy.label": bad}, {"case_id": "case-01",
+                                                            "accuracy.label": ""}])
+        done = invoke("review", results, "--out", tmp_path / "sheet", "--labels", labels,
+                      "--label-field", "accuracy.label")
+        assert done.exit_code == 2 and words in done.output, done.output
+        assert "line 1" in done.output and "case-06" not in done.output
+        assert len(done.output.strip().splitlines()) == 1
+    done = invoke("review", results, "--out", tmp_path / "sheet", "--labels", labels,
+                  "--label-field", "accuracy.label", "--label-scale", "0,1")
+    assert done.exit_code == 2 and "not a number" in done.output  # '3_0' still is not
+    labels.write_text('{"case_id": "case-06", "accuracy.label": 0}\n')
+    done = invoke("review", results, "--out", tmp_path / "sheet", "--labels", labels,
+                  "--label-field", "accuracy.label", "--label-scale", "0,1")
+    assert done.exit_code == 0, done.output
+    assert "case-06" not in {row["case_id"] for row in read_csv(tmp_path / "sheet" /
+                                                                 "review.csv")}

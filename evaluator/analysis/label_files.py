@@ -1,6 +1,8 @@
 """Reading a labels file (JSONL or CSV) a user names: its rows with their line numbers, a
 label cell as a number, the labels by case id (:func:`load_labels`: an empty cell is "not
-labelled yet"), a grouping column (:func:`load_groups`) and ``--label-scale``.
+labelled yet"), a grouping column (:func:`load_groups`) and ``--label-scale``; what a
+``KEY.label`` field (a review worksheet's column) says: the criterion it rates
+(:func:`rated_criteria`) and the scale its labels are on (:func:`rubric_label_scale`).
 :mod:`evaluator.analysis.agreement` and :mod:`evaluator.analysis.estimate` read labels
 through it, and :mod:`evaluator.analysis.designs` a worksheet's design columns."""
 
@@ -75,7 +77,7 @@ def rubric_label_scale(rubric: Rubric, label_field: str) -> tuple[list[float], s
     return [float(v) for v in scales[key]], f"the scale of {key!r} in rubric {rubric.name!r}"
 
 
-def show_scale(values: Sequence[float]) -> str:
+def _show_scale(values: Sequence[float]) -> str:
     """A scale in a message: ``1-5`` for consecutive integers, else the values."""
     ints = [int(v) for v in values if float(v).is_integer()]
     if len(ints) == len(values) > 2 and ints == list(range(ints[0], ints[0] + len(ints))):
@@ -203,7 +205,7 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
                                  f"({type(row[label_field]).__name__})")
         if allowed is not None and value not in allowed:
             raise AgreementError(f"{path} line {number}: field {label_field!r} is {value:g}, "
-                                 f"not on {scale_name} ({show_scale(sorted(allowed))})"
+                                 f"not on {scale_name} ({_show_scale(sorted(allowed))})"
                                  f"{advice}")
         if case_id in labels:
             raise AgreementError(f"{path} lines {line_of[case_id]} and {number} have the same "

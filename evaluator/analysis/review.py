@@ -204,6 +204,7 @@ def _estimates(rubric: Rubric, files: Sequence[tuple[Path, list[ResultRecord]]],
 def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Sequence[str] = (),
                  gates: Sequence[PassGate] = (), labels_path: Path | None = None,
                  label_field: str | None = None, id_column: str = "case_id",
+                 label_scale: Sequence[float] | None = None,
                  show_text: bool = False, cases_path: Path | None = None,
                  mapping: Mapping[str, str] | None = None, case_id_column: str = "case_id",
                  rubrics_dirs: Sequence[Path] = (), target_halfwidth: float = 0.1,
@@ -214,7 +215,8 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     docstring for the ranking). ``labels_path``/``label_field``/``id_column``: labels
     already given (their cases are skipped; with them, :func:`halfwidth_estimate` says how
     many more labelled cases bring ``target_statistic``'s CI half-width under
-    ``target_halfwidth``). ``show_text`` adds the rubric's input fields, read from
+    ``target_halfwidth``); they are on ``label_scale`` when given, else a ``KEY.label``
+    field's on KEY's scale in the rubric. ``show_text`` adds the rubric's input fields, read from
     ``cases_path`` with the run's ``mapping`` and ``case_id_column``.
 
     ``design`` (:mod:`evaluator.analysis.designs`): ``priority`` (the ranking above),
@@ -260,7 +262,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     _check_gates(rubric, gates)
     labels: dict[str, float] = {}
     if labels_path is not None and label_field is not None:
-        labels = read_labelled(Path(labels_path), label_field, id_column, rubric)
+        labels = read_labelled(Path(labels_path), label_field, id_column, rubric, label_scale)
     by_case: dict[str, list[ResultRecord]] = {}
     not_ok: set[str] = set()
     for _, records in files:
