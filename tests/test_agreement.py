@@ -22,7 +22,8 @@ from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.run.runner import evaluate
 from evaluator.run.task import Judge, RunOptions, Task
-from tests.conftest import SHARED_DATA, write_jsonl
+from tests.conftest import SHARED_DATA, refused_in_one_line, write_jsonl
+from tests.label_world import world, write_results, write_rows
 
 needs_trial_data = pytest.mark.skipif(not SHARED_DATA.is_file(),
                                       reason=f"shared dev data absent: {SHARED_DATA}")
@@ -497,3 +498,76 @@ def test_case_fields_from_another_file_are_refused_in_a_note(tmp_path):
     done = CliRunner().invoke(cli, ["agree", str(results), "--labels", str(cases),
                                     "--label-field", "expert_qrel", "--text-field", "nope"])
     assert done.exit_code == 2 and "--text-field 'nope'" in done.output
+
+
+# --- issue 34: a KEY.label column rates KEY; labels on its scale -------------------------
+
+def _labelled_world(tmp_path, n=40):
+    """A trial_eligibility results file and a labels CSV whose column ``accuracy.label``
+    (a review worksheet's name for it) holds every case's true accuracy."""
+    records, truth = world(n, seed=3)
+    results = write_results(tmp_path / "results.jsonl", records)
+    rows = [{"case_id": c, "accuracy.label": str(v)} for c, v in truth.items()]
+    return results, write_rows(tmp_path / "labels.csv", rows), rows
+
+
+def _agree(*args):
+    return CliRunner().invoke(cli, ["agree", *map(str, args), "--resamples", "100"])
+
+
+def test_a_key_label_column_is_compared_with_that_criterion_only(tmp_path):
+    """`agree --label-field accuracy.label` without --criterion compared hallucination and
+    clarity with the accuracy labels too."""
+    results, labels, _ = _labelled_world(tmp_path)
+    done = _agree(results, "--labels", labels, "--label-field", "accuracy.label", "--json")
+    assert done.exit_code == 0, done.output
+    assert list(json.loads(done.stdout)["criteria"]) == ["accuracy"]
+    text = _agree(results, "--labels", labels, "--label-field", "accuracy.label")
+    assert text.exit_code == 0 and "hallucination" not in text.stdout
+    refused_in_one_line(_agree(results, "--labels", labels, "--label-field", "accuracy.label",
+                               "--criterion", "clarity"),
+                        "case-0", "--criterion 'clarity'", "'accuracy.label' rate 'accuracy'")
+    refused_in_one_line(_agree(results, "--labels", labels, "--label-field", "accuracy.label",
+                               "--pass", "clarity>=4"),
+                        "case-0", "--pass 'clarity >= 4'", "drop the gate")
+    same = _agree(results, "--labels", labels, "--label-field", "accuracy.label",
+                  "--criterion", "accuracy", "--json")
+    assert same.exit_code == 0 and list(json.loads(same.stdout)["criteria"]) == ["accuracy"]
+
+
+@pytest.mark.parametrize("bad", ["3_0", "1000", "-3", "3.5"])
+def test_a_label_off_the_criterions_scale_is_refused_naming_its_line(tmp_path, bad):
+    """'3_0' was read as 30 (float() takes underscores) and became a confusion-matrix row;
+    1000, -3 and 3.5 were taken as they are on a 1-5 scale."""
+    results, _, rows = _labelled_world(tmp_path)
+    rows[6]["accuracy.label"] = bad
+    labels = write_rows(tmp_path / "bad.csv", rows)
+    message = refused_in_one_line(
+        _agree(results, "--labels", labels, "--label-field", "accuracy.label"),
+        "case-0", "bad.csv line 8", "'accuracy.label'")
+    assert ("not a number" in message if bad == "3_0" else
+            f"is {bad}, not on the scale of 'accuracy' in rubric 'trial_eligibility' (1-5)"
+            in message)
+
+
+def test_label_scale_admits_another_scale_and_a_plain_label_column_any_number(tmp_path):
+    results, _, rows = _labelled_world(tmp_path)
+    for row in rows:  # pass/fail as 0/1
+        row["accuracy.label"] = "1" if int(row["accuracy.label"]) >= 4 else "0"
+    binary = write_rows(tmp_path / "binary.csv", rows)
+    refused_in_one_line(_agree(results, "--labels", binary, "--label-field", "accuracy.label"),
+                        "case-0", "is 0, not on the scale of 'accuracy'", "--label-scale")
+    done = _agree(results, "--labels", binary, "--label-field", "accuracy.label",
+                  "--label-scale", "0,1", "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["criteria"]["accuracy"]["label_values_used"] == [0, 1]
+    plain = write_rows(tmp_path / "plain.csv", [{"case_id": r["case_id"], "label": v}
+                                                for r, v in zip(rows, ["1000", "-3", "3.5"] * 20)])
+    done = _agree(results, "--labels", plain, "--label-field", "label", "--criterion",
+                  "accuracy", "--json")
+    assert done.exit_code == 0, done.output
+    for bad in ("3_0", "nan", "inf", "-Infinity"):
+        odd = write_rows(tmp_path / "odd.csv", [{"case_id": "case-0001", "label": bad}])
+        refused_in_one_line(_agree(results, "--labels", odd, "--label-field", "label",
+                                   "--criterion", "accuracy"),
+                            "case-0001", "odd.csv line 2", "not a number")

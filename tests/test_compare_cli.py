@@ -198,3 +198,24 @@ def test_bad_labels_are_refused_without_their_value(tmp_path, honest_file):
             "no labelled case")
     refused(invoke(honest_file, "--labels", tmp_path / "none.csv", "--label-field", "p"),
             "none.csv")
+
+
+def test_an_outcome_its_two_orders_do_not_give_is_refused(tmp_path, honest_file):
+    """Every outcome edited to "A": compare recomputed the outcome from the orders, while
+    export wrote the stored "A" - two answers from one file."""
+    records = [json.loads(line) for line in honest_file.read_text().splitlines()]
+    first = None  # the first line whose outcome the edit changes
+    for number, record in enumerate(records, start=1):
+        outcome = (record["pairwise"] or {}).get("outcome")
+        if outcome:
+            if first is None and set(outcome.values()) != {"A"}:
+                first = number
+            record["pairwise"]["outcome"] = record["scores"] = {key: "A" for key in outcome}
+    edited = tmp_path / "all-a.jsonl"
+    edited.write_text("".join(json.dumps(record) + "\n" for record in records))
+    refused(invoke(edited), f"all-a.jsonl line {first} ", "not what the two orders")
+    pytest.importorskip("pyarrow")
+    export = CliRunner().invoke(cli, ["export", str(edited), "--parquet",
+                                      str(tmp_path / "x.parquet")])
+    refused(export, f"all-a.jsonl line {first} ", "not what the two orders")
+    assert not (tmp_path / "x.parquet").exists()

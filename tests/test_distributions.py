@@ -33,8 +33,9 @@ def test_summary_numbers_of_a_distribution():
 def test_version_1_records_still_load_and_new_ones_are_version_2(tmp_path):
     path = tmp_path / "results.jsonl"
     old = {"record_version": 1, "case_id": "a", "rubric": "trial_eligibility", "judge": "j",
-           "status": "ok", "scores": {"hallucination": 5, "accuracy": 4, "clarity": 3,
-                                      "explanation": "e"}}
+           "status": "ok", "scores": {"hallucination": 5, "hallucination_reasoning": "e",
+                                      "accuracy": 4, "accuracy_reasoning": "e",
+                                      "clarity": 3, "clarity_reasoning": "e"}}
     path.write_text(json.dumps(old) + "\n", encoding="utf-8")
     with ResultWriter(path) as writer:
         writer.write(ResultRecord(case_id="b", rubric="trial_eligibility", judge="j",
@@ -153,3 +154,24 @@ def test_a_damaged_distribution_is_a_damaged_file_not_a_crash(tmp_path):
     path.write_text(line + "\n", encoding="utf-8")
     with pytest.raises(ResultsFileDamaged):
         read_results(path)
+
+
+def test_a_distribution_sums_to_one_within_the_tolerance_and_its_expected_is_its_mean():
+    """Probabilities summing to 1.8 (each in [0, 1]) and an expected score that is not the
+    distribution's mean were read as they were; float rounding (1e-12) is not an edit."""
+    from pydantic import ValidationError
+
+    from evaluator.data.results import PROBABILITY_TOLERANCE, ScoreDistribution
+
+    def distribution(probabilities, expected=None):
+        mean = sum(int(v) * p for v, p in probabilities.items())
+        return ScoreDistribution(probabilities=probabilities, entropy=1.0,
+                                 expected=mean if expected is None else expected)
+
+    assert PROBABILITY_TOLERANCE == 1e-6
+    distribution({"1": 0.5, "2": 0.5 + 1e-12})
+    for bad in ({"1": 0.9, "2": 0.9}, {"1": 0.5, "2": 0.5 - 1e-5}):
+        with pytest.raises(ValidationError, match="the probabilities sum to"):
+            distribution(bad)
+    with pytest.raises(ValidationError, match="not the probability-weighted mean"):
+        distribution({"1": 0.5, "2": 0.5}, expected=1.9)

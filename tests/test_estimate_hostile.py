@@ -269,3 +269,52 @@ def test_report_numbers_each_systems_notes_by_its_system(tmp_path, system_a):
     assert run.exit_code == 0, run.output
     text = page.read_text()
     assert "#2: WARNING" in text, "system 2's warning is not numbered #2"
+
+
+# --- issue 34: labels off the scale, a criterion the labels do not rate --------------------
+
+@pytest.mark.parametrize("bad", ["3_0", "1000", "-3", "3.5"])
+def test_a_sheet_label_off_the_criterions_scale_is_refused_naming_its_line(tmp_path, system_a,
+                                                                          bad):
+    """One cell '3_0' (read as 30) moved PPI++ from 3.33 [3.08, 3.58] to 3.89 [2.54, 5.23],
+    past the top of the 1-5 scale, with only a generic note."""
+    results, truth = system_a
+    filled = sheet(tmp_path, results, truth, "--design", "random", "--n", "40")
+    rows = read_rows(filled)
+    rows[3]["accuracy.label"] = bad
+    run = invoke("estimate", results, "--labels", write_rows(filled, rows),
+                 "--label-field", "accuracy.label")
+    assert one_line_exit_2(run), run.output
+    assert "line 5" in run.output and "'accuracy.label'" in run.output
+    assert SECRET not in run.output and "q-0" not in run.output
+    if bad != "3_0":
+        assert f"is {bad}, not on the scale of 'accuracy'" in run.output
+
+
+def test_label_scale_takes_labels_on_another_scale(tmp_path, system_a):
+    results, truth = system_a
+    filled = sheet(tmp_path, results, truth, "--design", "random", "--n", "40")
+    rows = read_rows(filled)
+    for row in rows:  # the clinicians said pass (1) or fail (0) in the accuracy column
+        row["accuracy.label"] = "1" if int(row["accuracy.label"]) >= 4 else "0"
+    binary = write_rows(tmp_path / "binary.csv", rows)
+    run = invoke("estimate", results, "--labels", binary, "--label-field", "accuracy.label")
+    assert one_line_exit_2(run) and "--label-scale" in run.output, run.output
+    run = invoke("estimate", results, "--labels", binary, "--label-field", "accuracy.label",
+                 "--label-scale", "0,1", "--json")
+    assert run.exit_code == 0, run.output
+    (row,) = [json.loads(line) for line in run.output.splitlines()
+              if json.loads(line)["type"] == "estimate"]
+    assert 0 < row["classical_estimate"] < 1
+    run = invoke("estimate", results, "--labels", binary, "--label-field", "accuracy.label",
+                 "--label-scale", "1-5")
+    assert one_line_exit_2(run) and "is 0, not on --label-scale (1-5)" in run.output
+
+
+def test_a_criterion_other_than_the_one_the_label_column_names_is_refused(tmp_path, system_a):
+    results, truth = system_a
+    filled = sheet(tmp_path, results, truth, "--design", "random", "--n", "40")
+    run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label",
+                 "--criterion", "clarity")
+    assert one_line_exit_2(run), run.output
+    assert "'accuracy.label' rate 'accuracy'" in run.output

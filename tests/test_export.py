@@ -358,7 +358,7 @@ def test_unusable_results_are_one_line(results, tmp_path):
     renamed = tmp_path / "other.jsonl"
     renamed.write_text(results.read_text().replace('"rubric":"pathology_report"',
                                                    '"rubric":"trial_eligibility"'))
-    refused(export(renamed, target), "'critical_finding_concordance'", "does not declare")
+    refused(export(renamed, target), "scores.critical_finding_concordance", "does not declare")
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)
     refused(export(fifo, target), "FIFO")

@@ -329,6 +329,29 @@ def test_labels_log_the_agreement_and_estimate_figures(here, finished):
     assert metrics[f"estimate/{rule}/ppi"] == by_criterion[gate.rule]["ppi_estimate"]
 
 
+def test_a_key_label_field_logs_agreement_for_that_criterion_only(here, finished):
+    """`log --label-field KEY.label` without --criterion logged agreement of every
+    criterion with KEY's labels (agreement/factual_accuracy/spearman from labels of
+    critical_finding_concordance)."""
+    field = "critical_finding_concordance.label"
+    labels = write_jsonl(here / "labels.jsonl", [
+        {"case_id": f"case-{i:02d}", field: 1 + (i + i // 5) % 4} for i in range(14)])
+    result = invoke("log", finished, "--labels", labels, "--label-field", field,
+                    "--resamples", "200")
+    assert result.exit_code == 0, result.output
+    metrics = client((here / "mlruns").as_uri()).get_run(result.stdout.strip()).data.metrics
+    compared = {key.split("/")[1] for key in metrics
+                if key.startswith("agreement/") and key.count("/") == 2}
+    assert compared == {"critical_finding_concordance"}
+    assert not any(key.startswith(f"agreement/{other}/") for other in CRITERIA[1:]
+                   for key in metrics)
+    assert "estimate/critical_finding_concordance/ppi" in metrics
+    wrong = invoke("log", finished, "--labels", labels, "--label-field", field,
+                   "--criterion", "factual_accuracy")
+    assert wrong.exit_code == 2
+    assert "--criterion 'factual_accuracy'" in one_error_line(wrong.stderr)
+
+
 def test_library_call_without_labels_returns_what_it_logged(here, finished):
     logged = log_run(finished, TrackingOptions(tracking_uri=str(here / "elsewhere"),
                                                run_name="api"))

@@ -146,6 +146,53 @@ def test_report_and_agree_refuse_a_case_id_twice(tmp_path, done, labels):
     assert not (tmp_path / "r.html").exists()
 
 
+def _edit_line(done: Path, edit) -> Path:
+    """A copy of ``done`` with its second record changed by ``edit`` (NaN and Infinity
+    written as Python's json writes them)."""
+    lines = done.read_text().splitlines()
+    record = json.loads(lines[1])
+    edit(record)
+    lines[1] = json.dumps(record)
+    copy = done.with_name("edited.jsonl")
+    copy.write_text("\n".join(lines) + "\n")
+    return copy
+
+
+def _score(value):
+    return lambda record: record["scores"].__setitem__("Score", value)
+
+
+def _mass(record):
+    probabilities = record["distributions"]["Score"]["probabilities"]
+    for value in map(str, range(1, 11)):  # each still in [0, 1]; together 1.8
+        probabilities[value] += 0.08
+
+
+@pytest.mark.parametrize("edit, named", [
+    (_score(99), "scores.Score"), (_score(True), "Score is true or false"),
+    (_score("3"), "scores.Score"), (_score(float("nan")), "Score is NaN or infinite"),
+    (_score(float("inf")), "Score is NaN or infinite"),
+    (_mass, "the probabilities sum to 1.8"),
+], ids=["99", "true", "string", "nan", "infinity", "sum-1.8"])
+def test_a_score_the_rubric_cannot_produce_is_a_damaged_line_everywhere(tmp_path, done, labels,
+                                                                        edit, named):
+    """Score 99 on the 0-10 scale moved the summary's mean and export wrote it; true counted
+    as 1, "3" as 3; NaN and Infinity made summary and agree exit 70 (internal error)."""
+    edited = _edit_line(done, edit)
+    commands = [("summary", edited),
+                ("agree", edited, "--labels", labels, "--label-field", "y"),
+                ("estimate", edited, "--labels", labels, "--label-field", "y",
+                 "--criterion", "Score"),
+                ("review", edited, "--out", tmp_path / "review"),
+                ("report", edited, "--html", tmp_path / "r.html")]
+    if importlib.util.find_spec("pyarrow"):
+        commands.append(("export", edited, "--parquet", tmp_path / "x.parquet"))
+    for command in commands:
+        message = refused(invoke(*command), "edited.jsonl line 2", named)
+        assert "c1" not in message
+    assert not any((tmp_path / name).exists() for name in ("review", "r.html", "x.parquet"))
+
+
 # ---------------------------------------------------- E. lines, never case ids
 
 

@@ -216,3 +216,40 @@ def test_strict_stops_at_a_case_too_long_for_the_judge(tmp_path):
     with pytest.raises(InputRejected, match="input line 2 is too long"):
         _run(tmp_path, rows, backend=backend, strict=True, batch_size=2)
     assert [r.status for r in read_results(tmp_path / "results.jsonl")] == ["ok", "too_long"]
+
+
+def test_an_edited_score_is_refused_on_resume_and_the_file_kept(tmp_path):
+    """A score the rubric cannot produce (99 on a 1-4 scale) would have been kept and counted
+    in the summary the resumed run writes."""
+    rows = _rows(4)
+    result, _ = _run(tmp_path, rows, limit=3)
+    lines = result.results_path.read_text().splitlines(keepends=True)
+    record = json.loads(lines[1])
+    record["scores"]["factual_accuracy"] = 99
+    lines[1] = json.dumps(record) + "\n"
+    result.results_path.write_text("".join(lines))
+    before = result.results_path.read_bytes()
+    with pytest.raises(ResultsFileDamaged, match=r"line 2 holds a verdict rubric "
+                       r"'pathology_report' .*cannot produce \(scores\.factual_accuracy.*"
+                       r"--force-new"):
+        _run(tmp_path, rows)
+    assert result.results_path.read_bytes() == before
+    lines[1] = lines[1].replace('"factual_accuracy": 99', '"factual_accuracy": true')
+    result.results_path.write_text("".join(lines))
+    with pytest.raises(ResultsFileDamaged, match=r"line 2 .*true or false"):
+        _run(tmp_path, rows)
+
+
+def test_an_edited_last_line_without_its_newline_is_refused_not_cut(tmp_path):
+    """A whole record is never a write cut short: a last line holding a score the rubric
+    cannot produce, without its newline, is refused like any other line."""
+    rows = _rows(3)
+    result, _ = _run(tmp_path, rows)
+    lines = result.results_path.read_text().splitlines()
+    record = json.loads(lines[-1])
+    record["scores"]["factual_accuracy"] = "3"
+    result.results_path.write_text("\n".join(lines[:-1] + [json.dumps(record)]))
+    before = result.results_path.read_bytes()
+    with pytest.raises(ResultsFileDamaged, match="line 3 holds a verdict"):
+        _run(tmp_path, rows)
+    assert result.results_path.read_bytes() == before

@@ -29,6 +29,7 @@ from evaluator.analysis.review_signals import parse_gate
 from evaluator.analysis.sample_size import halfwidth_estimate
 from evaluator.cli.main import cli
 from evaluator.data.results import PanelVerdict, ResultRecord, ResultWriter
+from evaluator.rubrics.load import load_rubric
 from tests.conftest import write_jsonl
 
 SECRET = "SECRET-PATIENT-TEXT Mrs Example, 71, metastatic"
@@ -401,6 +402,9 @@ def test_write_review_refuses_a_symlinked_worksheet(results, tmp_path):
 def test_items_criteria_rank_by_their_least_sure_item_and_label_their_aggregate(tmp_path):
     # ecg_interpretation scores lists of items; agree compares their aggregates (same names).
     path = tmp_path / "ecg.jsonl"
+    # A whole verdict (the reader checks it against the rubric), one item per criterion.
+    whole = {f.key: [{"Score": f.allowed[0], "Explanation": "ok"}]
+             for f in load_rubric("ecg_interpretation").output}
     with ResultWriter(path) as writer:
         for case_id, second in (("e1", {2: 0.9, 1: 0.1}), ("e2", {1: 0.55, 2: 0.45})):
             items = [{"Score": 2, "Explanation": "ok"}, {"Score": max(second, key=second.get),
@@ -409,7 +413,7 @@ def test_items_criteria_rank_by_their_least_sure_item_and_label_their_aggregate(
                      "DiagnosisAccuracy[1].Score": summarize(second, items[1]["Score"])}
             writer.write(ResultRecord(case_id=case_id, rubric="ecg_interpretation",
                                       judge="j", status="ok",
-                                      scores={"DiagnosisAccuracy": items},
+                                      scores={**whole, "DiagnosisAccuracy": items},
                                       aggregates={"DiagnosisAccuracy": 0.5},
                                       distributions=dists))
     sheet = build_review([path], criteria=["DiagnosisAccuracy"])
@@ -498,3 +502,27 @@ def test_hostile_case_ids_are_never_formulas_and_still_join(tmp_path):
     assert agreed.exit_code == 0, agreed.output
     report = json.loads(agreed.output[agreed.output.index("{"):])
     assert report["joined"] == len(HOSTILE_IDS) - 2 and report["unmatched_labels"] == 0
+
+
+def test_labels_so_far_in_a_key_label_column_are_on_its_scale_or_label_scale(results,
+                                                                            tmp_path):
+    """A worksheet's accuracy.label holding 0/1 (pass/fail) or 30 ('3_0') was taken as it was
+    to skip rows and to estimate how many more labels a CI needs."""
+    for bad, words in (("0", "is 0, not on the scale of 'accuracy'"), ("3_0", "not a number")):
+        labels = write_jsonl(tmp_path / "so-far.jsonl", [
+            {"case_id": "case-06", "accuracy.label": bad}, {"case_id": "case-01",
+                                                            "accuracy.label": ""}])
+        done = invoke("review", results, "--out", tmp_path / "sheet", "--labels", labels,
+                      "--label-field", "accuracy.label")
+        assert done.exit_code == 2 and words in done.output, done.output
+        assert "line 1" in done.output and "case-06" not in done.output
+        assert len(done.output.strip().splitlines()) == 1
+    done = invoke("review", results, "--out", tmp_path / "sheet", "--labels", labels,
+                  "--label-field", "accuracy.label", "--label-scale", "0,1")
+    assert done.exit_code == 2 and "not a number" in done.output  # '3_0' still is not
+    labels.write_text('{"case_id": "case-06", "accuracy.label": 0}\n')
+    done = invoke("review", results, "--out", tmp_path / "sheet", "--labels", labels,
+                  "--label-field", "accuracy.label", "--label-scale", "0,1")
+    assert done.exit_code == 0, done.output
+    assert "case-06" not in {row["case_id"] for row in read_csv(tmp_path / "sheet" /
+                                                                 "review.csv")}

@@ -54,6 +54,7 @@ from evaluator.analysis.label_files import (
     AgreementError,
     load_groups,
     load_labels,
+    rated_criteria,
 )
 from evaluator.analysis.score_mode import ScoredView, mode_block, score_view
 from evaluator.analysis.stats import require_stats
@@ -365,7 +366,11 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
               score_mode: str = "argmax", gates: Sequence[Gate] = ()) -> dict[str, Any]:
     """Join a results file with a labels file and compute agreement per criterion.
 
-    ``criteria`` defaults to every integer criterion and aggregate in the ``ok`` records.
+    ``criteria`` defaults to the criterion a ``KEY.label`` field names (a review
+    worksheet's column: :func:`~evaluator.analysis.label_files.rated_criteria`; another
+    ``criteria`` is refused), else every integer criterion and aggregate in the ``ok``
+    records. Labels in a ``KEY.label`` field are on KEY's scale in the rubric, or on
+    ``label_scale`` when given (a label off it is refused, naming its line).
     Records that are not ``ok`` are never scored: they are counted (``not_ok_labelled``).
     ``only_ids`` restricts the comparison to those case ids (``--common-cases``). The
     rubric (found by name, ``rubrics_dirs`` first) gives the judge's scale; the cases file
@@ -385,17 +390,18 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
     ``active`` one weights the statistics that have a weighted form (each case 1/pi)."""
     require_stats()
     results_path, labels_path = Path(results_path), Path(labels_path)
-    records = read_results(results_path)
+    records = read_results(results_path, rubrics_dirs)
     pairwise = next((r for r in records if r.pairwise is not None), None)
     if pairwise is not None:  # before the labels, which hold A/B/tie for such a file
         raise AgreementError(pairwise_elsewhere(results_path, pairwise.rubric, "agree"))
-    labels = load_labels(labels_path, label_field, id_column, label_scale=label_scale)
-    groups = load_groups(labels_path, by, id_column) if by else None
-    ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}
-    not_ok = [r for r in records if r.case_id not in ok]
     rubric, rubric_note = _rubric_for(records, rubrics_dirs)
     if rubric is not None and rubric.pairwise:
         raise AgreementError(pairwise_elsewhere(results_path, rubric.name, "agree"))
+    labels = load_labels(labels_path, label_field, id_column, label_scale=label_scale,
+                         rubric=rubric)
+    groups = load_groups(labels_path, by, id_column) if by else None
+    ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}
+    not_ok = [r for r in records if r.case_id not in ok]
     if score_mode != "argmax" and rubric is None:
         raise AgreementError(f"--score {score_mode} needs the rubric: {rubric_note}")
     view = (score_view(rubric, records, score_mode, str(results_path)) if rubric is not None
@@ -413,17 +419,23 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
         for key in _numeric_keys(record.scores or {}) + list(record.aggregates or {}):
             if key not in available:
                 available.append(key)
-    chosen = list(criteria) or available
+    # A worksheet's KEY.label column rates KEY alone: never every criterion.
+    rated = rated_criteria(label_field, criteria, available)
+    chosen = rated or available
     unknown = [key for key in chosen if key not in available]
     if unknown:
         raise AgreementError(f"unknown criterion {', '.join(map(repr, unknown))}; results "
                              f"have: {', '.join(available) or '(none)'}")
     gates = [_known_gate(gate, available, rubric) for gate in gates]
-    outside = [gate.rule for gate in gates if criteria and gate.key not in chosen]
+    outside = [gate.rule for gate in gates if rated and gate.key not in chosen]
     if outside:
-        raise AgreementError(f"--pass {outside[0]!r}: its criterion is not among --criterion "
+        among = ("--criterion" if criteria else f"the criteria the labels in {label_field!r} "
+                 "rate")
+        raise AgreementError(f"--pass {outside[0]!r}: its criterion is not among {among} "
                              f"({', '.join(chosen)}), so it would be compared with labels "
-                             "given for another one; add it to --criterion or drop the gate")
+                             "given for another one; "
+                             + ("add it to --criterion or drop the gate" if criteria else
+                                "drop the gate"))
     notes = [rubric_note] if rubric_note else []
     scales = ({f.key: f.allowed for f in rubric.output if isinstance(f, IntegerCriterion)}
               if rubric else {})

@@ -200,10 +200,13 @@ def _se(ci: Sequence[float] | None) -> float | None:
 def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, *,
              criteria: Sequence[str] = (), gates: Sequence[Gate] = (),
              id_column: str = "case_id", score_mode: str = "argmax",
-             rubrics_dirs: Sequence[Path] = ()) -> dict[str, Any]:
+             rubrics_dirs: Sequence[Path] = (),
+             label_scale: Sequence[float] | None = None) -> dict[str, Any]:
     """Clinician-level estimates for each results file (with the labels file at the same
     position in ``labels``; one labels file with one results file) and each criterion and
-    gate, and every pair's difference (see the module docstring)."""
+    gate, and every pair's difference (see the module docstring). The labels are on
+    ``label_scale`` when given, else those of a ``KEY.label`` field on KEY's scale in the
+    rubric (a label off it is refused, naming its line)."""
     require_stats()
     results = [Path(p) for p in results]
     labels = [Path(p) for p in labels]
@@ -222,7 +225,7 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
     names = system_names(results)
     try:
         systems = [load_system(p, lp, name, label_field, id_column=id_column,
-                               rubrics_dirs=rubrics_dirs)
+                               rubrics_dirs=rubrics_dirs, label_scale=label_scale)
                    for p, lp, name in zip(results, labels, names, strict=True)]
     except DesignError as exc:
         raise EstimateError(str(exc)) from None

@@ -23,7 +23,13 @@ from evaluator.analysis.designs import (
     uneven_weights_warning,
 )
 from evaluator.analysis.gates import Gate
-from evaluator.analysis.label_files import AgreementError, label_number, label_rows, load_labels
+from evaluator.analysis.label_files import (
+    AgreementError,
+    label_number,
+    label_rows,
+    load_labels,
+    rated_criteria,
+)
 from evaluator.analysis.score_mode import score_view
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.rubrics.load import load_rubric
@@ -83,9 +89,9 @@ def system_names(paths: Sequence[Path]) -> list[str]:
     return stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
 
 
-def _read(path: Path) -> list[ResultRecord]:
+def _read(path: Path, rubrics_dirs: Sequence[Path]) -> list[ResultRecord]:
     try:
-        return read_results(path)
+        return read_results(path, rubrics_dirs)
     except ResultsFileDamaged as exc:
         raise EstimateError(str(exc)) from None
     except OSError as exc:
@@ -156,16 +162,20 @@ def _check_design(system: System, records: Sequence[ResultRecord]) -> None:
 
 
 def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
-                id_column: str, rubrics_dirs: Sequence[Path]) -> System:
-    """Read one results file and its labels, and check the labels' design against it."""
-    records = _read(path)
+                id_column: str, rubrics_dirs: Sequence[Path],
+                label_scale: Sequence[float] | None = None) -> System:
+    """Read one results file and its labels (on ``label_scale``, else on the rubric's scale
+    for a ``KEY.label`` field: :func:`~evaluator.analysis.label_files.load_labels`), and
+    check the labels' design against it."""
+    records = _read(path, rubrics_dirs)
     rubric = _rubric(path, records, rubrics_dirs)
     population = sorted({r.case_id for r in records if r.status == "ok" and r.scores is not None})
     if len(population) < 2:
         raise EstimateError(f"{path}: {len(population)} ok case(s); an estimate needs at "
                             "least 2")
     rows = label_rows(Path(labels_path))
-    labels = load_labels(labels_path, label_field, id_column, rows=rows)
+    labels = load_labels(labels_path, label_field, id_column, rows=rows,
+                         label_scale=label_scale, rubric=rubric)
     if any(abs(v) > MAX_LABEL for v in labels.values()):
         raise EstimateError(f"{labels_path}: a label in {label_field!r} is beyond "
                             f"+-{MAX_LABEL:g}: not a score or an outcome (the estimators' sums "
@@ -191,18 +201,21 @@ def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
 
 
 def outcome_keys(rubric: Rubric, label_field: str, criteria: Sequence[str]) -> list[str]:
+    """The criteria the labels rate (:func:`~evaluator.analysis.label_files.rated_criteria`:
+    ``--criterion``, else KEY of a ``KEY.label`` field), aliases resolved."""
     comparable = ([f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
                   + [a.name for a in rubric.aggregates])
-    if criteria:
-        keys = [rubric.aliases.get(k, k) for k in dict.fromkeys(criteria)]
-        unknown = [k for k in keys if k not in comparable]
-        if unknown:
-            raise EstimateError(f"unknown --criterion {', '.join(map(repr, unknown))}; rubric "
-                                f"{rubric.name!r} has: {', '.join(comparable)}")
-        return keys
-    guess = label_field.removesuffix(".label")
-    if guess in comparable:
-        return [guess]
+    keys = [rubric.aliases.get(k, k) for k in dict.fromkeys(criteria)]
+    unknown = [k for k in keys if k not in comparable]
+    if unknown:
+        raise EstimateError(f"unknown --criterion {', '.join(map(repr, unknown))}; rubric "
+                            f"{rubric.name!r} has: {', '.join(comparable)}")
+    try:
+        rated = rated_criteria(label_field, keys, comparable)
+    except AgreementError as exc:
+        raise EstimateError(str(exc)) from None
+    if rated:
+        return rated
     raise EstimateError(f"which criterion do the labels in {label_field!r} rate? give "
                         f"--criterion (rubric {rubric.name!r} has: {', '.join(comparable)})")
 

@@ -1,6 +1,8 @@
 """Reading a labels file (JSONL or CSV) a user names: its rows with their line numbers, a
 label cell as a number, the labels by case id (:func:`load_labels`: an empty cell is "not
-labelled yet"), a grouping column (:func:`load_groups`) and ``--label-scale``.
+labelled yet"), a grouping column (:func:`load_groups`) and ``--label-scale``; what a
+``KEY.label`` field (a review worksheet's column) says: the criterion it rates
+(:func:`rated_criteria`) and the scale its labels are on (:func:`rubric_label_scale`).
 :mod:`evaluator.analysis.agreement` and :mod:`evaluator.analysis.estimate` read labels
 through it, and :mod:`evaluator.analysis.designs` a worksheet's design columns."""
 
@@ -17,25 +19,70 @@ from typing import Any
 from evaluator.analysis import diagnostics
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.csv_files import MalformedCsv, csv_records, read_cell
+from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
 
 class AgreementError(ValueError):
     """The labels or results cannot be joined (missing field, no overlap, bad label)."""
 
 
+# A number as a person writes it in a cell: Python's float() also takes "3_0" (30), "nan",
+# "inf" and "infinity", none of which is a label.
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
 def label_number(value: object) -> float | None:
-    """A label as a float, or None when it is not a number (bools are not numbers)."""
+    """A label as a float, or None when it is not a finite decimal number (bools, "3_0",
+    "nan" and "inf" are not numbers)."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
         return float(value) if math.isfinite(value) else None
-    if isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            return None
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        number = float(value.strip())
         return number if math.isfinite(number) else None
     return None
+
+
+def label_criterion(label_field: str, comparable: Sequence[str]) -> str | None:
+    """The criterion a label field names: KEY of a ``KEY.label`` field (the column a review
+    worksheet has for each criterion) when KEY is one of ``comparable``, else None."""
+    key = label_field.removesuffix(".label")
+    return key if key != label_field and key in comparable else None
+
+
+def rated_criteria(label_field: str, criteria: Sequence[str],
+                   comparable: Sequence[str]) -> list[str]:
+    """The criteria labels in ``label_field`` rate: ``criteria`` (``--criterion``) when
+    given, else the one a ``KEY.label`` field names (:func:`label_criterion`); [] when
+    neither says. A ``--criterion`` other than the one ``KEY.label`` names is refused: it
+    would be compared with labels given for another criterion."""
+    named = label_criterion(label_field, comparable)
+    other = next((key for key in criteria if key != named), None)
+    if named is not None and other is not None:
+        raise AgreementError(f"--criterion {other!r}: the labels in {label_field!r} rate "
+                             f"{named!r}; drop --criterion, or give the label column of "
+                             f"{other!r}")
+    return list(dict.fromkeys(criteria)) or ([named] if named is not None else [])
+
+
+def rubric_label_scale(rubric: Rubric, label_field: str) -> tuple[list[float], str] | None:
+    """The scale labels in a ``KEY.label`` field are on when KEY is an integer criterion of
+    ``rubric`` (its allowed values) and how to name it, else None (an aggregate, or a plain
+    label field: any number)."""
+    scales = {f.key: f.allowed for f in rubric.output if isinstance(f, IntegerCriterion)}
+    key = label_criterion(label_field, list(scales))
+    if key is None:
+        return None
+    return [float(v) for v in scales[key]], f"the scale of {key!r} in rubric {rubric.name!r}"
+
+
+def _show_scale(values: Sequence[float]) -> str:
+    """A scale in a message: ``1-5`` for consecutive integers, else the values."""
+    ints = [int(v) for v in values if float(v).is_integer()]
+    if len(ints) == len(values) > 2 and ints == list(range(ints[0], ints[0] + len(ints))):
+        return f"{ints[0]}-{ints[-1]}"
+    return ", ".join(f"{v:g}" for v in values)
 
 
 def label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -123,14 +170,17 @@ def _empty(value: object) -> bool:
 
 def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
                 label_scale: Sequence[float] | None = None, allow_none: bool = False,
-                rows: list[tuple[int, dict[str, Any]]] | None = None) -> Labels:
+                rows: list[tuple[int, dict[str, Any]]] | None = None,
+                rubric: Rubric | None = None) -> Labels:
     """Map case id -> numeric label. Every row needs the id and the label field; a label that
     is a number (one of ``label_scale`` when given) is a label, an empty one (an empty CSV
     cell, JSON null: a worksheet row not labelled yet, ``evaluator review``) is skipped and
     counted, anything else is an error (so is a file with no label at all, unless
     ``allow_none``: a worksheet nobody has filled in yet). Errors name the file, lines and
     field, never a case id (``id_column`` may hold case text). ``rows``: the file's
-    :func:`label_rows`, when the caller has read them already (one read for every use)."""
+    :func:`label_rows`, when the caller has read them already (one read for every use).
+    Without ``label_scale``, the labels of a ``KEY.label`` field naming an integer criterion
+    of ``rubric`` are on its scale (:func:`rubric_label_scale`)."""
     path = Path(path)
     rows = label_rows(path) if rows is None else rows
     if not rows:
@@ -146,6 +196,12 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
         shown = ", ".join(fields[:20]) + (" ..." if len(fields) > 20 else "")
         raise AgreementError(f"{path}: no row has the label field {label_field!r}; "
                              f"fields: {shown}")
+    scale_name, advice = "--label-scale", ""
+    found = (rubric_label_scale(rubric, label_field)
+             if label_scale is None and rubric is not None else None)
+    if found is not None:
+        label_scale, scale_name = found
+        advice = "; correct it, or give --label-scale if the labels use another scale"
     allowed = set(label_scale) if label_scale is not None else None
     labels = Labels()
     line_of: dict[str, int] = {}
@@ -165,8 +221,9 @@ def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
                                  "number "
                                  f"({type(row[label_field]).__name__})")
         if allowed is not None and value not in allowed:
-            raise AgreementError(f"{path} line {number}: field {label_field!r} is not one of "
-                                 f"--label-scale {', '.join(f'{v:g}' for v in label_scale)}")
+            raise AgreementError(f"{path} line {number}: field {label_field!r} is {value:g}, "
+                                 f"not on {scale_name} ({_show_scale(sorted(allowed))})"
+                                 f"{advice}")
         if case_id in labels:
             raise AgreementError(f"{path} lines {line_of[case_id]} and {number} have the same "
                                  f"case id (in {id_column!r})")

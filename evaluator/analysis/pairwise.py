@@ -47,10 +47,9 @@ from evaluator.analysis.stats import (
     BOOTSTRAP_SEED,
     mean_ci,
 )
-from evaluator.data.results import ResultRecord
+from evaluator.data.results import INCONSISTENT, ResultRecord, reconcile
 
 CHOICES = ("A", "B", "tie")
-INCONSISTENT = "inconsistent"
 # A win scores 1, a loss 0; a tie half, and an inconsistent pair (the verdict flipped with
 # the order) is read as a tie: the judge could not tell them apart.
 WIN_VALUE = {"A": 1.0, "B": 0.0, "tie": 0.5, INCONSISTENT: 0.5}
@@ -96,12 +95,6 @@ class Pairs:
         self.length_a.append(result.lengths["A"])
         self.length_b.append(result.lengths["B"])
         self.case_ids.append(record.case_id)
-
-
-def reconcile(first: str, second: str) -> str:
-    """The outcome of a pair from its two orders' choices: theirs when they agree, else
-    ``inconsistent``."""
-    return first if first == second else INCONSISTENT
 
 
 def pairs_from_records(records: Sequence[ResultRecord], criterion: str) -> Pairs:

@@ -32,6 +32,7 @@ from evaluator.analysis.designs import (
     case_uncertainty,
     random_draw,
 )
+from evaluator.analysis.label_files import label_criterion
 from evaluator.analysis.review_inputs import check_input_file, read_labelled
 from evaluator.analysis.review_signals import (
     PassGate,
@@ -91,10 +92,10 @@ class ReviewSheet:
     draw: Draw | None = None
 
 
-def _read_results(path: Path) -> list[ResultRecord]:
+def _read_results(path: Path, rubrics_dirs: Sequence[Path]) -> list[ResultRecord]:
     check_input_file(path, "results file")
     try:
-        return read_results(path)
+        return read_results(path, rubrics_dirs)
     except ResultsFileDamaged as exc:
         raise ReviewError(str(exc)) from None
     except OSError as exc:
@@ -163,8 +164,9 @@ def _estimate_key(rubric: Rubric, label_field: str, criteria: Sequence[str]) -> 
     itself names it; else the first --criterion that agree compares; else the rubric's first integer one."""
     comparable = ([f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
                   + [a.name for a in rubric.aggregates])
-    if label_field.endswith(".label") and label_field[:-6] in comparable:
-        return label_field[:-6]
+    named = label_criterion(label_field, comparable)
+    if named is not None:
+        return named
     if label_field in comparable:  # labels named after the criterion they rate
         return label_field
     return next((k for k in [*criteria, *comparable] if k in comparable), None)
@@ -200,6 +202,7 @@ def _estimates(rubric: Rubric, files: Sequence[tuple[Path, list[ResultRecord]]],
 def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Sequence[str] = (),
                  gates: Sequence[PassGate] = (), labels_path: Path | None = None,
                  label_field: str | None = None, id_column: str = "case_id",
+                 label_scale: Sequence[float] | None = None,
                  show_text: bool = False, cases_path: Path | None = None,
                  mapping: Mapping[str, str] | None = None, case_id_column: str = "case_id",
                  rubrics_dirs: Sequence[Path] = (), target_halfwidth: float = 0.1,
@@ -210,7 +213,8 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     docstring for the ranking). ``labels_path``/``label_field``/``id_column``: labels
     already given (their cases are skipped; with them, :func:`halfwidth_estimate` says how
     many more labelled cases bring ``target_statistic``'s CI half-width under
-    ``target_halfwidth``). ``show_text`` adds the rubric's input fields, read from
+    ``target_halfwidth``); they are on ``label_scale`` when given, else a ``KEY.label``
+    field's on KEY's scale in the rubric. ``show_text`` adds the rubric's input fields, read from
     ``cases_path`` with the run's ``mapping`` and ``case_id_column``.
 
     ``design`` (:mod:`evaluator.analysis.designs`): ``priority`` (the ranking above),
@@ -239,7 +243,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                           f"{', '.join(TARGET_STATISTICS)}")
     if not target_halfwidth > 0:
         raise ReviewError("--target-halfwidth must be above 0")
-    files = [(Path(p), _read_results(Path(p))) for p in results]
+    files = [(Path(p), _read_results(Path(p), rubrics_dirs)) for p in results]
     names = sorted({r.rubric for _, records in files for r in records})
     if len(names) != 1:
         raise ReviewError("the results files hold no records" if not names else
@@ -256,7 +260,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     _check_gates(rubric, gates)
     labels: dict[str, float] = {}
     if labels_path is not None and label_field is not None:
-        labels = read_labelled(Path(labels_path), label_field, id_column)
+        labels = read_labelled(Path(labels_path), label_field, id_column, rubric, label_scale)
     by_case: dict[str, list[ResultRecord]] = {}
     not_ok: set[str] = set()
     for _, records in files:

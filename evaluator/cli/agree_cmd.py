@@ -28,13 +28,14 @@ from evaluator.data.results import ResultsFileDamaged
                    "filled-in review.csv: its design is read).")
 @click.option("--label-field", required=True, help="The labels file's field holding the label.")
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
-              help="Criterion or aggregate to compare (repeatable; default: every integer "
-                   "criterion and aggregate).")
+              help="Criterion or aggregate to compare (repeatable; default: KEY of a "
+                   "KEY.label field, else every integer criterion and aggregate).")
 @click.option("--id-column", default="case_id", show_default=True,
               help="The labels file's case id column.")
 @click.option("--label-scale", default=None, metavar="VALUES",
               help="The labels' possible values, e.g. 0,1,2 or 1-5 (confusion-matrix rows; "
-                   "default: the values observed). A label outside it is an error.")
+                   "default: the values observed; a KEY.label field's labels must be on KEY's "
+                   "scale in the rubric). A label outside it is an error.")
 @click.option("--by", default=None, metavar="COLUMN",
               help="Grouping column of the labels file (e.g. generator_model, site): mean "
                    "score and agreement per group, each group vs the rest with a CI.")

@@ -14,6 +14,7 @@ from evaluator.analysis.distributions import SCORE_MODES
 from evaluator.analysis.estimate import estimate
 from evaluator.analysis.estimate_text import format_estimate
 from evaluator.analysis.gates import Gate
+from evaluator.analysis.label_files import parse_label_scale
 from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.analysis.stats import StatsUnavailable
 from evaluator.cli.exit_codes import EXIT_USAGE
@@ -38,6 +39,9 @@ from evaluator.data.results import ResultsFileDamaged
                    "also >, <=, <): the judge's pass/fail predicts the labels'.")
 @click.option("--id-column", default="case_id", show_default=True,
               help="The labels files' case id column.")
+@click.option("--label-scale", default=None, metavar="VALUES",
+              help="The labels' possible values, e.g. 0,1 or 1-5 (default for a KEY.label "
+                   "field: KEY's scale in the rubric). A label outside it is an error.")
 @click.option("--score", "score_mode", type=click.Choice(SCORE_MODES), default="argmax",
               show_default=True,
               help="The judge's scores as predictions: argmax (the verdict as written) or "
@@ -49,7 +53,8 @@ from evaluator.data.results import ResultsFileDamaged
 @rubrics_dir_option
 def estimate_command(results: tuple[Path, ...], labels_paths: tuple[Path, ...], label_field: str,
                      criteria: tuple[str, ...], gates: tuple[Gate, ...], id_column: str,
-                     score_mode: str, as_json: bool, rubrics_dirs: tuple[Path, ...]) -> None:
+                     label_scale: str | None, score_mode: str, as_json: bool,
+                     rubrics_dirs: tuple[Path, ...]) -> None:
     """Clinician-level estimates for each RESULTS file (a system) from its judge's scores on
     every case and clinicians' labels on a few: the judge-only mean and its bias, the labels
     alone, and PPI++ (prediction-powered inference), whose 95% CI is valid whatever the
@@ -57,9 +62,10 @@ def estimate_command(results: tuple[Path, ...], labels_paths: tuple[Path, ...], 
     Labels from `evaluator review --design random|active` carry their probabilities; labels
     from a priority sheet are refused. No case text is shown."""
     try:
+        scale = parse_label_scale(label_scale) if label_scale is not None else None
         report = estimate(list(results), list(labels_paths), label_field, criteria=criteria,
                           gates=gates, id_column=id_column, score_mode=score_mode,
-                          rubrics_dirs=rubrics_dirs)
+                          rubrics_dirs=rubrics_dirs, label_scale=scale)
     except (AgreementError, ResultsFileDamaged, StatsUnavailable, ScoreModeError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)

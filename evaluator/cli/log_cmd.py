@@ -49,15 +49,16 @@ def echo_logged(logged: LoggedRun) -> None:
 @click.option("--id-column", default="case_id", show_default=True,
               help="The labels file's case id column.")
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
-              help="With --labels: the criterion the labels rate (repeatable; default: every "
-                   "integer criterion and aggregate for agreement, KEY of a KEY.label field "
-                   "for the estimates).")
+              help="With --labels: the criterion the labels rate (repeatable; default: KEY "
+                   "of a KEY.label field; else every integer criterion and aggregate for "
+                   "agreement, and no estimate).")
 @click.option("--pass", "gates", multiple=True, metavar="CRITERION>=THRESHOLD",
               callback=lambda ctx, param, values: parse_gates(values),
               help="With --labels: a pass/fail gate (repeatable; also >, <=, <): sensitivity, "
                    "specificity, PPV, NPV and the clinician-level pass rate.")
 @click.option("--label-scale", default=None, metavar="VALUES",
-              help="With --labels: the labels' possible values, e.g. 0,1,2 or 1-5.")
+              help="With --labels: the labels' possible values, e.g. 0,1,2 or 1-5 (default "
+                   "for a KEY.label field: KEY's scale in the rubric).")
 @click.option("--resamples", type=click.IntRange(min=100), default=AGREEMENT_RESAMPLES,
               show_default=True, help="With --labels: bootstrap resamples for the CIs.")
 @click.option("--seed", type=int, default=AGREEMENT_SEED, show_default=True,

@@ -12,6 +12,7 @@ import click
 from evaluator.analysis.agreement import AgreementError
 from evaluator.analysis.designs import DEFAULT_FLOOR, DESIGNS, MIN_FLOOR
 from evaluator.analysis.intervals import format_ci
+from evaluator.analysis.label_files import parse_label_scale
 from evaluator.analysis.review import (
     DEFAULT_N,
     PHI_WARNING,
@@ -98,6 +99,9 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
 @click.option("--label-field", default=None, help="The labels file's field holding the label.")
 @click.option("--id-column", default="case_id", show_default=True,
               help="The labels file's case id column.")
+@click.option("--label-scale", default=None, metavar="VALUES",
+              help="With --labels: the labels' possible values, e.g. 0,1 or 1-5 (default "
+                   "for a KEY.label field: KEY's scale in the rubric).")
 @click.option("--target-halfwidth", type=click.FloatRange(min=0, min_open=True), default=0.1,
               show_default=True, help="With --labels: the 95% CI half-width to reach.")
 @click.option("--target-statistic", type=click.Choice(list(TARGET_STATISTICS)),
@@ -130,7 +134,8 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
 @rubrics_dir_option
 def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str, ...],
            gates: tuple[str, ...], labels_path: Path | None, label_field: str | None,
-           id_column: str, target_halfwidth: float, target_statistic: str, show_text: bool,
+           id_column: str, label_scale: str | None, target_halfwidth: float,
+           target_statistic: str, show_text: bool,
            cases_path: Path | None, mappings: tuple[str, ...], case_id_column: str,
            force: bool, resamples: int, seed: int, design: str, floor: float,
            rubrics_dirs: tuple[Path, ...]) -> None:
@@ -153,6 +158,7 @@ def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str
         sheet = build_review(
             list(results), n=n, criteria=criteria, gates=[parse_gate(g) for g in gates],
             labels_path=labels_path, label_field=label_field, id_column=id_column,
+            label_scale=None if label_scale is None else parse_label_scale(label_scale),
             show_text=show_text, cases_path=cases_path, mapping=parse_mapping(mappings),
             case_id_column=case_id_column, rubrics_dirs=rubrics_dirs,
             target_halfwidth=target_halfwidth, target_statistic=target_statistic,

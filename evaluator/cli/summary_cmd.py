@@ -30,7 +30,7 @@ def summary(results: Path, score_mode: str, as_json: bool,
     aggregate n, mean with a bootstrap 95% CI, SD, median, and the rubric's pass rates with
     Wilson CIs, from the scores --score names."""
     try:
-        records = read_results(results)
+        records = read_results(results, rubrics_dirs)
         names = sorted({r.rubric for r in records})
         judges = sorted({r.judge for r in records})
         if len(names) != 1 or len(judges) != 1:

@@ -1,17 +1,29 @@
 """The result record (one JSON line per case), the writer that appends them, and the
-reader that checks a results file line by line (and finds a line torn by a crash)."""
+reader that checks a results file line by line (and finds a line torn by a crash): each
+line strictly typed, and each verdict one its rubric can produce
+(:mod:`evaluator.data.verdicts`)."""
 
 from __future__ import annotations
 
 import logging
+import math
+import operator
 import os
+import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.files import (
@@ -21,6 +33,9 @@ from evaluator.data.files import (
     open_private_append,
     truncate_private,
 )
+from evaluator.data.verdicts import VerdictCheck
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import Rubric, RubricError
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +43,14 @@ log = logging.getLogger(__name__)
 # 3: a pairwise rubric's records (``pairwise``); absolute records stay version 2.
 RECORD_VERSION = 2
 PAIRWISE_RECORD_VERSION = 3
+
+# How far from 1 the probabilities of one distribution may sum, and an expected score from
+# the sum of value x probability (relative to the largest |value|). A run writes them
+# renormalised in float64 (:func:`evaluator.analysis.distributions.summarize`, the value
+# walk): off by at most a few units of 1e-16 per value, and a scale has at most 101 values.
+# 1e-6 is far above that rounding and far below any edit that moves a figure.
+PROBABILITY_TOLERANCE = 1e-6
+RUBRIC_NAME = re.compile(r"[a-z0-9][a-z0-9_\-]*")  # as evaluator.rubrics.rubric.Rubric's
 
 Status = Literal[
     "ok",              # a verdict that parsed and passed the output model
@@ -61,17 +84,53 @@ class ScoreDistribution(BaseModel):
     entropy: Annotated[float, Field(ge=0)]
     coverage: Annotated[float, Field(ge=0, le=1)] = 1.0
 
+    @model_validator(mode="after")
+    def _one_distribution(self) -> ScoreDistribution:
+        # Plain sums, in C (every line of a results file has several distributions): their
+        # rounding, about 1e-16 per value, is far below the tolerance.
+        values = list(map(int, self.probabilities))
+        _sums_to_one(sum(self.probabilities.values()))
+        mean = sum(map(operator.mul, values, self.probabilities.values()))
+        if abs(self.expected - mean) > PROBABILITY_TOLERANCE * max(1, *map(abs, values)):
+            raise ValueError("expected is not the probability-weighted mean of the values")
+        return self
+
+
+def _sums_to_one(total: float) -> None:
+    if abs(total - 1) > PROBABILITY_TOLERANCE:
+        raise ValueError(f"the probabilities sum to {total:.6g}, not 1")
+
+
+def _plain_values(value: Any, where: str = "") -> Any:
+    """A verdict's values are JSON numbers, strings, lists and objects: never a boolean
+    (no rubric output is one; Python would count true as 1) nor a non-finite number."""
+    if isinstance(value, bool):
+        raise ValueError(f"{where} is true or false, which no verdict holds")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where} is NaN or infinite, which no verdict holds")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(item) is not str and type(item) is not int:  # most values: nothing to see
+                _plain_values(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _plain_values(item, f"{where}[{i}]")
+    return value
+
+
+Verdict = Annotated[dict[str, Any], AfterValidator(_plain_values)]
+
 
 class PanelVerdict(BaseModel):
     """One of several verdicts for a case: a self-consistency sample (``sample``) or a jury
     member's (``judge``, with its own results file's ``settings_hash``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     sample: int | None = None
     judge: str | None = None
     status: Status
-    scores: dict[str, Any] | None = None
+    scores: Verdict | None = None
     aggregates: dict[str, float | None] | None = None
     reason: str | None = None
     finish_reason: str | None = None
@@ -91,6 +150,7 @@ def _printable_name(name: str) -> str:
 Side = Literal["A", "B"]
 Choice = Literal["A", "B", "tie"]
 Outcome = Literal["A", "B", "tie", "inconsistent"]
+INCONSISTENT = "inconsistent"
 
 
 class PairOrder(BaseModel):
@@ -116,6 +176,12 @@ class PairOrder(BaseModel):
     prompt_hash: str | None = None
     raw_output: str | None = None  # as on ResultRecord: results file only, never logs
 
+    @model_validator(mode="after")
+    def _distributions(self) -> PairOrder:
+        for probabilities in (self.probabilities or {}).values():
+            _sums_to_one(sum(probabilities.values()))
+        return self
+
 
 class PairwiseResult(BaseModel):
     """A pairwise verdict: both orders, and their reconciliation per choice criterion.
@@ -134,19 +200,38 @@ class PairwiseResult(BaseModel):
     orders: list[PairOrder] = Field(min_length=2, max_length=2)
     outcome: dict[str, Outcome] | None = None
 
+    @model_validator(mode="after")
+    def _outcome_of_the_orders(self) -> PairwiseResult:
+        # Analysis reconciles the orders again (compare); export writes ``outcome``: an
+        # edited one would give two answers.
+        by_first = {order.first: order.choices or {} for order in self.orders}
+        if self.outcome is not None and len(by_first) != 2:
+            raise ValueError("the two orders must be one with A first and one with B first")
+        for key, outcome in (self.outcome or {}).items():
+            first, second = by_first["A"].get(key), by_first["B"].get(key)
+            if first is None or second is None or outcome != reconcile(first, second):
+                raise ValueError(f"outcome {key!r} is not what the two orders' choices give")
+        return self
+
+
+def reconcile(first: str, second: str) -> str:
+    """The outcome of a pair from its two orders' choices (in candidate terms): theirs when
+    they agree, else ``inconsistent`` (the verdict did not survive the swap)."""
+    return first if first == second else INCONSISTENT
+
 
 class ResultRecord(BaseModel):
     """One case's outcome. A case that could not be judged has a status and a reason,
     never scores."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     record_version: Literal[1, 2, 3] = RECORD_VERSION
     case_id: str
     rubric: str
     judge: str
     status: Status
-    scores: dict[str, Any] | None = None
+    scores: Verdict | None = None
     aggregates: dict[str, float | None] | None = None
     reason: str | None = None
     input_file: str | None = None
@@ -176,6 +261,12 @@ class ResultRecord(BaseModel):
     # A pairwise rubric's record (record_version 3): both orders and the reconciled outcome,
     # which ``scores`` repeats (criterion -> A, B, tie or inconsistent).
     pairwise: PairwiseResult | None = None
+
+    @model_validator(mode="after")
+    def _scores_repeat_the_outcome(self) -> ResultRecord:
+        if self.pairwise is not None and self.scores != self.pairwise.outcome:
+            raise ValueError("a pairwise record's scores are not its reconciled outcome")
+        return self
 
 
 class ResultsFileDamaged(ValueError):
@@ -221,15 +312,73 @@ def _content_end(path: Path) -> int:
     return 0
 
 
-def _complete_record(chunk: bytes) -> ResultRecord | None:
-    """The record an unterminated last line holds, if it is one whole (a line cut short is
-    never valid JSON: the object's closing brace is its last byte)."""
-    if b"\0" in chunk or not chunk.strip():
+RubricFor = Callable[[ResultRecord], Rubric | None]
+
+
+def rubrics_by_name(rubrics_dirs: Sequence[Path] = ()) -> RubricFor:
+    """The rubric a record names, found as ``--rubrics-dir`` finds it (``rubrics_dirs``
+    first, then the built-ins), each loaded once; None when none of that name loads (the
+    caller that needs it says so)."""
+    loaded: dict[str, Rubric | None] = {}
+
+    def rubric_for(record: ResultRecord) -> Rubric | None:
+        name = record.rubric
+        if name not in loaded:
+            # Only a rubric's name: a record's text never names a file to open.
+            if not RUBRIC_NAME.fullmatch(name):
+                loaded[name] = None
+            else:
+                try:
+                    loaded[name] = load_rubric(name, tuple(rubrics_dirs))
+                except RubricError:
+                    loaded[name] = None
+        return loaded[name]
+
+    return rubric_for
+
+
+def one_rubric(rubric: Rubric) -> RubricFor:
+    """``rubric`` for the records that name it (a run's own rubric, loaded by the run)."""
+    return lambda record: rubric if record.rubric == rubric.name else None
+
+
+def rubric_problem(record: ResultRecord, check: VerdictCheck) -> str | None:
+    """Why ``record`` holds a verdict its rubric (``check``'s) cannot produce, or None: each
+    ``ok`` verdict (a sample's or jury member's too) validates against the rubric's output
+    model, a reduced one is a reduction of them, and each distribution is over the allowed
+    values of a score the verdict has. A pairwise record's outcome is checked against its
+    orders by the model itself."""
+    if record.pairwise is not None:
         return None
-    try:
-        return ResultRecord.model_validate_json(chunk)
-    except ValidationError:
+    panel_name = "samples" if record.samples else "jury"
+    panel = record.samples or record.jury or []
+    for i, verdict in enumerate(panel):
+        if verdict.status == "ok" and verdict.scores is not None:
+            problem = (check.verdict(verdict.scores)
+                       or check.distributions(verdict.scores, _values(verdict.distributions)))
+            if problem:
+                return f"{panel_name}.{i}.{problem}"
+    if record.status != "ok" or record.scores is None:
         return None
+    if panel:
+        first = next((v.scores for v in panel if v.status == "ok" and v.scores is not None),
+                     None)
+        if first is None:
+            return f"scores: an ok record whose {panel_name} has no ok verdict"
+        problem = check.reduced(record.scores, first)
+    else:
+        problem = check.verdict(record.scores)
+    return problem or check.distributions(record.scores, _values(record.distributions))
+
+
+def _values(distributions: dict[str, ScoreDistribution] | None) -> dict[str, list[str]]:
+    return {path: list(d.probabilities) for path, d in (distributions or {}).items()}
+
+
+def _damaged(problem: str) -> ResultsFileDamaged:
+    return ResultsFileDamaged(
+        f"{problem} Move it aside or fix that line, or pass --force-new to start a new file "
+        "(the old one is kept).", problem=problem)
 
 
 class ResultsReader:
@@ -237,13 +386,20 @@ class ResultsReader:
     the file whole). An unterminated last line (a write cut by a crash or power loss,
     possibly NUL-filled) is torn, never parsed as a result: after iterating, ``valid_bytes``
     is the length of the valid prefix and ``torn_bytes`` what follows. Any other bad line
-    raises :class:`ResultsFileDamaged` naming it."""
+    raises :class:`ResultsFileDamaged` naming it.
 
-    def __init__(self, path: Path):
+    Each line is validated strictly (``"3"`` is not a number, ``true`` not 1, NaN and
+    Infinity are refused) and, with ``rubric_for`` (see :func:`rubrics_by_name`), each
+    record's verdicts against the rubric it returns for the record (None: not checked):
+    a score that rubric cannot produce is a damaged line (:func:`rubric_problem`)."""
+
+    def __init__(self, path: Path, rubric_for: RubricFor | None = None):
         self.path = Path(path)
+        self.rubric_for = rubric_for
         self.valid_bytes = 0
         self.torn_bytes = 0
         self.unterminated = False  # the last line is a complete record without its newline
+        self._checks: dict[int, VerdictCheck] = {}
 
     def __iter__(self) -> Iterator[StoredLine]:
         content_end = _content_end(self.path)
@@ -260,7 +416,7 @@ class ResultsReader:
                 if not chunk.endswith(b"\n"):
                     # A complete record whose newline was not written (or was removed by
                     # an editor) is kept: only a line cut short is torn.
-                    record = _complete_record(chunk)
+                    record = self._complete_record(number + 1, chunk)
                     if record is not None:
                         number += 1
                         offset += len(chunk)
@@ -275,30 +431,56 @@ class ResultsReader:
         self.valid_bytes = offset
         self.torn_bytes = size - offset
 
+    def _complete_record(self, number: int, chunk: bytes) -> ResultRecord | None:
+        """The record an unterminated last line holds, if it is one whole (a line cut short
+        is never valid JSON: the object's closing brace is its last byte). A whole record
+        its rubric cannot produce was edited, not cut short: it raises as any other line."""
+        if b"\0" in chunk or not chunk.strip():
+            return None
+        try:
+            record = ResultRecord.model_validate_json(chunk, strict=True)
+        except ValidationError:
+            return None
+        return self._checked(number, record)
+
     def _parse(self, number: int, raw: bytes) -> ResultRecord:
         try:
-            return ResultRecord.model_validate_json(raw)
+            record = ResultRecord.model_validate_json(raw, strict=True)
         except ValidationError as exc:
             first = exc.errors(include_input=False, include_url=False)[0]
             where = ".".join(map(str, first["loc"])) or "$"
-            problem = (f"{self.path} line {number} is not a result record ({where}: "
-                       f"{first['msg']}); the file was edited or damaged.")
-            raise ResultsFileDamaged(
-                f"{problem} Move it aside or fix that line, or pass --force-new to start a "
-                "new file (the old one is kept).", problem=problem) from None
+            raise _damaged(f"{self.path} line {number} is not a result record ({where}: "
+                           f"{first['msg']}); the file was edited or damaged.") from None
+        return self._checked(number, record)
+
+    def _checked(self, number: int, record: ResultRecord) -> ResultRecord:
+        """``record`` (line ``number``) once checked against its rubric, if it has one."""
+        rubric = self.rubric_for(record) if self.rubric_for is not None else None
+        if rubric is not None:
+            check = self._checks.get(id(rubric))
+            if check is None or check.rubric is not rubric:
+                check = self._checks[id(rubric)] = VerdictCheck(rubric)
+            problem = rubric_problem(record, check)
+            if problem:
+                source = f" ({rubric.source_path})" if rubric.source_path else ""
+                raise _damaged(f"{self.path} line {number} holds a verdict rubric "
+                               f"{rubric.name!r}{source} cannot produce ({problem}): the "
+                               "file was edited or damaged, or the rubric changed since the "
+                               "run (give the one it used with --rubrics-dir).")
+        return record
 
 
-def scan_results(path: Path) -> ResultsScan:
+def scan_results(path: Path, rubric_for: RubricFor | None = None) -> ResultsScan:
     """Read and validate every line (see :class:`ResultsReader`) into memory."""
-    reader = ResultsReader(path)
+    reader = ResultsReader(path, rubric_for)
     lines = list(reader)
     return ResultsScan(lines, reader.valid_bytes, reader.torn_bytes)
 
 
-def iter_records(path: Path) -> Iterator[ResultRecord]:
+def iter_records(path: Path, rubric_for: RubricFor | None = None) -> Iterator[ResultRecord]:
     """Every record of a results file, one at a time (a torn last line is skipped with a
-    warning)."""
-    reader = ResultsReader(path)
+    warning); with ``rubric_for``, checked against the rubric (see :class:`ResultsReader`)."""
+    reader = ResultsReader(path, rubric_for)
     for line in reader:
         yield line.record
     if reader.torn_bytes:
@@ -382,18 +564,22 @@ def analysis_lines(reader: ResultsReader) -> Iterator[StoredLine]:
                                  "evaluator run?") from None
 
 
-def read_results(path: Path) -> list[ResultRecord]:
+def read_results(path: Path, rubrics_dirs: Sequence[Path] = (), *,
+                 rubric_for: RubricFor | None = None) -> list[ResultRecord]:
     """Load every record of a results file for analysis (report, agree): each line
-    validated, a torn last line skipped with a warning. Raises :class:`ResultsFileDamaged`
-    for a FIFO or device (never opened), a bad line, or one case id on two lines (counting
-    both would count one case twice); the messages name lines, never the id, and suggest
-    nothing only ``evaluator run`` accepts."""
+    validated, its verdicts against the rubric it names (found as :func:`rubrics_by_name`
+    finds it in ``rubrics_dirs``: give the folders the command's ``--rubrics-dir`` gives),
+    a torn last line skipped with a warning. Raises :class:`ResultsFileDamaged` for a FIFO
+    or device (never opened), a bad line, or one case id on two lines (counting both would
+    count one case twice); the messages name lines, never the id, and suggest nothing only
+    ``evaluator run`` accepts. ``rubric_for``: the rubrics to check against instead (e.g.
+    :func:`one_rubric`, a run's own)."""
     path = Path(path)
     try:
         check_regular_file(path, "results file")
     except NotARegularFile as exc:
         raise ResultsFileDamaged(str(exc)) from None
-    reader = ResultsReader(path)
+    reader = ResultsReader(path, rubric_for or rubrics_by_name(rubrics_dirs))
     records: list[ResultRecord] = []
     first_line: dict[str, int] = {}
     for line in analysis_lines(reader):

@@ -63,10 +63,10 @@ class ReportError(ValueError):
     """The report cannot be made from these inputs (missing file, mixed rubrics, bad key)."""
 
 
-def _read_one(path: Path) -> list[ResultRecord]:
+def _read_one(path: Path, rubrics_dirs: Sequence[Path]) -> list[ResultRecord]:
     if not path.exists():
         raise ReportError(f"{path}: results file not found")
-    records = read_results(path)
+    records = read_results(path, rubrics_dirs)
     if not records:
         raise ReportError(f"{path}: no result records in the file")
     return records
@@ -220,7 +220,7 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
         if path.resolve() in seen:
             raise ReportError(f"{path}: given twice")
         seen.add(path.resolve())
-        records = _read_one(path)
+        records = _read_one(path, rubrics_dirs)
         loaded.append((path, records, _only({r.rubric for r in records}, path, "rubric"),
                        _only({r.judge for r in records}, path, "judge")))
     first_path, _, rubric_name, _ = loaded[0]
@@ -262,7 +262,8 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
 def _agreement(files: list[dict[str, Any]], labels: Sequence[Path], label_field: str,
                id_column: str, resamples: int, options: Mapping[str, Any]) -> dict[str, Any]:
     for path in dict.fromkeys(labels):  # a bad labels file stops the report
-        load_labels(Path(path), label_field, id_column, label_scale=options.get("label_scale"))
+        load_labels(Path(path), label_field, id_column, label_scale=options.get("label_scale"),
+                    rubric=files[0]["rubric"])
     per_file = []
     for entry, path in zip(files, _labels_per_file(labels, files), strict=True):
         try:
@@ -296,7 +297,8 @@ def _labels_per_file(labels: Sequence[Path], files: Sequence[Any]) -> list[Path]
 
 def _estimates(files: list[dict[str, Any]], labels: Sequence[Path], label_field: str,
                id_column: str, criteria: Sequence[str], score_mode: str,
-               rubrics_dirs: Sequence[Path]) -> dict[str, Any]:
+               rubrics_dirs: Sequence[Path],
+               label_scale: Sequence[float] | None = None) -> dict[str, Any]:
     """Clinician-level estimates (:func:`evaluator.analysis.estimate.estimate`) beside each
     file's judge-only mean, and with one labels file per file, the differences; an estimate
     that cannot be made is a note on the page, never a failed report."""
@@ -304,7 +306,7 @@ def _estimates(files: list[dict[str, Any]], labels: Sequence[Path], label_field:
     try:
         result = estimate([Path(f["path"]) for f in files], per_file, label_field,
                           criteria=criteria, id_column=id_column, score_mode=score_mode,
-                          rubrics_dirs=rubrics_dirs)
+                          rubrics_dirs=rubrics_dirs, label_scale=label_scale)
     except (AgreementError, ScoreModeError) as exc:
         return {"note": f"no clinician-level estimate: {exc}", "rows": [], "differences": []}
     by_path = {str(f["path"]): f["label"] for f in files}
@@ -412,7 +414,7 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
              "text_field": text_field})
         report["estimates"] = _estimates(files, label_files, str(label_field),
                                          label_id_column, estimate_criteria, score_mode,
-                                         rubrics_dirs)
+                                         rubrics_dirs, label_scale)
     if show_text:
         attach_text(report, mapping=mapping, id_column=id_column)
     else:

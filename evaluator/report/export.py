@@ -26,8 +26,11 @@ from evaluator.data.results import (
     ResultRecord,
     ResultsFileDamaged,
     ResultsReader,
+    RubricFor,
     StoredLine,
     analysis_lines,
+    one_rubric,
+    rubrics_by_name,
 )
 from evaluator.report.export_columns import (
     Column,
@@ -94,9 +97,11 @@ class _Scan:
     torn_bytes: int = 0
 
 
-def _lines(path: Path, scan: _Scan | None = None) -> Iterator[StoredLine]:
-    """The records' lines; ``scan`` learns the length of a torn last line (skipped)."""
-    reader = ResultsReader(path)
+def _lines(path: Path, rubric_for: RubricFor,
+           scan: _Scan | None = None) -> Iterator[StoredLine]:
+    """The records' lines, each checked against its rubric (``rubric_for``); ``scan``
+    learns the length of a torn last line (skipped)."""
+    reader = ResultsReader(path, rubric_for)
     try:
         yield from analysis_lines(reader)
     except ResultsFileDamaged as exc:
@@ -109,7 +114,7 @@ def _scan(path: Path, rubrics_dirs: Sequence[Path]) -> _Scan:
     """The first pass: one rubric's records, each verdict with only keys that rubric
     declares (the rubric of that name today may not be the one the run used)."""
     scan = _Scan()
-    for line in _lines(path, scan):
+    for line in _lines(path, rubrics_by_name(rubrics_dirs), scan):
         record = line.record
         if scan.rubric is None:
             scan.rubric = _rubric(path, record.rubric, rubrics_dirs)
@@ -202,7 +207,7 @@ def export_parquet(results: Path, output: Path, *, with_text: bool = False,
         with pq.ParquetWriter(handle, schema) as writer:
             pending: list[ResultRecord] = []
             first_line = 1
-            for line in _lines(results):
+            for line in _lines(results, one_rubric(rubric)):
                 if not pending:
                     first_line = line.number
                 pending.append(line.record)

@@ -32,7 +32,7 @@ from evaluator.data.files import (
     write_bytes_atomic,
     write_json_atomic,
 )
-from evaluator.data.results import ResultRecord, read_results, rewrite_results
+from evaluator.data.results import ResultRecord, one_rubric, read_results, rewrite_results
 from evaluator.judges.models_file import JudgeConfigError, JurySpec
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import Rubric
@@ -193,7 +193,8 @@ def evaluate_jury(task: Task, jury_name: str, jury: JurySpec, judge: Judge, run:
             members.append(evaluate(member_task, replace(judge, name=name, reduce=reduce),
                                     replace(run, output_path=path, force_new=False)))
 
-        member_records = [read_results(path) for path in paths]
+        member_records = [read_results(path, rubric_for=one_rubric(rubric_obj))
+                          for path in paths]
         member_hashes = [
             str(read_manifest(manifest_path_for(p)).get("settings_hash"))  # type: ignore[union-attr]
             for p in paths]

@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evaluator.analysis.pairwise import reconcile
 from evaluator.data.cases import Case
 from evaluator.data.results import (
     PAIRWISE_RECORD_VERSION,
     PairOrder,
     PairwiseResult,
     ResultRecord,
+    reconcile,
 )
 from evaluator.rubrics.rubric import TIE, Rubric
 

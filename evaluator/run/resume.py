@@ -37,6 +37,7 @@ from evaluator.data.results import (
     rewrite_results,
     truncate_torn_tail,
 )
+from evaluator.rubrics.rubric import Rubric
 from evaluator.run.manifest import (
     diff_settings,
     lock_path_for,
@@ -212,11 +213,15 @@ def _check_torn_tail(path: Path, reader: ResultsReader, manifest_path: Path) -> 
 
 
 def _index_results(output_path: Path, settings: Mapping[str, Any], settings_hash: str,
-                   manifest_path: Path) -> tuple[dict[str, _Stored], ResultsReader]:
+                   manifest_path: Path, rubric: Rubric | None,
+                   ) -> tuple[dict[str, _Stored], ResultsReader]:
     """The finished records of an existing results file, by case id (status and prompt
     hash only), once the settings are checked and a torn last line found repairable (the
-    reader says where it is; :func:`apply_plan` cuts it)."""
-    reader = ResultsReader(output_path)
+    reader says where it is; :func:`apply_plan` cuts it). The records judged with these
+    settings are checked against ``rubric`` (an edited score is a damaged line); others
+    are refused by the settings check, which says what changed."""
+    reader = ResultsReader(output_path, None if rubric is None else (
+        lambda record: rubric if record.settings_hash == settings_hash else None))
     stored: dict[str, _Stored] = {}
     hashes: set[str | None] = set()
     for line in reader:
@@ -236,7 +241,7 @@ def _index_results(output_path: Path, settings: Mapping[str, Any], settings_hash
 
 def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping[str, Any],
                 settings_hash: str, items: Iterable[Case | InputProblem], ids: UniqueIds,
-                hash_of: Callable[[Case], str]) -> ResumePlan:
+                hash_of: Callable[[Case], str], rubric: Rubric | None = None) -> ResumePlan:
     """One pass over the input (``items``, streamed) against an existing results file
     (``output_path``; None or missing: a fresh run): what is left to judge.
 
@@ -245,12 +250,14 @@ def plan_resume(output_path: Path | None, manifest_path: Path, settings: Mapping
     no manifest names as this tool's) or, through ``ids``, a duplicate-id
     :class:`evaluator.data.cases.InputFileError` — all before anything is judged or changed.
     A repairable torn last line and the records to be judged again (``drop``) are
-    recorded in the plan; :func:`apply_plan` removes them.
+    recorded in the plan; :func:`apply_plan` removes them. ``rubric``: the run's, which
+    the stored verdicts are checked against.
     """
     plan = ResumePlan()
     stored: dict[str, _Stored] = {}
     if output_path is not None and output_path.exists():
-        stored, reader = _index_results(output_path, settings, settings_hash, manifest_path)
+        stored, reader = _index_results(output_path, settings, settings_hash, manifest_path,
+                                        rubric)
         plan.valid_bytes, plan.torn_bytes = reader.valid_bytes, reader.torn_bytes
         plan.unterminated = reader.unterminated
     changed: list[str] = []

@@ -25,7 +25,7 @@ from evaluator.analysis.summary import summarize, summary_path_for, write_summar
 from evaluator.data.cases import Case, InputProblem, UniqueIds, iter_cases
 from evaluator.data.files import check_path_name, exclusive_lock
 from evaluator.data.pairs import iter_pairs, same_file
-from evaluator.data.results import iter_records
+from evaluator.data.results import iter_records, one_rubric
 from evaluator.judges.backends import Sampling
 from evaluator.judges.models_file import MAX_SEED, JudgeConfigError, resolve_judge
 from evaluator.rubrics.load import load_rubric
@@ -278,7 +278,7 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
     # this pass succeeds (and --strict accepted the input).
     plan = plan_resume(None if run.force_new else output_path, manifest_path, settings,
                        setup.settings_hash, items(), UniqueIds(input_path, task.id_column),
-                       setup.prompt_hash)
+                       setup.prompt_hash, setup.rubric)
     if run.strict and plan.first_problem is not None:
         raise InputRejected(f"--strict: {plan.first_problem.describe(with_id=False)} "
                             f"({plan.input_errors} bad row(s) in all); nothing was judged")
@@ -327,7 +327,8 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
                 log.error("could not record the end of the run in %s (%s)", manifest_path,
                           exc.strerror or type(exc).__name__)
 
-    summary = summarize(setup.rubric, setup.judge_name, iter_records(output_path))
+    summary = summarize(setup.rubric, setup.judge_name,
+                        iter_records(output_path, one_rubric(setup.rubric)))
     summary["results_file"] = output_path.name
     summary_path = summary_path_for(output_path)
     with _stop_on_full_disk(output_path):

@@ -178,7 +178,8 @@ def _label_figures(results: Path, labels: LabelOptions, rubrics_dirs: Sequence[P
     try:
         estimates = estimate([results], [labels.path], labels.label_field,
                              criteria=labels.criteria, gates=labels.gates,
-                             id_column=labels.id_column, rubrics_dirs=rubrics_dirs)
+                             id_column=labels.id_column, rubrics_dirs=rubrics_dirs,
+                             label_scale=labels.label_scale)
         metrics.update(estimate_metrics(estimates))
     except (AgreementError, ScoreModeError) as exc:
         notes.append(f"no clinician-level estimate logged: {exc}")
@@ -217,7 +218,7 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
         raise TrackingError(f"{results}: results file not found")
     check_regular_file(results, "results file")
     manifest = finished_manifest(results)
-    records = read_results(results)
+    records = read_results(results, options.rubrics_dirs)
     if not records:
         raise TrackingError(f"{results}: no result records in the file")
     rubric, judge = _rubric_and_judge(records, results, options.rubrics_dirs)
