@@ -264,10 +264,10 @@ def ppi_rate(y: Sequence[float], yhat: Sequence[float],
     worth fewer labels than there are (var(labels) / se^2 below n: its SE is larger than
     the labels' own; a judge that adds only noise), or where the tuned lambda is 0, lambda
     is 0 and the labels stand alone (:func:`classical_rate`), as PPI++'s lambda is meant to
-    make them. The interval is
-    then about as wide as the labels' own at most, not never wider: Wilson's width depends
-    on where the estimate is, and PPI++'s can be nearer 0.5 than the labels' share. Every
-    case labelled: :func:`classical_rate`."""
+    make them. Where PPI++ is kept, its interval is about as wide as the labels' own at
+    most, not never wider: Wilson's width depends on where the estimate is, and PPI++'s
+    can be nearer 0.5 than the labels' share. Every case labelled: :func:`classical_rate`
+    with lambda 0."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
