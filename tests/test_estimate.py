@@ -529,3 +529,37 @@ def test_every_case_labelled_keeps_why_there_is_no_interval_and_lambda_0(tmp_pat
     assert text.count("every case labelled: the labels' mean, lambda 0") == 2
     assert "lambda -" not in run.output and run.output.count("lambda 0.00") == 4
     assert max(map(len, run.output.splitlines())) <= 80
+
+
+def test_differences_of_pass_rates_stay_within_minus_1_and_1(tmp_path):
+    """The judge - label bias of a pass rate and a difference between two systems' pass
+    rates are normal intervals, which with few labels reached past -1 or 1 (judge - label
+    -0.944 [-1.050, -0.839]). A difference of rates lies in [-1, 1]: the ends are clipped
+    to it, and the method says so."""
+    records, truth = world(40, seed=5)
+    ids = list(truth)[:18]
+    files = {}
+    for name, score in (("A", 1), ("B", 5)):
+        for record in records:
+            record.scores["accuracy"] = score
+        files[name] = write_results(tmp_path / f"{name}.jsonl", records)
+    labels_a = write_labels(tmp_path / "a.jsonl", {c: 5 if i else 1 for i, c in enumerate(ids)})
+    labels_b = write_labels(tmp_path / "b.jsonl", {c: 1 if i else 5 for i, c in enumerate(ids)})
+    run = invoke("estimate", files["A"], files["B"], "--labels", labels_a, "--labels",
+                 labels_b, "--label-field", "grade", "--criterion", "accuracy", "--pass",
+                 "accuracy>=5", "--json")
+    assert run.exit_code == 0, run.output
+    lines = _json_lines(run.output)
+    (bias,) = [r for r in lines if r["type"] == "estimate" and r["system"] == "A"
+               and r["outcome"] == "pass rate"]
+    assert bias["judge_bias"] == pytest.approx(-17 / 18)
+    assert bias["judge_bias_ci"][0] == -1 < bias["judge_bias"] < bias["judge_bias_ci"][1]
+    assert "clipped to [-1, 1]" in bias["judge_bias_method"]
+    (diff,) = [r for r in lines if r["type"] == "difference" and r["criterion"] != "accuracy"]
+    assert diff["mode"] == "paired" and diff["estimate"] == pytest.approx(-16 / 18)
+    assert diff["ci"][0] == -1 < diff["estimate"] < diff["ci"][1] <= 1
+    assert "clipped to [-1, 1]" in diff["method"]
+    for row in lines:
+        for key in ("judge_bias_ci", "ci", "judge_difference_ci"):
+            if row.get(key) and row.get("criterion") != "accuracy":
+                assert -1 <= row[key][0] <= row[key][1] <= 1, (key, row[key])

@@ -120,6 +120,7 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         variance = ppi.labelled_variance(y)
     if gate is not None:
         judge = ppi.bounded_rate(judge, len(f_all))
+        bias = ppi.rate_difference(bias)
     elif classical.ci95 is None and y and set(y) <= {0.0, 1.0} and _zero_one(system, key):
         # Every label the same on a 0/1 criterion: the labels alone still have Wilson's
         # interval (on Kish's n_eff of the weights on an active sheet), which a point never
@@ -197,6 +198,8 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
                          + ("; it is conservative when the systems' errors go together on "
                             "the same cases (for a paired comparison, draw both sheets with "
                             "--design random and the same --n and --seed)" if shared else "")))
+    if gate is not None:  # a difference of two pass rates stays within [-1, 1]
+        result, judge = ppi.rate_difference(result), ppi.rate_difference(judge)
     out.update(estimate=result.estimate, ci=result.ci95, p=result.p, lambda_=result.lam,
                method=result.method, judge_difference=judge.estimate,
                judge_difference_ci=judge.ci95, judge_difference_method=judge.method)
