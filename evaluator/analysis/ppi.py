@@ -234,7 +234,7 @@ def bounded_rate(estimate: Estimate, fallback_n: float,
     (an active sheet: the labels' weighted variance), n_eff is the smaller of that and
     ``label_variance`` / se^2, the scale used before: on an active sheet with a good judge
     and a rare pass rate, Korn & Graubard's alone covered 89.5-92.9% in simulation, the
-    smaller one 90.4-94.2% (docs/statistics.md). The standard error is kept as it is."""
+    smaller one 90.4-94.3% (docs/statistics.md). The standard error is kept as it is."""
     if estimate.estimate is None or estimate.se is None:
         return estimate
     rate = _snapped(min(1.0, max(0.0, estimate.estimate)))
