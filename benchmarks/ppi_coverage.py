@@ -30,6 +30,7 @@ now: ppi.classical_rate, ppi.ppi_rate, ppi.bounded_rate).
 
 Synthetic numbers only: no case and no case text. Re-run:
     PYTHONPATH=. .venv/bin/python benchmarks/ppi_coverage.py [--replicates 1000] [--quick]
+        [--only pass-rates]
 """
 
 from __future__ import annotations
@@ -191,11 +192,11 @@ def rate_replicate(judge_name: str, rate: float, size: int, n: int,
     if taken.any():
         partial = [v if t else None for v, t in zip(labels, taken, strict=True)]
         weights = np.where(taken, pi, 1.0)
-        variance = ppi.labelled_variance(labels[taken], 1 / pi[taken])
         kish = kish_n_eff(1 / pi[taken])
+        variance = ppi.labelled_variance(labels[taken], 1 / pi[taken])
         for name, lam in (("active labels only", 0.0), ("active PPI++", None)):
             before = ppi.ipw_mean(judge, partial, weights, lam=lam)
-            out[name] = (before, ppi.bounded_rate(before, variance, kish))
+            out[name] = (before, ppi.bounded_rate(before, kish, variance))
     return out
 
 
@@ -326,12 +327,26 @@ def _print_rates(title: str, rows: dict[str, dict[str, dict]]) -> None:
                   f"{_figure(f['width_after'], False)})   [{_figure(f['outside'], True)}]")
 
 
+def _rates(args: argparse.Namespace, replicates: int) -> dict[str, dict]:
+    rate_rows = ({"good judge, pass rate 0.05, N 1000, n 20":
+                  rate_table("good", 0.05, 1000, 20, replicates, args.seed)}
+                 if args.quick else
+                 {f"{judge} judge, pass rate {rate:g}, N 1000, n {n}":
+                  rate_table(judge, rate, 1000, n, replicates, args.seed)
+                  for judge in PASS_JUDGES for rate in (0.05, 0.1, 0.5) for n in (10, 20, 30)})
+    _print_rates("pass rates (a --pass gate), before and after issue 34 "
+                 "(after: coverage [its Wilson 95% CI])", rate_rows)
+    return rate_rows
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true",
                         help="40 replicates; the main table, issue 34's scenario, one pass rate")
+    parser.add_argument("--only", choices=("pass-rates",),
+                        help="only this section (pass-rates: the pass-rate table)")
     args = parser.parse_args(argv)
     replicates = 40 if args.quick else args.replicates
     # Issue 34's scenario: twice the replicates, so that its coverage's own CI is narrow.
@@ -343,6 +358,10 @@ def main(argv: list[str] | None = None) -> dict:
           f"{DEFAULT_FLOOR:g} and, from the same uniforms, at {OLD_FLOOR:g} (the default "
           "before issue 34)")
     figures: dict[str, dict] = {}
+    if args.only == "pass-rates":
+        figures["pass_rates"] = _rates(args, replicates)
+        print(f"\n{time.perf_counter() - started:.1f} s")
+        return figures
     main_rows = {"issue, N 2000, n 100": table("issue", 2000, 100, replicates, args.seed)}
     figures["main"] = main_rows
     _print("the issue's judge, N = 2,000 cases, n = 100 labels", main_rows,
@@ -354,15 +373,7 @@ def main(argv: list[str] | None = None) -> dict:
     _print_ci("issue 34: the judge confidently wrong on 20% of cases, compressed towards "
               "the middle elsewhere; N = 1,500; coverage [its Wilson 95% CI] / median width",
               wrong20, ESTIMATORS[:4] + OLD_ACTIVE)
-    rate_rows = ({"good judge, pass rate 0.05, N 1000, n 20":
-                  rate_table("good", 0.05, 1000, 20, replicates, args.seed)}
-                 if args.quick else
-                 {f"{judge} judge, pass rate {rate:g}, N 1000, n {n}":
-                  rate_table(judge, rate, 1000, n, replicates, args.seed)
-                  for judge in PASS_JUDGES for rate in (0.05, 0.1, 0.5) for n in (10, 20, 30)})
-    figures["pass_rates"] = rate_rows
-    _print_rates("pass rates (a --pass gate), before and after issue 34 "
-                 "(after: coverage [its Wilson 95% CI])", rate_rows)
+    figures["pass_rates"] = _rates(args, replicates)
     if not args.quick:
         few = {f"issue, N 2000, n {n}": table("issue", 2000, n, replicates, args.seed)
                for n in (10, 20, 30)}

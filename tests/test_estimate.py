@@ -423,3 +423,143 @@ def test_uneven_weights_are_warned_by_estimate_and_agree(tmp_path, two_systems):
         assert "higher --floor (default 0.6)" in text and SECRET not in text
     for text in said[None]:
         assert "weights 1/pi are uneven" not in text and "Kish's effective n is" not in text
+
+
+def _rubric_on(tmp_path, low: int, high: int):
+    """trial_eligibility with accuracy scored ``low``-``high`` (a --rubrics-dir)."""
+    from pathlib import Path
+
+    import evaluator
+
+    text = (Path(evaluator.__file__).parent.parent / "prompts" / "trial_eligibility.yaml"
+            ).read_text()
+    head, tail = text.split("- key: accuracy\n", 1)
+    tail = tail.replace("range: [1, 5]", f"range: [{low}, {high}]", 1)
+    folder = tmp_path / f"rubrics{low}{high}"
+    folder.mkdir()
+    (folder / "trial_eligibility.yaml").write_text(head + "- key: accuracy\n" + tail)
+    return folder
+
+
+def _scored(tmp_path, low: int, high: int):
+    """40 cases whose judge scores accuracy within ``low``-``high``."""
+    records, truth = world(40, seed=5)
+    for record in records:
+        record.scores["accuracy"] = min(high, max(low, record.scores["accuracy"] - 1))
+    return write_results(tmp_path / f"r{low}{high}.jsonl", records), truth
+
+
+@pytest.mark.parametrize("design", ["plain", "active"])
+def test_every_label_the_same_on_a_1_to_4_scale_gets_no_proportions_interval(tmp_path,
+                                                                             design):
+    """A score of 1 on a 1-4 criterion is not a pass: labels that are all 1 have no
+    variation, so labels only has no interval (and says why), not Wilson's interval of a
+    proportion (one label: [0.207, 1.000]; an active sheet of 9: [0.701, 1.000], which
+    also ignored the design's weights)."""
+    results, truth = _scored(tmp_path, 1, 4)
+    rubrics = _rubric_on(tmp_path, 1, 4)
+    if design == "plain":
+        labels = write_labels(tmp_path / "one.jsonl", {next(iter(truth)): 1},
+                              field="accuracy.label")
+    else:
+        sheet = review(results, tmp_path / "s", "--design", "active", "--n", "9", "--seed",
+                       "3", "--criterion", "accuracy", "--rubrics-dir", rubrics)
+        labels = fill_sheet(sheet, tmp_path / "f.csv", {c: 1 for c in truth})
+    args = ("estimate", results, "--labels", labels, "--label-field", "accuracy.label",
+            "--rubrics-dir", rubrics)
+    run = invoke(*args, "--json")
+    assert run.exit_code == 0, run.output
+    (row,) = [r for r in _json_lines(run.output) if r["type"] == "estimate"]
+    assert row["classical_estimate"] == 1 and row["classical_ci"] is None
+    assert "no interval" in row["classical_method"]
+    assert "Wilson" not in row["classical_method"]
+    text = invoke(*args)
+    assert text.exit_code == 0 and "Wilson" not in text.output
+
+
+def test_every_label_the_same_on_a_0_1_criterion_gets_wilsons_interval_on_the_design(
+        tmp_path):
+    """On a 0/1 criterion every label 1 is every case passing: Wilson's interval, on the
+    labels' number for a plain file and on Kish's n_eff of the weights for an active
+    sheet."""
+    results, truth = _scored(tmp_path, 0, 1)
+    rubrics = _rubric_on(tmp_path, 0, 1)
+    plain = write_labels(tmp_path / "plain.jsonl", {c: 1 for c in list(truth)[:9]},
+                         field="accuracy.label")
+    sheet = review(results, tmp_path / "s", "--design", "active", "--n", "9", "--seed", "3",
+                   "--criterion", "accuracy", "--rubrics-dir", rubrics)
+    active = fill_sheet(sheet, tmp_path / "f.csv", {c: 1 for c in truth})
+    rows = {}
+    for name, labels in (("plain", plain), ("active", active)):
+        run = invoke("estimate", results, "--labels", labels, "--label-field",
+                     "accuracy.label", "--rubrics-dir", rubrics, "--json")
+        assert run.exit_code == 0, run.output
+        (rows[name],) = [r for r in _json_lines(run.output) if r["type"] == "estimate"]
+    assert rows["plain"]["classical_ci"] == pytest.approx([0.7008, 1.0], abs=1e-3)
+    assert "Wilson" in rows["plain"]["classical_method"]
+    assert "Kish's n_eff" in rows["active"]["classical_method"]
+    assert 0 < rows["active"]["classical_ci"][0] < 1 == rows["active"]["classical_ci"][1]
+
+
+def test_every_case_labelled_keeps_why_there_is_no_interval_and_lambda_0(tmp_path):
+    """A file and its copy with every case labelled: the paired difference has no CI
+    because every per-case difference is 0, and its reason says so beside "every case
+    labelled" (it used to say only the latter). A pass rate with every case labelled has
+    lambda 0, as a mean's has (it showed "lambda -")."""
+    records, truth = world(50, seed=3, prefix="q")
+    results = write_results(tmp_path / "a.jsonl", records)
+    copy = tmp_path / "b.jsonl"
+    copy.write_bytes(results.read_bytes())
+    labels = write_labels(tmp_path / "all.jsonl", truth)
+    args = ("estimate", results, copy, "--labels", labels, "--labels", labels,
+            "--label-field", "grade", "--criterion", "accuracy", "--pass", "accuracy>=4")
+    lines = _json_lines(invoke(*args, "--json").output)
+    diffs = [r for r in lines if r["type"] == "difference"]
+    assert len(diffs) == 2
+    for diff in diffs:
+        assert diff["ci"] is None and diff["lambda"] == 0
+        assert "no variation in the data" in diff["method"]
+        assert "every case labelled" in diff["method"]
+    rates = [r for r in lines if r["type"] == "estimate"]
+    assert {r["lambda"] for r in rates} == {0}
+    run = invoke(*args)
+    assert run.exit_code == 0, run.output
+    text = flat(run.output[run.output.index("differences between systems"):])
+    assert text.count("PPI++: no interval: no variation in the data") == 2
+    assert text.count("every case labelled: the labels' mean, lambda 0") == 2
+    assert "lambda -" not in run.output and run.output.count("lambda 0.00") == 4
+    assert max(map(len, run.output.splitlines())) <= 80
+
+
+def test_differences_of_pass_rates_stay_within_minus_1_and_1(tmp_path):
+    """The judge - label bias of a pass rate and a difference between two systems' pass
+    rates are normal intervals, which with few labels reached past -1 or 1 (judge - label
+    -0.944 [-1.050, -0.839]). A difference of rates lies in [-1, 1]: the ends are clipped
+    to it, and the method says so."""
+    records, truth = world(40, seed=5)
+    ids = list(truth)[:18]
+    files = {}
+    for name, score in (("A", 1), ("B", 5)):
+        for record in records:
+            record.scores["accuracy"] = score
+        files[name] = write_results(tmp_path / f"{name}.jsonl", records)
+    labels_a = write_labels(tmp_path / "a.jsonl", {c: 5 if i else 1 for i, c in enumerate(ids)})
+    labels_b = write_labels(tmp_path / "b.jsonl", {c: 1 if i else 5 for i, c in enumerate(ids)})
+    run = invoke("estimate", files["A"], files["B"], "--labels", labels_a, "--labels",
+                 labels_b, "--label-field", "grade", "--criterion", "accuracy", "--pass",
+                 "accuracy>=5", "--json")
+    assert run.exit_code == 0, run.output
+    lines = _json_lines(run.output)
+    (bias,) = [r for r in lines if r["type"] == "estimate" and r["system"] == "A"
+               and r["outcome"] == "pass rate"]
+    assert bias["judge_bias"] == pytest.approx(-17 / 18)
+    assert bias["judge_bias_ci"][0] == -1 < bias["judge_bias"] < bias["judge_bias_ci"][1]
+    assert "clipped to [-1, 1]" in bias["judge_bias_method"]
+    (diff,) = [r for r in lines if r["type"] == "difference" and r["criterion"] != "accuracy"]
+    assert diff["mode"] == "paired" and diff["estimate"] == pytest.approx(-16 / 18)
+    assert diff["ci"][0] == -1 < diff["estimate"] < diff["ci"][1] <= 1
+    assert "clipped to [-1, 1]" in diff["method"]
+    for row in lines:
+        for key in ("judge_bias_ci", "ci", "judge_difference_ci"):
+            if row.get(key) and row.get("criterion") != "accuracy":
+                assert -1 <= row[key][0] <= row[key][1] <= 1, (key, row[key])

@@ -99,16 +99,19 @@ def test_a_pass_rates_ppi_estimate_and_lambda_are_ppi_pys(ppi_py, seed):
     ours = ppi.ppi_rate(truth[drawn], judge[drawn], judge[rest])
     point = _scalar(ppi_py.ppi_mean_pointestimate(truth[drawn], judge[drawn], judge[rest]))
     assert 0 <= ours.ci95[0] <= ours.estimate <= ours.ci95[1] <= 1
-    if ours.n_eff > n:
+    judged = ours.lam > 0
+    if judged:
         assert ours.estimate == pytest.approx(min(1.0, max(0.0, point)), abs=1e-9)
         assert ours.lam == pytest.approx(ppi.ppi_mean(truth[drawn], judge[drawn],
                                                       judge[rest]).lam)
+        # Korn & Graubard's effective n: the estimate's own p (1 - p) over its SE^2.
+        assert ours.n_eff == pytest.approx(ours.estimate * (1 - ours.estimate) / ours.se ** 2)
     else:  # the judge adds nothing: lambda 0, the labels' own Wilson interval
         assert ours.lam == 0 and ours.estimate == pytest.approx(truth[drawn].mean())
         assert ours.ci95 == pytest.approx(ppi.classical_rate(truth[drawn]).ci95)
     # Both ways are taken: on these draws the judge is worth more than its labels but on
     # two (41 and 12 labels), where the half pseudo-cases outweigh what it adds.
-    assert (ours.n_eff > n) == (seed not in (0, 3))
+    assert judged == (seed not in (0, 3))
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -355,7 +358,43 @@ def test_a_judge_that_agreed_with_every_label_does_not_make_the_interval_a_point
     rate = ppi.ppi_rate(labels, labels, unlabelled)
     assert rate.estimate == pytest.approx(plain.estimate)
     assert rate.ci95[1] - rate.ci95[0] > 0.2 and 0 <= rate.ci95[0] <= rate.ci95[1] <= 1
-    assert rate.n_eff == pytest.approx(ppi.labelled_variance(labels) / rate.se ** 2)
+    assert rate.n_eff == pytest.approx(rate.estimate * (1 - rate.estimate) / rate.se ** 2)
+
+
+def test_a_pass_rates_interval_is_scaled_by_its_own_variance_not_the_labels():
+    """Korn & Graubard's n_eff = p (1 - p) / se^2 at the estimate p. Scaled instead by the
+    labels' p (1 - p), Wilson's interval centred on p was off from the SE by
+    sqrt(p (1 - p) / (p_lab (1 - p_lab))). One pass in ten labels, the judge right on them
+    and passing 40% elsewhere: PPI++ was [0.064, 0.515], wider than the labels' own Wilson
+    interval (0.386) though its SE (0.093) is below theirs (0.095)."""
+    labels = [1.0] + [0.0] * 9
+    rate = ppi.ppi_rate(labels, labels, [1.0] * 396 + [0.0] * 594)
+    own = ppi.classical_rate(labels).ci95
+    assert rate.lam > 0 and rate.se < ppi.classical_rate(labels).se
+    assert rate.ci95 == pytest.approx([0.0864, 0.4322], abs=1e-3)
+    assert rate.ci95[1] - rate.ci95[0] < own[1] - own[0]
+    # The interval's implied SE, its width / 3.92, is about the computed one.
+    assert (rate.ci95[1] - rate.ci95[0]) / (2 * ppi.Z95) == pytest.approx(rate.se, rel=0.1)
+    # Five of ten pass and the judge passes 5% elsewhere: SE 0.092 had the interval
+    # [0.011, 0.190] (0.179 wide, as if SE 0.046); on its own n_eff 5.7, [0.003, 0.460].
+    labels = [1.0] * 5 + [0.0] * 5
+    rate = ppi.ppi_rate(labels, labels, [1.0] * 49 + [0.0] * 941)
+    assert rate.se == pytest.approx(0.0915, abs=1e-3)
+    assert rate.n_eff == pytest.approx(5.67, abs=0.01)
+    assert rate.ci95 == pytest.approx([0.0032, 0.4598], abs=1e-3)
+
+
+def test_a_rate_at_0_keeps_half_a_case_from_the_edge_in_its_effective_n():
+    """p (1 - p) is 0 at a clipped estimate of 0: n_eff is taken at half a case from it,
+    0.5/m (m the labels' number), so the interval is neither all of [0, 1] nor a jump to
+    m's; an SE of 0 gives m itself."""
+    below = ppi.Estimate(-0.02, 0.03, None, None, "test")
+    rate = ppi.bounded_rate(below, 20)
+    assert rate.estimate == 0 and rate.n_eff == pytest.approx(0.025 * 0.975 / 0.03 ** 2)
+    assert rate.ci95[0] == 0 and 0 < rate.ci95[1] < 1
+    assert ppi.bounded_rate(ppi.Estimate(0.0, 0.0, None, None, "test"), 20).n_eff == 20
+    near = ppi.bounded_rate(ppi.Estimate(0.025, 0.03, None, None, "test"), 20)
+    assert near.n_eff == pytest.approx(rate.n_eff)
 
 
 @pytest.mark.parametrize("judge", ["good", "confidently wrong"])

@@ -63,6 +63,12 @@ def _rename(figure: ppi.Estimate, method: str) -> None:
     figure.method = f"{method}; {NO_INTERVAL}{reason[2]}" if reason[1] else method
 
 
+def _zero_one(system: System, key: str) -> bool:
+    """``key`` is a 0/1 outcome: its criterion's allowed values are exactly 0 and 1."""
+    return any(getattr(f, "key", None) == key and set(getattr(f, "allowed", ())) == {0, 1}
+               for f in system.rubric.output)
+
+
 def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, Any]:
     """Every figure for one outcome (a criterion, or a gate's 0/1) of one system. A gate's
     pass rate keeps every CI in [0, 1] (:func:`ppi.classical_rate`, :func:`ppi.ppi_rate`,
@@ -89,12 +95,12 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         _rename(bias, "judge - label: inverse-probability weighted mean over the run")
         weights = [1 / pi[c] for c in labelled]
         variance = ppi.labelled_variance(y, weights)
+        # Kish's n_eff of the weights: a rate's n where its SE is 0 (every label the same).
+        labels_n = kish_n_eff(weights)
         if gate is not None:
-            # Every label the same leaves no variance to scale by: Kish's n_eff instead.
-            kish = kish_n_eff(weights)
             classical.method = "labels only: weighted"
-            classical = ppi.bounded_rate(classical, variance, kish)
-            estimate = ppi.bounded_rate(estimate, variance, kish)
+            classical = ppi.bounded_rate(classical, labels_n, variance)
+            estimate = ppi.bounded_rate(estimate, labels_n, variance)
     elif gate is not None:
         labelled_set = set(labelled)
         unlabelled = [f_all[position[c]] for c in system.population if c not in labelled_set]
@@ -104,6 +110,7 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         _rename(bias, "judge - label on the labelled cases, CLT interval")
         variance = ppi.labelled_variance(y)
     else:
+        labels_n = float(len(y))
         classical = ppi.classical_mean(y)
         labelled_set = set(labelled)
         estimate = ppi.ppi_mean(y, f_lab, [f_all[position[c]] for c in system.population
@@ -112,14 +119,19 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         _rename(bias, "judge - label on the labelled cases, CLT interval")
         variance = ppi.labelled_variance(y)
     if gate is not None:
-        judge = ppi.bounded_rate(judge, ppi.labelled_variance(f_all), len(f_all))
-    elif classical.ci95 is None and y and set(y) <= {0.0, 1.0}:
-        # Every label the same 0/1 (e.g. a 0/1 outcome given as --criterion): the labels
-        # alone still have Wilson's interval, which a point never is.
-        interval = wilson_ci(int(sum(y)), len(y))
-        classical.ci95 = interval["ci95"]
+        judge = ppi.bounded_rate(judge, len(f_all))
+        bias = ppi.rate_difference(bias)
+    elif classical.ci95 is None and y and set(y) <= {0.0, 1.0} and _zero_one(system, key):
+        # Every label the same on a 0/1 criterion: the labels alone still have Wilson's
+        # interval (on Kish's n_eff of the weights on an active sheet), which a point never
+        # is. Only on a 0/1 scale: a score of 1 on a 1-4 scale is not a pass.
+        if system.design.kind == "active":
+            classical = ppi.bounded_rate(classical, labels_n)
+        else:
+            classical.ci95 = wilson_ci(int(sum(y)), len(y))["ci95"]
         classical.method = ("labels only: Wilson interval (every label the same: no normal "
-                            "interval)")
+                            "interval)" + (f", on Kish's n_eff {labels_n:.1f}"
+                                           if system.design.kind == "active" else ""))
     return {
         "type": "estimate", "file": str(system.path), "system": system.name,
         "labels": str(system.labels_path),
@@ -186,6 +198,8 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
                          + ("; it is conservative when the systems' errors go together on "
                             "the same cases (for a paired comparison, draw both sheets with "
                             "--design random and the same --n and --seed)" if shared else "")))
+    if gate is not None:  # a difference of two pass rates stays within [-1, 1]
+        result, judge = ppi.rate_difference(result), ppi.rate_difference(judge)
     out.update(estimate=result.estimate, ci=result.ci95, p=result.p, lambda_=result.lam,
                method=result.method, judge_difference=judge.estimate,
                judge_difference_ci=judge.ci95, judge_difference_method=judge.method)
