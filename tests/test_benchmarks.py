@@ -326,6 +326,7 @@ def test_gpu_run_script_parses_and_refuses_an_unknown_stage(tmp_path):
                           capture_output=True, text=True, env={**os.environ, "OUT": str(tmp_path)})
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "unknown stage everything" in done.stderr
+    assert "tests, constrained, e2e" in done.stderr  # the stages issue 35 added
 
 
 def test_gpu_run_e2e_stage_runs_from_a_copy_of_the_project_in_any_folder(tmp_path):
