@@ -45,7 +45,8 @@
 #   NO_WHEELS=1 PYTHON=.venv/bin/python JUDGE=tiny-random RUBRIC=drug_monograph_similarity \
 #       E2E_BATCHES="2 1" E2E_CASES=2 bash benchmarks/gpu_run.sh e2e
 # Counts and timings only: case text is never printed, and the results files stay in a
-# temporary folder that is removed at the end.
+# temporary folder that is removed at the end. Output is written to $OUT line by line, so a
+# call cut off by its time limit still returns what the finished stages measured.
 set -euo pipefail
 stage=${1:?usage: gpu_run.sh all|tests|constrained|e2e|loop|streaming}
 case $stage in
@@ -106,7 +107,8 @@ if [ -n "${JUDGE:-}" ]; then
     if [ -n "${MODELS:-}" ]; then models=(--models "$MODELS"); fi
 else
     "$py" benchmarks/random_judge.py --shape "$shape" --tokenizer "$tokenizer" \
-        --out "$work/judges" --device "$device" 2>&1 | grep -v "shards" | tee "$out/build.txt"
+        --out "$work/judges" --device "$device" 2>&1 | grep --line-buffered -v "shards" \
+        | tee "$out/build.txt"
     judge=random-$shape
     models=(--models "$work/judges/models.yaml")
     stage_done build "$since"
@@ -132,8 +134,8 @@ if [ "$stage" = constrained ] || [ "$stage" = all ]; then
             --judge "$judge" --rubric "$rubric" "${data[@]}" \
             --cases $((batch < 4 ? 4 : batch)) --batch-size "$batch" \
             --repeats "${REPEATS:-2}" --threads 0 --masking backend-prefetch 2>&1 \
-            | grep -v "Loading weights" | tee "$out/constrained.batch$batch.txt" \
-            || failed+=("constrained batch $batch")
+            | grep --line-buffered -v "Loading weights" \
+            | tee "$out/constrained.batch$batch.txt" || failed+=("constrained batch $batch")
         stage_done "constrained batch $batch" "$since"
     done
 fi
@@ -167,7 +169,7 @@ if [ "$stage" = loop ]; then
         --rubric "$rubric" "${data[@]}" --cases "${CASES:-8}" \
         --batch-size "${BATCH:-8}" --loop-chunk "${LOOP_CHUNK:-4}" \
         --retries "${RETRIES:-0}" --threads 0 2>&1 \
-        | grep -v "Loading weights" | tee "$out/batched_vs_loop.txt"
+        | grep --line-buffered -v "Loading weights" | tee "$out/batched_vs_loop.txt"
 fi
 if [ ${#failed[@]} -gt 0 ]; then
     printf 'gpu_run.sh: failed: %s\n' "${failed[@]}" | tee -a "$out/stages.txt" >&2
