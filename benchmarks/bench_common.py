@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: cases, interleaved timing, the machine, re-run lines.
+"""Helpers shared by the benchmark scripts: cases, interleaved timing, the machine, re-run lines,
+and the rule for how far repeats of the same work may differ in length.
 
 Case text never leaves this module except into input files under a temporary folder; what
 the scripts print is ids, counts and timings.
@@ -23,6 +24,15 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 # the other rubrics fall back to the bundled (synthetic) examples.
 DATA_FILES = {"trial_eligibility": "trial_eligibility_sigir2014.jsonl"}
 FIGURES_PREFIX = "figures: "
+# Repeats of the same greedy batch need not make the same number of decode steps: bf16 on
+# CUDA is not bit-reproducible from run to run, and one flipped argmax changes a verdict
+# from that token on (a random judge's near-flat logits flip easily). On an H200 (issue 35)
+# repeats differed by 1 and 2 steps of ~235 (0.4-0.9%). A variant that does other work
+# (stops at half, runs to the token budget, ends rows early) differs by tens of percent.
+# So step counts may differ by 5% or 3 steps, whichever is more, and the scripts compare
+# time per step; beyond that they refuse.
+STEP_TOLERANCE = 0.05
+STEP_SLACK = 3
 
 
 def case_source(rubric_name: str, data_dir: Path | None = None) -> Path:
@@ -85,6 +95,24 @@ def tokenizer_folders(given: list[Path] | None, quick: bool) -> list[Path]:
     from evaluator.judges.embedded_judge import prepare_embedded_judge
 
     return [prepare_embedded_judge()]
+
+
+def steps_agree(steps: int, reference: int) -> bool:
+    """Whether ``steps`` is within the tolerance of ``reference`` (:data:`STEP_TOLERANCE`
+    of it, or :data:`STEP_SLACK` steps, whichever is more)."""
+    return abs(steps - reference) <= max(STEP_SLACK, STEP_TOLERANCE * reference)
+
+
+def check_steps(counts: dict[str, int], reference: int, what: str = "steps") -> None:
+    """Stop the script (``SystemExit``, one line) when a variant's count of ``what`` is
+    outside the tolerance of ``reference``: the variants did different work, and time per
+    step would compare unlike things."""
+    far = {name: count for name, count in counts.items() if not steps_agree(count, reference)}
+    if far:
+        made = ", ".join(f"{name} made {count}" for name, count in far.items())
+        raise SystemExit(f"{what} differ beyond the tolerance ({STEP_TOLERANCE:.0%} or "
+                         f"{STEP_SLACK}): {made}, expected {reference}; the variants did "
+                         "different work")
 
 
 def median(values: list[float]) -> float:
@@ -206,3 +234,37 @@ class TimedProcessor:
 
     def reset(self) -> None:
         self.inner.reset()
+
+
+class FillClock:
+    """Adds up the time of the constraint's mask fills (llguidance's parallel fill for the
+    whole batch), wherever they run: on the mask worker when prefetched, in the processor
+    when inline. The processor's own time on CUDA also holds waits for the GPU (reading the
+    new tokens back waits for the step's kernels), so this is the fill alone."""
+
+    def __init__(self):
+        from evaluator.judges.backends import constraint
+
+        self._module = constraint
+        self._inner = constraint._fill
+        self.seconds = 0.0
+        self.calls = 0
+
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return self._inner(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+                self.calls += 1
+
+        constraint._fill = timed
+
+    def take(self) -> tuple[int, float]:
+        """(calls, seconds) since the last take."""
+        calls, seconds = self.calls, self.seconds
+        self.calls, self.seconds = 0, 0.0
+        return calls, seconds
+
+    def remove(self) -> None:
+        self._module._fill = self._inner

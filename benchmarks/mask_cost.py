@@ -155,8 +155,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
     parser.add_argument("--fill-threads", default="0",
                         help="llguidance fill threads, comma-separated to compare in one run "
-                        "(0, the default: llguidance's own, 80%% of the cores up to 32, "
-                        "which the transformers backend uses)")
+                        "(0, the default: llguidance's own, 80%% of the cores up to 32; the "
+                        "transformers backend uses the CPUs its model leaves free: "
+                        "evaluator/judges/backends/fill_threads.py)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: the tiny-random model's tokenizer, one repeat")
     args = parser.parse_args(argv)

@@ -10,6 +10,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -94,6 +98,71 @@ def test_constrained_vs_unconstrained_quick(run_quick):
         assert _rate(figures[key]), key
     assert figures["prefetched"] is False  # a CPU model: the backend fills masks inline
     assert "inline_over_prefetch" not in figures
+    assert figures["unconstrained_steps"] == [figures["steps_per_repeat"]]  # forced
+    # the fill alone is part of the processor's time when it runs inline
+    assert 0 < figures["fill_ms_per_step"] <= figures["masking_ms_per_step"]
+
+
+def _constrained_runs_shortened(monkeypatch, shorten) -> None:
+    """A stand-in backend: the real tiny-random one whose timed constrained runs (every
+    constrained ``generate`` after the first, untimed one) stop after ``shorten(width)``
+    steps, as a repeat on CUDA may end a few steps off the first run's width. Each step is
+    still a real forward pass."""
+    from evaluator.judges import backends
+
+    load = backends.load_backend
+
+    def stand_in(name, spec):
+        backend = load(name, spec)
+        generate = backend.model.generate
+        widths: list[int] = []
+
+        def shortened(**kwargs):
+            if "logits_processor" in kwargs and widths:  # a timed constrained run
+                kwargs["max_new_tokens"] = shorten(widths[0])
+            output = generate(**kwargs)
+            if "logits_processor" in kwargs and not widths:
+                widths.append(output.shape[1] - kwargs["input_ids"].shape[1])
+            return output
+
+        backend.model.generate = shortened
+        return backend
+
+    monkeypatch.setattr(backends, "load_backend", stand_in)
+
+
+def test_step_tolerance_is_a_few_percent_or_a_few_steps():
+    common = _load("bench_common")
+    assert common.steps_agree(236, 235) and common.steps_agree(232, 234)  # issue 35's H200
+    assert common.steps_agree(7, 10) and not common.steps_agree(6, 10)  # 3 steps at least
+    assert common.steps_agree(420, 400) and not common.steps_agree(421, 400)  # 5%
+    assert not common.steps_agree(117, 235)
+    common.check_steps({"c": 236, "u": 235}, 235)
+    with pytest.raises(SystemExit, match="c made 117, expected 235"):
+        common.check_steps({"c": 117, "u": 235}, 235)
+
+
+def test_constrained_vs_unconstrained_compares_time_per_step_when_repeats_differ_a_little(
+        run_quick, monkeypatch):
+    """A timed constrained run two steps short of the untimed one's width: figures per
+    step, and each variant's steps printed (before: the script stopped)."""
+    _constrained_runs_shortened(monkeypatch, lambda width: width - 2)
+    figures, out = run_quick("constrained_vs_unconstrained")
+    width = figures["steps_per_repeat"]
+    assert width > 8  # so that half of it is far outside the tolerance below
+    assert figures["constrained_steps"] == [width - 2]
+    assert figures["unconstrained_steps"] == [width]
+    assert _positive(figures["ratio"]) and _positive(figures["ratio_same_forward"])
+    assert f"constrained {width - 2}, unconstrained {width}" in out
+
+
+def test_constrained_vs_unconstrained_refuses_variants_that_did_different_work(
+        run_quick, monkeypatch):
+    """A constrained run of half the width did other work than the unconstrained one: the
+    script stops, naming both counts."""
+    _constrained_runs_shortened(monkeypatch, lambda width: width // 2)
+    with pytest.raises(SystemExit, match=r"steps differ beyond the tolerance .*c made \d+"):
+        run_quick("constrained_vs_unconstrained")
 
 
 def test_constrained_vs_unconstrained_prefetch_variant_quick(run_quick):
@@ -103,6 +172,7 @@ def test_constrained_vs_unconstrained_prefetch_variant_quick(run_quick):
     assert figures["prefetched"] is True
     assert figures["constrained_valid_rate"] == 1.0 and figures["inline_valid_rate"] == 1.0
     assert _positive(figures["inline_over_prefetch"])
+    assert len(figures["inline_steps"]) == figures["repeats"]
     assert "inline instead of during the forward pass" in out
 
 
@@ -216,3 +286,77 @@ def test_random_judge_has_qwen3_8bs_shape_and_a_models_file_the_benchmarks_read(
     with pytest.raises(SystemExit, match="exists"):  # never writes over a build
         module.main(["--shape", "qwen3-small", "--tokenizer", str(build_tiny_random()),
                      "--out", str(tmp_path)])
+
+
+def _record(case: int, size: int, seconds: float, tokens: int = 200):
+    from evaluator.data.results import ResultRecord
+
+    return ResultRecord(case_id=f"c{case}", rubric="r", judge="j", status="ok",
+                        batch_size=size, batch_seconds=seconds, prompt_tokens=1000,
+                        completion_tokens=tokens)
+
+
+def test_run_throughput_reads_batches_cases_and_tokens_from_the_records():
+    """Issue 35's run: batches of 64 and 45 cases in 48.6 and 36.8 s, 204 tokens each:
+    1.28 cases/s and about 260 generated tokens/s over generation time."""
+    from evaluator.data.results import ResultRecord
+
+    module = _load("run_throughput")
+    records = ([_record(i, 64, 48.6, 204) for i in range(64)]
+               + [ResultRecord(case_id="bad", rubric="r", judge="j", status="input_error")]
+               + [_record(64 + i, 45, 36.8, 204) for i in range(45)])
+    figures = module.throughput(records, wall=103.9)
+    assert figures["batches"] == [[64, 48.6], [45, 36.8]]
+    assert figures["judged"] == 109 and figures["cases"] == 110
+    assert figures["statuses"] == {"input_error": 1, "ok": 109}
+    assert figures["cases_per_s"] == pytest.approx(109 / 85.4, abs=1e-4)
+    assert figures["tokens_per_s"] == pytest.approx(109 * 204 / 85.4, abs=0.1)
+    assert figures["wall_cases_per_s"] == pytest.approx(109 / 103.9, abs=1e-4)
+    # a streamed run's records each carry their own time: no batches to read
+    with pytest.raises(SystemExit, match="not in whole batches"):
+        module.throughput([_record(0, 2, 1.0), _record(1, 2, 1.5)])
+
+
+GPU_RUN = BENCHMARKS / "gpu_run.sh"
+
+
+def test_gpu_run_script_parses_and_refuses_an_unknown_stage(tmp_path):
+    assert subprocess.run(["bash", "-n", str(GPU_RUN)], check=False).returncode == 0
+    done = subprocess.run(["bash", str(GPU_RUN), "everything"], check=False,
+                          capture_output=True, text=True, env={**os.environ, "OUT": str(tmp_path)})
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "unknown stage everything" in done.stderr
+    assert "tests, constrained, e2e" in done.stderr  # the stages issue 35 added
+
+
+def test_gpu_run_e2e_stage_runs_from_a_copy_of_the_project_in_any_folder(tmp_path):
+    """``gpu_run.sh e2e`` from a copy of the project in another folder (no git), started
+    from a third: the real ``evaluator run`` at each batch size, then its cases/s and tokens/s
+    from the records, and each stage's time. The fake judge stands in for the GPU's
+    (``JUDGE``); the results files are not left in ``OUT``, nor any case text."""
+    copy = tmp_path / "elsewhere" / "project"
+    for name in ("evaluator", "benchmarks", "prompts", "examples"):
+        shutil.copytree(ROOT / name, copy / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "results"))
+    shutil.copy(ROOT / "models.yaml", copy / "models.yaml")
+    out = tmp_path / "out"
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(NO_WHEELS="1", PYTHON=sys.executable, JUDGE="fake", E2E_BATCHES="3 2",
+               E2E_CASES="4", OUT=str(out))
+    done = subprocess.run(["bash", str(copy / "benchmarks" / "gpu_run.sh"), "e2e"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for batch, sizes in (("3", [3, 1]), ("2", [2, 2])):
+        text = (out / f"e2e.batch{batch}.txt").read_text()
+        assert text.startswith(f"evaluator run --batch-size {batch} (4 cases of "
+                               "examples/trial_eligibility.jsonl): rc 0, ")
+        (line,) = [x for x in text.splitlines() if x.startswith("figures: ")]
+        figures = json.loads(line[len("figures: "):])
+        assert [size for size, _ in figures["batches"]] == sizes
+        assert figures["statuses"] == {"ok": 4} and figures["judged"] == 4
+        assert _positive(figures["tokens_per_s"]) and _positive(figures["wall_s"])
+    stages = (out / "stages.txt").read_text()
+    assert "stage e2e batch 3: " in stages and "stage e2e batch 2: " in stages
+    assert not list(out.glob("*.jsonl"))
+    _assert_no_case_text("".join(p.read_text() for p in out.iterdir()))

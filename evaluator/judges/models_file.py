@@ -64,6 +64,10 @@ class JudgeSpec(_Strict):
     system_role: bool = True
     # vLLM engine settings (ignored by the other backends).
     engine: dict[str, Any] = {}
+    # transformers: threads that fill the schema constraint's masks (default: the CPUs the
+    # model leaves free; evaluator.judges.backends.fill_threads). Not a setting of the
+    # verdicts (the masks are the same on any count), so not in the settings hash.
+    fill_threads: int | None = Field(default=None, ge=1, le=256)
 
     @model_validator(mode="after")
     def _weights_source(self) -> JudgeSpec:
@@ -76,6 +80,9 @@ class JudgeSpec(_Strict):
             raise ValueError(f"stream: true needs backend vllm; the {self.backend} backend "
                              "judges in batches (see docs/running.md, 'Streaming'): remove "
                              "'stream' from this judge")
+        if self.fill_threads is not None and self.backend == "vllm":
+            raise ValueError("fill_threads sets the transformers backend's mask fill; vLLM "
+                             "fills its own: remove 'fill_threads' from this judge")
         return self
 
     @model_validator(mode="after")

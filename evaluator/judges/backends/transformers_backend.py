@@ -33,6 +33,7 @@ from evaluator.judges.backends.base import (
 )
 from evaluator.judges.backends.chat_tokens import encode_chat
 from evaluator.judges.backends.constraint import BatchConstraint, PrefetchMasks
+from evaluator.judges.backends.fill_threads import fill_thread_count
 from evaluator.judges.backends.grammar import constraint_schema, score_watch
 from evaluator.judges.backends.llg_tokenizer import from_hf
 from evaluator.judges.backends.value_walk import Context, NodeDist, normalise, score_distributions
@@ -132,10 +133,11 @@ class TransformersBackend:
         # torch's OpenMP workers oversubscribes them (bench_common.set_threads measured
         # what that costs torch: 21 ms against 1.6 ms a step).
         self.prefetch_masks = torch.device(self.device).type != "cpu"
-        # llguidance's default pool (80% of the cores, at most 32). More fill threads on CPU
-        # measured little (benchmarks/README.md, section 7), and torch's OpenMP workers keep
-        # spinning for a while after each forward pass, so the default stays.
-        self._executor = LLExecutor()
+        # The fill's own thread pool, sized to the CPUs the model leaves free (fill_threads).
+        self.fill_threads = fill_thread_count(torch.device(self.device).type,
+                                              torch.get_num_threads(), spec.fill_threads)
+        log.info("mask fill: %d thread(s)", self.fill_threads)
+        self._executor = LLExecutor(self.fill_threads)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_token_id = self.tokenizer.eos_token_id

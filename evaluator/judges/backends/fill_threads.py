@@ -1,0 +1,49 @@
+"""How many threads fill the schema constraint's masks in the transformers backend.
+
+llguidance fills a batch's allowed-token masks on a thread pool of its own (``LLExecutor``),
+by default 80% of the CPUs (at most 32) whatever else runs. Beside a model that computes on
+the same CPUs, that pool can oversubscribe them. What runs while the fill does:
+
+- model on a GPU: the masks are filled during the forward pass (prefetched, see
+  :mod:`evaluator.judges.backends.constraint`), while one thread, the main one, launches
+  the model's kernels; torch's CPU threads are idle. So the fill may use every CPU but
+  that one.
+- model on the CPU: the fill runs between forward passes, but torch's OpenMP threads keep
+  spinning for a while after each one (and the pool's threads after each fill). So the fill
+  gets the CPUs torch does not use, at least one: with torch on every core (its default),
+  one thread. A fill costs milliseconds against a CPU forward pass of tens to thousands of
+  milliseconds, so more threads would gain little there (``benchmarks/README.md``,
+  section 7) and risk slowing every forward pass.
+
+Both never exceed llguidance's own default. A judge's ``fill_threads`` in models.yaml sets
+the count instead (docs/running.md, "Threads").
+"""
+
+from __future__ import annotations
+
+import os
+
+LLGUIDANCE_MAX = 32
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's or ``taskset``'s
+    limit), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def fill_thread_count(device_type: str, torch_threads: int, requested: int | None = None,
+                      cpus: int | None = None) -> int:
+    """Threads for the mask fill: ``requested`` when given, else the CPUs left beside the
+    model (``device_type`` ``"cpu"``: ``torch_threads`` of them busy; otherwise one, the
+    thread that launches the kernels), at least 1 and at most llguidance's default (80% of
+    the CPUs, at most 32)."""
+    if requested is not None:
+        return requested
+    cpus = cpus or usable_cpus()
+    busy = torch_threads if device_type == "cpu" else 1
+    llguidance_default = max(1, min(LLGUIDANCE_MAX, cpus * 80 // 100))
+    return max(1, min(llguidance_default, cpus - busy))
