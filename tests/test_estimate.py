@@ -443,9 +443,19 @@ def _rubric_on(tmp_path, low: int, high: int):
 
 def _scored(tmp_path, low: int, high: int):
     """40 cases whose judge scores accuracy within ``low``-``high``."""
+    from evaluator.analysis.distributions import as_probabilities, summarize
+
     records, truth = world(40, seed=5)
     for record in records:
-        record.scores["accuracy"] = min(high, max(low, record.scores["accuracy"] - 1))
+        score = min(high, max(low, record.scores["accuracy"] - 1))
+        record.scores["accuracy"] = score
+        # Its distribution moved with it, onto the narrower scale (the results reader
+        # refuses a value the rubric does not allow).
+        moved: dict[int, float] = {}
+        for value, p in as_probabilities(record.distributions["accuracy"]).items():
+            value = min(high, max(low, value - 1))
+            moved[value] = moved.get(value, 0.0) + p
+        record.distributions["accuracy"] = summarize(moved, score)
     return write_results(tmp_path / f"r{low}{high}.jsonl", records), truth
 
 
