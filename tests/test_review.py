@@ -526,3 +526,15 @@ def test_labels_so_far_in_a_key_label_column_are_on_its_scale_or_label_scale(res
     assert done.exit_code == 0, done.output
     assert "case-06" not in {row["case_id"] for row in read_csv(tmp_path / "sheet" /
                                                                  "review.csv")}
+
+
+def test_with_every_judged_case_labelled_nothing_is_drawn_or_written(results, tmp_path):
+    """A 0-case sheet was written, with "fill one in, then: evaluator agree ..."."""
+    every = write_jsonl(tmp_path / "all.jsonl",
+                        [{"case_id": f"case-0{i}", "expert": 3} for i in range(1, 7)])
+    out = tmp_path / "sheet"
+    done = invoke("review", results, "--out", out, "--labels", every, "--label-field",
+                  "expert")
+    assert done.exit_code == 0, done.output
+    assert done.output.splitlines() == ["every judged case is labelled already; nothing to draw"]
+    assert not (out / "review.csv").exists() and not (out / "review.jsonl").exists()

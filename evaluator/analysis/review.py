@@ -35,6 +35,7 @@ from evaluator.analysis.designs import (
 from evaluator.analysis.label_files import label_criterion
 from evaluator.analysis.review_inputs import check_input_file, read_labelled
 from evaluator.analysis.review_signals import (
+    NothingToDraw,
     PassGate,
     ReviewError,
     case_candidate,
@@ -272,6 +273,9 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     candidates = [case_candidate(rubric, case_id, records, chosen, gates)
                   for case_id, records in sorted(by_case.items()) if case_id not in labels]
     draw: Draw | None = None
+    if design == "priority" and not candidates and labels and by_case:
+        # A 0-case sheet would tell the user to fill one in.
+        raise NothingToDraw("every judged case is labelled already; nothing to draw")
     if design == "priority":
         picked = rank_candidates(candidates, n)
     else:

@@ -16,6 +16,7 @@ from evaluator.analysis.label_files import parse_label_scale
 from evaluator.analysis.review import (
     DEFAULT_N,
     PHI_WARNING,
+    NothingToDraw,
     ReviewError,
     ReviewSheet,
     build_review,
@@ -166,6 +167,10 @@ def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str
         inputs = [*results, *([labels_path] if labels_path else []),
                   *([cases_path] if cases_path else [])]
         csv_path, jsonl_path = write_review(sheet, out_dir, force=force, inputs=inputs)
+    except NothingToDraw as exc:
+        # Not an error: the labels cover the run. No sheet, no follow-up command.
+        click.echo(str(exc))
+        return
     except (ReviewError, AgreementError, StatsUnavailable, *USER_ERRORS) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
