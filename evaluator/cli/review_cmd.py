@@ -183,4 +183,5 @@ def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str
     for line in [*(x for note in sheet.notes for x in wrap(note)), *_estimate_lines(sheet)]:
         click.echo(line)
     if show_text:
-        click.echo(PHI_WARNING, err=True)
+        for line in wrap(PHI_WARNING):
+            click.echo(line, err=True)
