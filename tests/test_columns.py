@@ -1,9 +1,8 @@
 """``evaluator.common.columns`` and the 80-column rule: wrapping never cuts a word, a number
 or a path, a long row's tail goes on under it, notes are numbered once; and the commands
-whose output ran wider (``agree`` with gates, subgroups and verbosity, ``review`` (its PHI
-warning too), ``validate``,
-``models``, ``rubrics``; ``estimate``, ``summary``) print no line over 80 columns on
-realistic inputs (real trial cases, real group names, a deep folder, a models.yaml with a
+whose output ran wider (``agree`` with gates, subgroups and verbosity, ``review`` and its
+PHI warning, ``validate``, ``models``, ``rubrics``; ``estimate``, ``summary``) print no
+line over 80 columns on realistic inputs (real trial cases, real group names, a deep folder, a models.yaml with a
 long description)."""
 
 from __future__ import annotations
