@@ -587,6 +587,10 @@ def test_a_point_within_float_rounding_is_no_interval():
     for key in ("spearman", "kendall_tau_b", "icc_a1"):
         assert stats[key]["ci95"] is None, (key, stats[key])
         assert "no interval" in stats[key]["ci_method"], (key, stats[key])
+    # Judge one above every label: pingouin's ICC(A,1) interval is NaN; the method says why.
+    shifted = criterion_agreement(scores, [s + 1 for s in scores], resamples=200)["icc_a1"]
+    assert shifted["ci95"] is None and "no interval: the F interval is undefined" in \
+        shifted["ci_method"]
 
 
 def test_a_fisher_z_interval_within_rounding_of_one_is_no_interval():

@@ -140,13 +140,17 @@ def _icc(x: Any, y: Any) -> dict[str, Any]:
         return {"value": None, "ci95": None, "ci_method": method}
     row = table[table["Type"].isin(["ICC2", "ICC(A,1)"])].iloc[0]
     low, high = row["CI95"]
-    # With no residual disagreement (the judge and the labels differ by the same amount, 0
-    # included, on every case) the F ratio is infinite and pingouin's interval is a point.
+    value = clean(row["ICC"])
+    # With no residual disagreement (judge and labels differ by the same amount, 0 included,
+    # on every case) the F ratio is infinite: pingouin's interval is NaN or [1, 1]; it is
+    # also rounded to 2 decimals, so a near-perfect ICC can give [1.0, 1.0] too.
     ci, why = interval_or_reason([clean(low), clean(high)],
-                                 "the F interval has no width (no residual disagreement "
-                                 "between judge and labels)")
-    return {"value": clean(row["ICC"]), "ci95": ci,
-            "ci_method": f"{method}; {why}" if why else method}
+                                 "the F interval (pingouin, 2 decimals) has no width: judge "
+                                 "and labels (nearly) agree on every case")
+    if ci is None and why is None and value is not None:
+        why = ("no interval: the F interval is undefined (no residual disagreement between "
+               "judge and labels)")
+    return {"value": value, "ci95": ci, "ci_method": f"{method}; {why}" if why else method}
 
 
 def _mean_abs(x: Any, y: Any, w: Any = None) -> float | None:
