@@ -42,11 +42,6 @@ class ReviewError(ValueError):
     worksheet already there); the message names files, lines and fields, never case text."""
 
 
-class NothingToDraw(Exception):
-    """No case is left to put on a worksheet (every judged case is labelled already): not
-    the user's error, so the command says so and writes nothing."""
-
-
 PassGate = Gate  # ``--pass KEY>=T`` (also >, <=, <): the rule agree's gates use
 
 
