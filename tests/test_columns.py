@@ -2,8 +2,8 @@
 or a path, a long row's tail goes on under it, notes are numbered once; and the commands
 whose output ran wider (``agree`` with gates, subgroups and verbosity, ``review`` and its
 PHI warning, ``validate``, ``models``, ``rubrics``; ``estimate``, ``summary``) print no
-line over 80 columns on realistic inputs (real trial cases, real group names, a deep folder, a models.yaml with a
-long description)."""
+line over 80 columns on realistic inputs (real trial cases, real group names, a deep
+folder, a models.yaml with a long description)."""
 
 from __future__ import annotations
 
