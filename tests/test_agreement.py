@@ -571,3 +571,32 @@ def test_label_scale_admits_another_scale_and_a_plain_label_column_any_number(tm
         refused_in_one_line(_agree(results, "--labels", odd, "--label-field", "label",
                                    "--criterion", "accuracy"),
                             "case-0001", "odd.csv line 2", "not a number")
+
+
+def test_a_point_within_float_rounding_is_no_interval():
+    """Labels equal to the judge's scores printed "Spearman rho 1.000 [1.000, 1.000]": the
+    bootstrap's ends were 0.9999999999999998 and 1.0, which an exact == let through; the
+    ICC's F interval was never checked at all."""
+    from evaluator.analysis.intervals import interval_or_reason
+
+    assert interval_or_reason([0.9999999999999998, 1.0], "same")[0] is None
+    assert interval_or_reason([0.9999999999999999, 1.0], "same")[1] == "no interval: same"
+    assert interval_or_reason([0.999, 1.0], "same") == ([0.999, 1.0], None)
+    scores = [1, 2, 3, 4, 5, 3, 2, 4, 1, 5, 2, 3]
+    stats = criterion_agreement(scores, scores, resamples=200)
+    for key in ("spearman", "kendall_tau_b", "icc_a1"):
+        assert stats[key]["ci95"] is None, (key, stats[key])
+        assert "no interval" in stats[key]["ci_method"], (key, stats[key])
+    # Judge one above every label: pingouin's ICC(A,1) interval is NaN; the method says why.
+    shifted = criterion_agreement(scores, [s + 1 for s in scores], resamples=200)["icc_a1"]
+    assert shifted["ci95"] is None and "no interval: the F interval is undefined" in \
+        shifted["ci_method"]
+
+
+def test_a_fisher_z_interval_within_rounding_of_one_is_no_interval():
+    from evaluator.analysis.intervals import fisher_z_ci
+
+    for r in (0.9999999999999998, 1 - 1e-13):
+        fixed = fisher_z_ci(r, 1000, "spearman")
+        assert fixed["ci95"] is None and "no interval" in fixed["method"], fixed
+    assert fisher_z_ci(0.9, 50, "spearman")["ci95"] is not None

@@ -214,6 +214,11 @@ def test_unusable_csv_files_are_one_clear_error(tmp_path, drug):
     repeated.write_text("case_id,Resp,Resp,Truth\n1,a,b,c\n", encoding="utf-8")
     with pytest.raises(InputFileError, match=r"columns 2 and 3 of the header row"):
         read_cases(repeated, drug)
+    semicolons = tmp_path / "semicolons.csv"
+    semicolons.write_text('case_id;Resp;Truth\n1;"a, b";c\n', encoding="utf-8-sig")
+    with pytest.raises(InputFileError, match=r"semicolons.csv looks ';'-separated \(a "
+                       r"spreadsheet's regional setting\): save it as comma-separated CSV$"):
+        read_cases(semicolons, drug)
     utf16 = tmp_path / "utf16.csv"
     utf16.write_bytes("case_id,Resp,Truth\n1,a,b\n".encode("utf-16"))
     with pytest.raises(InputFileError, match="UTF-16"):

@@ -1,9 +1,9 @@
 """``evaluator.common.columns`` and the 80-column rule: wrapping never cuts a word, a number
 or a path, a long row's tail goes on under it, notes are numbered once; and the commands
-whose output ran wider (``agree`` with gates, subgroups and verbosity, ``review``,
-``models``, ``rubrics``; ``estimate``, ``summary``) print no line over 80 columns on
-realistic inputs (real trial cases, real group names, a deep folder, a models.yaml with a
-long description)."""
+whose output ran wider (``agree`` with gates, subgroups and verbosity, ``review`` and its
+PHI warning, ``validate``, ``models``, ``rubrics``; ``estimate``, ``summary``) print no
+line over 80 columns on realistic inputs (real trial cases, real group names, a deep
+folder, a models.yaml with a long description)."""
 
 from __future__ import annotations
 
@@ -152,3 +152,26 @@ def test_rubrics_fits_80_columns():
     _fits(listing)
     for name in names:
         _fits(_run("rubrics", name))
+
+
+def test_validate_fits_80_columns():
+    """Its "ok  rubric ..." lines ran 148-184 columns: each now wraps, the rubric's path
+    whole (on a line of its own when long: only such a one-word line may be wider)."""
+    output = _run("validate")
+    assert "ok  rubric trial_eligibility:" in output and "token budget" in output
+    wide = [line for line in output.splitlines()
+            if len(line) > WIDTH and len(line.split()) > 1]
+    assert not wide, "\n".join(wide)
+    assert sum(line.startswith("ok  rubric ") for line in output.splitlines()) == len(
+        list((ROOT / "prompts").glob("*.yaml")))
+
+
+def test_review_phi_warning_fits_80_columns(trial_run, monkeypatch):
+    """The PHI warning on stderr was one line of 118 columns."""
+    monkeypatch.chdir(trial_run["base"])
+    done = CliRunner().invoke(cli, ["review", "results.jsonl", "--out", "with-text", "--n",
+                                    "3", "--show-text", "--cases", "cases.jsonl"])
+    assert done.exit_code == 0, done.output
+    assert "WARNING: the worksheet now holds case text (PHI)" in done.stderr
+    _fits(done.stderr)
+    _fits(done.stdout)

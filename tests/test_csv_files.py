@@ -12,7 +12,13 @@ import random
 import pytest
 
 from evaluator.analysis.label_files import AgreementError, label_rows
-from evaluator.data.csv_files import csv_records, csv_text, read_cell, spreadsheet_cell
+from evaluator.data.csv_files import (
+    csv_records,
+    csv_text,
+    read_cell,
+    semicolon_separated,
+    spreadsheet_cell,
+)
 
 # The ids of the review (issue 34), hospital ids that must stay as they are, and the
 # escape character itself.
@@ -103,3 +109,38 @@ def test_a_malformed_labels_csv_is_one_line_naming_file_and_line(tmp_path):
     message = str(error.value)
     assert "\n" not in message and str(path) in message
     assert "line 3" in message and "never closed" in message
+
+
+def test_a_semicolon_separated_header_is_recognised():
+    assert semicolon_separated("case_id;l\r\n") and semicolon_separated('"case_id";"l"')
+    assert semicolon_separated("case_id;accuracy.label;note,with comma")
+    assert not semicolon_separated("case_id,l") and not semicolon_separated("case_id")
+    assert not semicolon_separated('case_id,"a;b",c') and not semicolon_separated("")
+
+
+@pytest.mark.parametrize("text", [
+    # A review.csv saved by a continental-locale spreadsheet: line 2's quoted cell was a
+    # CSV syntax error with the quoting hint.
+    'case_id;rank;reason;accuracy.label\r\ncase-1;1;"lowest confidence: P 0.40";3\r\n',
+    # A plain one: "no column is named 'l' (the header line has 1 columns ...)".
+    "case_id;l\ncase-1;3\n",
+    "\ncase_id;l\ncase-1;3\n"])
+def test_a_semicolon_separated_labels_file_is_named_as_such(tmp_path, text):
+    path = tmp_path / "review.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(AgreementError) as caught:
+        label_rows(path)
+    assert str(caught.value) == (f"{path} looks ';'-separated (a spreadsheet's regional "
+                                 "setting): save it as comma-separated CSV")
+
+
+def test_a_column_named_twice_in_a_labels_file_is_refused(tmp_path):
+    """``case_id,l,l`` kept the last column's labels and dropped the other's unsaid."""
+    path = tmp_path / "labels.csv"
+    path.write_text("case_id,l,l\ncase-1,3,4\n", encoding="utf-8")
+    with pytest.raises(AgreementError, match=r"line 1: columns 2 and 3 are both named 'l'"):
+        label_rows(path)
+    jsonl = tmp_path / "labels.jsonl"
+    jsonl.write_text('{"case_id": "case-1", "l": 3, "l": 4}\n', encoding="utf-8")
+    with pytest.raises(AgreementError, match=r"line 1: the key 'l' appears twice"):
+        label_rows(jsonl)

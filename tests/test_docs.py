@@ -83,3 +83,47 @@ def test_readme_commands_exist_in_the_cli():
         known = {opt for param in command.params for opt in param.opts + param.secondary_opts}
         shown = {w.partition("=")[0] for w in words[1:] if w.startswith("-")}
         assert shown <= known, f"`evaluator {words[0]}` has no {sorted(shown - known)}"
+
+
+def test_the_cache_folder_is_named_with_xdg_cache_home_wherever_it_is_named():
+    """README said the judge goes into ``~/.cache/evaluator``: wrong when XDG_CACHE_HOME is
+    set (evaluator/judges/paths.py). Each paragraph naming ``~/.cache`` names it too."""
+    for page in PAGES:
+        for paragraph in page.read_text(encoding="utf-8").split("\n\n"):
+            if "~/.cache" in paragraph or "$HOME/.cache" in paragraph:
+                assert "XDG_CACHE_HOME" in paragraph, (page.name, paragraph)
+
+
+def test_the_quickstart_run_writes_a_file_make_demo_did_not():
+    """Step 1 named make demo's output: it resumed ("4 case(s) already done"), no progress
+    bar. The files the README then reads are step 1's."""
+    demo_out = re.search(r"^DEMO_OUT \?= (\S+)$", (ROOT / "Makefile").read_text(),
+                         re.MULTILINE).group(1)
+    run = next(c for c in readme_commands() if c[0] == "run")  # step 1's
+    output = run[run.index("--output") + 1]
+    assert output != demo_out
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"results   {output}" in readme
+    for command in readme_commands():
+        if command[0] in ("report", "export", "summary"):
+            assert command[1] == output, command
+
+
+def test_make_makes_a_relative_cache_folder_absolute(tmp_path):
+    """A relative EVALUATOR_CACHE or XDG_CACHE_HOME was exported as it was: another folder
+    in a recipe or shell that runs elsewhere."""
+    import os
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("EVALUATOR_CACHE", "XDG_CACHE_HOME", "MAKEFLAGS", "MAKELEVEL")}
+    show = "show-cache: ; @echo $(EVALUATOR_CACHE) $$EVALUATOR_CACHE"
+    for given, expected in ((["EVALUATOR_CACHE=rel/c"], ROOT / "rel" / "c"),
+                            (["XDG_CACHE_HOME=rel/x"], ROOT / "rel" / "x" / "evaluator")):
+        done = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(ROOT),
+                               "--eval", show, "show-cache", *given], env=env,
+                              capture_output=True, text=True, check=True)
+        assert done.stdout.split() == [str(expected)] * 2, (given, done.stdout)

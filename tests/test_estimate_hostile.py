@@ -173,6 +173,7 @@ def test_a_semicolon_csv_is_one_line_not_a_crash(tmp_path, system_a):
     semi = write_rows(tmp_path / "semi.csv", read_rows(filled), delimiter=";")
     run = invoke("estimate", results, "--labels", semi, "--label-field", "accuracy.label")
     assert one_line_exit_2(run), run.output
+    assert "semi.csv looks ';'-separated" in run.output, run.output
 
 
 def test_a_near_zero_probability_is_one_line_not_a_crash(tmp_path, system_a):

@@ -266,3 +266,12 @@ def test_all_ties_give_a_flat_length_model_with_no_interval():
     assert result["slope"]["ci95"] is None and result["controlled_win_rate"]["ci95"] is None
     assert "no interval: every pair has the same outcome" in result["slope"]["method"]
     assert result["controlled_win_rate"]["value"] == pytest.approx(0.5)
+
+
+def test_bradley_terry_with_only_ties_shows_no_point_intervals():
+    """Every battle a tie: each system's strength is 0 in every resample, and was shown as
+    "0.000 [0.000, 0.000]"; a point is not a 95% CI."""
+    ties = {("w", "x"): ["tie"] * 6, ("x", "y"): ["tie"] * 6, ("w", "y"): ["tie"] * 6}
+    result = bradley_terry(_battles(ties), resamples=200)
+    assert [s["ci95"] for s in result["systems"]] == [None, None, None]
+    assert "no interval for w, x, y" in result["note"]

@@ -194,12 +194,12 @@ def test_cli_writes_both_files_and_agree_reads_the_filled_labels_back(results, t
     assert agreed.exit_code == 0, agreed.output
     report = json.loads(agreed.output[agreed.output.index("{"):])
     assert report["joined"] == len(rows) and report["unmatched_labels"] == 0
-    # Those cases are not proposed again.
+    # Those cases are not proposed again: here they were every judged case.
     again = invoke("review", results, "--out", tmp_path / "next", "--labels", labelled,
                    "--label-field", "accuracy.label")
     assert again.exit_code == 0, again.output
-    proposed = {r["case_id"] for r in read_csv(tmp_path / "next" / "review.csv")}
-    assert not proposed & set(filled)
+    assert "nothing to draw" in again.output
+    assert not (tmp_path / "next" / "review.csv").exists()
 
 
 def test_the_follow_up_command_names_the_files_and_runs_as_printed(results, tmp_path,
@@ -363,9 +363,13 @@ def test_sample_size_estimate_decreases_with_a_looser_target(tmp_path):
         needed.append(estimate["n_needed"])
     assert needed == sorted(needed, reverse=True) and needed[0] > needed[2] >= 40
     # A target the current interval already meets needs no more cases.
-    loose = halfwidth_estimate([1, 2, 3, 4, 5] * 8, [1, 2, 3, 4, 5] * 8,
+    loose = halfwidth_estimate([1, 2, 3, 4, 5] * 8, [1, 2, 3, 5, 4] * 8,
                                statistic="spearman", target_halfwidth=0.5, resamples=200)
     assert loose["more"] == 0
+    # Perfect agreement: every resample gives 1, a point, not a 95% CI: no estimate, said.
+    perfect = halfwidth_estimate([1, 2, 3, 4, 5] * 8, [1, 2, 3, 4, 5] * 8,
+                                 statistic="spearman", target_halfwidth=0.5, resamples=200)
+    assert perfect["n_needed"] is None and "no interval" in perfect["note"]
 
 
 def test_estimate_via_the_cli_and_for_spearman(tmp_path):
@@ -489,7 +493,7 @@ def test_hostile_case_ids_are_never_formulas_and_still_join(tmp_path):
     again = invoke("review", results, "--out", tmp_path / "next", "--labels", filled,
                    "--label-field", "Score.label")
     assert again.exit_code == 0, again.output
-    assert f"{len(HOSTILE_IDS)} labelled already" in again.output
+    assert f"labelled already ({len(HOSTILE_IDS)} labelled)" in again.output
     # A sheet built by hand with the ids as they are (no leading ') joins too.
     hand = tmp_path / "hand.csv"
     with hand.open("w", newline="", encoding="utf-8") as handle:
@@ -526,3 +530,20 @@ def test_labels_so_far_in_a_key_label_column_are_on_its_scale_or_label_scale(res
     assert done.exit_code == 0, done.output
     assert "case-06" not in {row["case_id"] for row in read_csv(tmp_path / "sheet" /
                                                                  "review.csv")}
+
+
+def test_with_every_judged_case_labelled_nothing_is_drawn_or_written(results, tmp_path):
+    """A 0-case sheet was written, with "fill one in, then: evaluator agree ..."."""
+    every = write_jsonl(tmp_path / "all.jsonl",
+                        [{"case_id": f"case-0{i}", "expert": 3} for i in range(1, 7)])
+    out = tmp_path / "sheet"
+    done = invoke("review", results, "--out", out, "--labels", every, "--label-field",
+                  "expert")
+    assert done.exit_code == 0, done.output
+    # The one line, then the labels' sample-size estimate (as with a sheet).
+    lines = done.output.splitlines()
+    assert lines[0] == "every judged case is labelled already (6 labelled); nothing to draw"
+    assert "fill one in" not in done.output and "0 of the" not in done.output
+    assert all(line.startswith("estimate for") or line.startswith("  ")
+               for line in lines[1:]), lines
+    assert not (out / "review.csv").exists() and not (out / "review.jsonl").exists()

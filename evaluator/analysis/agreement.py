@@ -44,6 +44,7 @@ from evaluator.analysis.intervals import (
     UNDEFINED_SHARE_LIMIT,
     clean,
     fisher_z_ci,
+    interval_or_reason,
     kish_n_eff,
     kish_wilson_ci,
     paired_bootstrap,
@@ -139,8 +140,17 @@ def _icc(x: Any, y: Any) -> dict[str, Any]:
         return {"value": None, "ci95": None, "ci_method": method}
     row = table[table["Type"].isin(["ICC2", "ICC(A,1)"])].iloc[0]
     low, high = row["CI95"]
-    ci = None if clean(low) is None or clean(high) is None else [clean(low), clean(high)]
-    return {"value": clean(row["ICC"]), "ci95": ci, "ci_method": method}
+    value = clean(row["ICC"])
+    # With no residual disagreement (judge and labels differ by the same amount, 0 included,
+    # on every case) the F ratio is infinite: pingouin's interval is NaN or [1, 1]; it is
+    # also rounded to 2 decimals, so a near-perfect ICC can give [1.0, 1.0] too.
+    ci, why = interval_or_reason([clean(low), clean(high)],
+                                 "the F interval (pingouin, 2 decimals) has no width: judge "
+                                 "and labels (nearly) agree on every case")
+    if ci is None and why is None and value is not None:
+        why = ("no interval: the F interval is undefined (no residual disagreement between "
+               "judge and labels)")
+    return {"value": value, "ci95": ci, "ci_method": f"{method}; {why}" if why else method}
 
 
 def _mean_abs(x: Any, y: Any, w: Any = None) -> float | None:

@@ -18,7 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.analysis.intervals import UNDEFINED_SHARE_LIMIT, clean
+from evaluator.analysis.intervals import (
+    NO_INTERVAL,
+    UNDEFINED_SHARE_LIMIT,
+    clean,
+    interval_or_reason,
+)
 from evaluator.analysis.logit import fit_logit
 from evaluator.analysis.pairwise import WIN_VALUE, bootstrap_counts
 from evaluator.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
@@ -129,9 +134,19 @@ def bradley_terry(battles: Sequence[Battles], *, resamples: int = BOOTSTRAP_RESA
     else:
         kept = distribution[np.isfinite(distribution).all(axis=1)]
         low, high = np.percentile(kept, [2.5, 97.5], axis=0)
-        intervals = [[clean(lo), clean(hi)] for lo, hi in zip(low, high, strict=True)]
+        why = "every resample gave the same strength"
+        checked = [interval_or_reason([clean(lo), clean(hi)], why)
+                   for lo, hi in zip(low, high, strict=True)]
+        intervals = [ci for ci, _ in checked]
+        notes = []
         if undefined:
-            out["note"] = f"{undefined} of {resamples} resamples had no finite fit: left out"
+            notes.append(f"{undefined} of {resamples} resamples had no finite fit: left out")
+        points = [systems[i] for i, (_, reason) in enumerate(checked) if reason]
+        if points:
+            # E.g. every battle a tie or inconsistent: each resample fits strength 0 to all.
+            notes.append(f"{NO_INTERVAL} for {', '.join(points)}: {why} (a point is not "
+                         "a 95% CI; every battle a tie or inconsistent?)")
+        out["note"] = "; ".join(notes) or None
     order = sorted(range(len(systems)), key=lambda i: -strengths[i])
     rank = 0
     for position, i in enumerate(order, start=1):

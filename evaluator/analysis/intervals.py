@@ -57,6 +57,15 @@ def clean(value: float | None) -> float | None:
 
 
 NO_INTERVAL = "no interval"
+# When two ends are "equal": within float rounding, not bit for bit. A rank correlation of
+# identical columns comes out of scipy as 0.9999999999999998 on some resamples and 1.0 on
+# others, and an inverse-probability-weighted mean as 0.9999999999999999: sums of n terms
+# carry about n * 2.2e-16 of rounding, under 1e-12 for any n this tool sees. The figures
+# are correlations, shares, means on a rubric scale and log-odds, of order 1, so an
+# absolute 1e-12 (or 1e-9 of the value, for a large mean) is far below any real 95% CI's
+# width, which shrinks as 1/sqrt(n) and is still ~1e-4 at n = 10^8.
+POINT_ABS_TOL = 1e-12
+POINT_REL_TOL = 1e-9
 
 
 def interval_or_reason(ci: Sequence[float | None] | None,
@@ -70,7 +79,7 @@ def interval_or_reason(ci: Sequence[float | None] | None,
     if not ci or ci[0] is None or ci[1] is None:
         return None, None
     low, high = float(ci[0]), float(ci[1])
-    if low == high:
+    if math.isclose(low, high, rel_tol=POINT_REL_TOL, abs_tol=POINT_ABS_TOL):
         return None, f"{NO_INTERVAL}: {why}"
     return [low, high], None
 
@@ -162,8 +171,9 @@ def fisher_z_ci(r: float | None, n: int, kind: str) -> dict[str, Any]:
             else "Fisher z, Fieller-Hartley-Pearson SE")
     if r is None or n < minimum:
         return {"ci95": None, "method": f"{name} (needs n >= {minimum})"}
-    if abs(r) >= 1:
-        # atanh(+-1) is infinite: the interval is the point r itself.
+    if abs(r) >= 1 or math.isclose(abs(r), 1, rel_tol=0, abs_tol=POINT_ABS_TOL):
+        # atanh(+-1) is infinite: the interval is the point r itself. scipy gives
+        # 0.9999999999999998 for a perfect ranking, whose interval is a point too.
         ci, why = interval_or_reason([r, r], "|r| = 1, a perfect ranking")
         return {"ci95": ci, "method": f"{name}; {why}"}
     if kind == "spearman":
@@ -171,8 +181,10 @@ def fisher_z_ci(r: float | None, n: int, kind: str) -> dict[str, Any]:
     else:
         se = math.sqrt(_KENDALL_VARIANCE / (n - 4))
     z = math.atanh(r)
-    return {"ci95": _interval(math.tanh(z - _Z95 * se), math.tanh(z + _Z95 * se)),
-            "method": name}
+    # For |r| next to 1, tanh gives both ends within rounding of 1: a point too.
+    ci, why = interval_or_reason(_interval(math.tanh(z - _Z95 * se), math.tanh(z + _Z95 * se)),
+                                 "|r| within rounding of 1")
+    return {"ci95": ci, "method": f"{name}; {why}" if why else name}
 
 
 def wilson_ci(successes: int, n: int) -> dict[str, Any]:
@@ -243,8 +255,10 @@ def welch_diff_ci(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
         warnings.simplefilter("ignore")
         result = ttest_ind(a, b, equal_var=False)
         ci = result.confidence_interval(confidence_level=CONFIDENCE)
-    return {"difference": difference, "ci95": _interval(ci.low, ci.high),
-            "p": clean(result.pvalue), "method": "Welch t"}
+    interval, why = interval_or_reason(_interval(ci.low, ci.high),
+                                       "the groups' values differ by less than rounding")
+    return {"difference": difference, "ci95": interval, "p": clean(result.pvalue),
+            "method": f"Welch t; {why}" if why else "Welch t"}
 
 
 def format_number(value: float | None, digits: int = 3) -> str:

@@ -18,7 +18,14 @@ from typing import Any
 
 from evaluator.analysis import diagnostics
 from evaluator.common.readable import NotARegularFile, check_regular_file
-from evaluator.data.csv_files import MalformedCsv, csv_records, read_cell
+from evaluator.data.csv_files import (
+    SEMICOLON_HINT,
+    MalformedCsv,
+    csv_records,
+    first_line,
+    read_cell,
+    semicolon_separated,
+)
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
 
@@ -107,7 +114,7 @@ def label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, object_pairs_hook=_unique_keys(path, number))
         except json.JSONDecodeError as exc:
             raise AgreementError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
         if not isinstance(row, dict):
@@ -120,6 +127,8 @@ def _csv_label_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     """A CSV labels file's rows (:func:`csv_records`: a quoted cell may hold line breaks,
     case text on a sheet, and be of any length), every cell as the tool was given it
     (:func:`read_cell`: a worksheet's ``'=...`` id is ``=...``)."""
+    if semicolon_separated(first_line(text)):
+        raise AgreementError(f"{path} {SEMICOLON_HINT}")
     rows: list[tuple[int, dict[str, Any]]] = []
     header: list[str] | None = None
     for line, values in csv_records(io.StringIO(text, newline="")):
@@ -129,16 +138,39 @@ def _csv_label_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
             continue
         cells = [read_cell(value) for value in values]
         if header is None:
-            header = cells
+            header = _unique_header(path, line, cells)
             continue
         if len(cells) > len(header):
-            hint = (" (it looks ';'-separated: save it comma-separated)"
-                    if len(header) == 1 and ";" in header[0] else "")
             raise AgreementError(f"{path} line {line}: more cells than the header line has "
-                                 f"columns{hint}")
+                                 "columns")
         # A short row's missing cells are None, as csv.DictReader gives them.
         rows.append((line, dict(zip(header, cells + [None] * (len(header) - len(cells))))))
     return rows
+
+
+def _unique_header(path: Path, line: int, header: list[str]) -> list[str]:
+    """``header``, refused when two columns have one name: a row read into a dict keeps
+    the last of them, so the other column's labels would be dropped unsaid."""
+    first: dict[str, int] = {}
+    for position, name in enumerate(header, start=1):
+        if name in first:
+            raise AgreementError(f"{path} line {line}: columns {first[name]} and {position} "
+                                 f"are both named {name!r}; give each column its own name")
+        first[name] = position
+    return header
+
+
+def _unique_keys(path: Path, number: int):
+    """A ``json.loads`` object hook refusing a key given twice (json keeps the last)."""
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in row:
+                raise AgreementError(f"{path} line {number}: the key {key!r} appears twice; "
+                                     "give each field once")
+            row[key] = value
+        return row
+    return hook
 
 
 def parse_label_scale(text: str) -> list[float]:

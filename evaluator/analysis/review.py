@@ -90,6 +90,14 @@ class ReviewSheet:
     notes: list[str] = field(default_factory=list)
     design: str = "priority"
     draw: Draw | None = None
+    # No case left to draw: every judged case is labelled in --labels (no sheet is written).
+    exhausted: bool = False
+
+    @property
+    def nothing_to_draw(self) -> str:
+        """The one line that says why no sheet is written (for an ``exhausted`` sheet)."""
+        return (f"every judged case is labelled already ({self.labelled_skipped} labelled); "
+                "nothing to draw")
 
 
 def _read_results(path: Path, rubrics_dirs: Sequence[Path]) -> list[ResultRecord]:
@@ -272,6 +280,8 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     candidates = [case_candidate(rubric, case_id, records, chosen, gates)
                   for case_id, records in sorted(by_case.items()) if case_id not in labels]
     draw: Draw | None = None
+    # Every judged case labelled: a sheet of 0 cases would tell the user to fill one in.
+    exhausted = design == "priority" and not candidates and bool(labels) and bool(by_case)
     if design == "priority":
         picked = rank_candidates(candidates, n)
     else:
@@ -348,7 +358,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                          f"of {draw.population}; probabilities from "
                          f"{min(draw.probabilities.values()):.3g} to "
                          f"{max(draw.probabilities.values()):.3g}")
-    elif len(picked) < n:
+    elif len(picked) < n and not exhausted:
         notes.append(f"{len(picked)} of the {n} cases asked for: of {len(candidates)} "
                      f"unlabelled judged case(s), {without} have no signal (no distributions, "
                      "one verdict, no --pass gate)")
@@ -362,7 +372,8 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                        labelled_skipped=sum(1 for c in by_case if c in labels),
                        not_ok=len(not_ok - set(by_case)), without_signal=without,
                        show_text=show_text, label_columns=[f"{k}.label" for k in label_keys],
-                       estimates=estimates, notes=notes, design=design, draw=draw)
+                       estimates=estimates, notes=notes, design=design, draw=draw,
+                       exhausted=exhausted)
 
 
 
@@ -381,7 +392,10 @@ def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
     in ``out_dir`` (:func:`exclusive_lock`, as a run's) is held from the checks to the end:
     a second ``review`` on the same ``--out`` is refused
     (:class:`~evaluator.data.files.OutputBusy`), and both files are written to temporaries
-    before either is renamed into place, so they always hold the same draw."""
+    before either is renamed into place, so they always hold the same draw. An
+    ``exhausted`` sheet (no case left to draw) is refused: it would be a sheet of 0 cases."""
+    if sheet.exhausted:
+        raise ReviewError(sheet.nothing_to_draw)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ReviewError(f"--out {show_path(out_dir)} exists and is not a folder")

@@ -165,7 +165,8 @@ def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str
             resamples=resamples, seed=seed, design=design, floor=floor)
         inputs = [*results, *([labels_path] if labels_path else []),
                   *([cases_path] if cases_path else [])]
-        csv_path, jsonl_path = write_review(sheet, out_dir, force=force, inputs=inputs)
+        if not sheet.exhausted:
+            csv_path, jsonl_path = write_review(sheet, out_dir, force=force, inputs=inputs)
     except (ReviewError, AgreementError, StatsUnavailable, *USER_ERRORS) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -173,9 +174,16 @@ def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str
         where = show_path(exc.filename) if exc.filename else show_path(out_dir)
         click.echo(f"error: cannot write {where} ({exc.strerror})", err=True)
         sys.exit(EXIT_USAGE)
+    if sheet.exhausted:
+        # Not an error: the labels cover the run. No sheet, no follow-up command; the
+        # labels' sample-size estimate still says how far they reach.
+        for line in [*wrap(sheet.nothing_to_draw), *_estimate_lines(sheet)]:
+            click.echo(line)
+        return
     for line in _summary_lines(sheet, results, csv_path, jsonl_path):
         click.echo(line)
     for line in [*(x for note in sheet.notes for x in wrap(note)), *_estimate_lines(sheet)]:
         click.echo(line)
     if show_text:
-        click.echo(PHI_WARNING, err=True)
+        for line in wrap(PHI_WARNING):
+            click.echo(line, err=True)

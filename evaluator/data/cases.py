@@ -28,7 +28,13 @@ from decimal import Decimal
 from pathlib import Path
 
 from evaluator.data.case_ids import CaseIds
-from evaluator.data.csv_files import QUOTING_HINT, MalformedCsv, csv_records
+from evaluator.data.csv_files import (
+    QUOTING_HINT,
+    SEMICOLON_HINT,
+    MalformedCsv,
+    csv_records,
+    semicolon_separated,
+)
 from evaluator.data.parquet_input import NotUtf8, ParquetInputError, ParquetRows
 from evaluator.rubrics.rubric import InputField, Rubric
 
@@ -178,6 +184,12 @@ def _read_csv(path: Path) -> Iterator[_Row]:
     # surrogateescape keeps undecodable bytes as lone surrogates, so one bad row is
     # reported on its own instead of failing the whole file.
     with path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
+        line = handle.readline()
+        while line and not line.strip():
+            line = handle.readline()
+        if semicolon_separated(line):
+            raise InputFileError(f"{path} {SEMICOLON_HINT}")
+        handle.seek(0)  # back to the start (a BOM is skipped again)
         header: list[str] | None = None
         for start, values in csv_records(handle):
             if isinstance(values, MalformedCsv):

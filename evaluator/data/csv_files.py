@@ -67,6 +67,35 @@ class MalformedCsv:
         return f"CSV syntax error on line {self.end} ({self.reason}); {skip}{QUOTING_HINT}"
 
 
+SEMICOLON_HINT = ("looks ';'-separated (a spreadsheet's regional setting): save it as "
+                  "comma-separated CSV")
+
+
+def semicolon_separated(header_line: str) -> bool:
+    """Whether a CSV file whose first line is ``header_line`` was saved with ';' between
+    its fields, as Excel and LibreOffice do where ',' is the decimal mark: the line holds a
+    ';' and no ',', or splits into more fields by ';' than by ','. Read as comma-separated,
+    such a file is one column, or a syntax error at its first quoted cell; said first, the
+    user is told what to do (see :data:`SEMICOLON_HINT`)."""
+    line = header_line.rstrip("\r\n")
+    if ";" not in line:
+        return False
+    if "," not in line:
+        return True
+    try:
+        by_comma = next(csv.reader([line]), [])
+        by_semicolon = next(csv.reader([line], delimiter=";"), [])
+    except csv.Error:  # a quote the line does not close: count the separators instead
+        return line.count(";") > line.count(",")
+    return len(by_semicolon) > len(by_comma)
+
+
+def first_line(text: str) -> str:
+    """The first line of ``text`` that is not blank (the header line: the reader skips
+    blank lines before it), "" for none."""
+    return next((line for line in text.splitlines() if line.strip()), "")
+
+
 def raise_field_limit() -> None:
     """Raise the ``csv`` module's field limit (process-wide) to :data:`FIELD_LIMIT`; never
     lower it."""
