@@ -9,8 +9,8 @@ from pathlib import Path
 from evaluator.analysis.label_files import AgreementError, load_labels
 from evaluator.analysis.review_signals import ReviewError
 from evaluator.common.readable import NotARegularFile, check_regular_file
-from evaluator.rubrics.rubric import Rubric
 from evaluator.data.files import show_path
+from evaluator.rubrics.rubric import Rubric
 
 
 def check_input_file(path: Path, what: str) -> None:

@@ -18,13 +18,13 @@ from statistics import fmean, median, stdev
 from typing import Any
 
 from evaluator.analysis.distributions import verdict_view
+from evaluator.analysis.intervals import interval_or_reason
 from evaluator.analysis.pairwise import (
     INCONSISTENT_NOTE,
     Pairs,
     order_figures,
     outcome_counts,
 )
-from evaluator.analysis.intervals import interval_or_reason
 from evaluator.analysis.panel import rater_agreement
 from evaluator.analysis.score_mode import (
     GET_DISTRIBUTIONS,
