@@ -701,14 +701,16 @@ def test_long_names_and_keys_stay_whole_and_within_80_columns(tmp_path):
     assert max(map(len, format_summary(result.summary).splitlines())) <= 80
 
 
-def test_equal_strengths_share_a_rank_and_all_ties_get_an_interval(tmp_path):
+def test_equal_strengths_share_a_rank_and_all_ties_get_a_wilson_interval(tmp_path):
     from evaluator.analysis.bradley_terry import Battles, bradley_terry
     from evaluator.analysis.pairwise import win_rate
 
     battles = [Battles("x", "y", ["tie"] * 10), Battles("y", "z", ["tie"] * 10),
                Battles("x", "z", ["tie"] * 10)]
     result = bradley_terry(battles, resamples=100)
-    assert result["note"] is None
+    # Every resample is all ties, so every strength is exactly 0: a point, not a 95% CI.
+    assert result["note"].startswith("no interval for x, y, z: every resample gave the same")
+    assert [s["ci95"] for s in result["systems"]] == [None, None, None]
     assert [s["rank"] for s in result["systems"]] == [1, 1, 1]
     rate = win_rate(["inconsistent"] * 53)
     assert rate["value"] == 0.5 and rate["ci95"][0] < 0.4 < 0.6 < rate["ci95"][1]
