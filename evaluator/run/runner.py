@@ -22,6 +22,7 @@ from typing import Any
 
 from evaluator.analysis.panel import reduction_of
 from evaluator.analysis.summary import summarize, summary_path_for, write_summary
+from evaluator.common.errors import UserError
 from evaluator.data.cases import Case, InputProblem, UniqueIds, iter_cases
 from evaluator.data.files import check_path_name, exclusive_lock
 from evaluator.data.pairs import iter_pairs, same_file
@@ -59,10 +60,12 @@ from evaluator.run.task import Judge, RunOptions, RunStart, Task
 log = logging.getLogger(__name__)
 
 
-class OutputWriteFailed(RuntimeError):
+class OutputWriteFailed(UserError, RuntimeError):
     """The disk (or the quota) filled up while the run was writing: it stopped, the records
     written so far are kept, and the manifest says ``failed``. Free some space and re-run
-    the same command to resume."""
+    the same command to resume (exit code 1)."""
+
+    exit_code = 1
 
 
 # errno values that mean "no room left to write".
