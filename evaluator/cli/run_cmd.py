@@ -34,9 +34,10 @@ from evaluator.cli.progress import library_progress_hidden
 from evaluator.cli.signals import Terminated, sigterm_as_interrupt
 from evaluator.common.errors import UserError
 from evaluator.data.files import check_path_name, show_path
-from evaluator.run.engines import ENGINES, RayOptions, load_ray_engine
+from evaluator.run.engines import ENGINES, RayOptions
 from evaluator.run.jury import member_path
 from evaluator.run.manifest import manifest_path_for
+from evaluator.run.runner import load_ray_engine
 from evaluator.tracking.log_run import TrackingOptions, log_run
 from evaluator.tracking.mlflow_store import TrackingError, destination, require_mlflow
 

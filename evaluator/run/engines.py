@@ -1,28 +1,23 @@
 """The engines a run can judge with, and the Ray engine's options. Imports no Ray.
 
 ``local`` judges in this process (one backend). ``ray`` spreads the batches over judge
-replicas on a Ray cluster (:mod:`evaluator.run.ray_engine`, loaded only when chosen: Ray is the
-optional extra ``ray``).
+replicas on a Ray cluster (:mod:`evaluator.run.ray_engine`, which imports this module; the
+runner loads it only when chosen: Ray is the optional extra ``ray``).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from evaluator.common.errors import UserError
-from evaluator.judges.backends.base import BackendUnavailable
 
 if TYPE_CHECKING:
     from evaluator.judges.backends.base import Backend
     from evaluator.judges.models_file import JudgeSpec
 
 ENGINES = ("local", "ray")
-RAY_INSTALL_HINT = "pip install 'evaluator[ray]'"
-_RAY_MODULES = ("ray", "pyarrow", "numpy")  # Ray Data's own imports
 
 
 class RayClusterError(UserError, ValueError):
@@ -75,16 +70,3 @@ class RayOptions:
             raise ValueError("gpus_per_replica and cpus_per_replica cannot be negative")
         if self.max_restarts < 0 or self.max_task_retries < 0:
             raise ValueError("max_restarts and max_task_retries cannot be negative")
-
-
-def load_ray_engine() -> ModuleType:
-    """:mod:`evaluator.run.ray_engine`, or :class:`BackendUnavailable` naming the install when
-    Ray (or its ``data`` part) is missing."""
-    try:
-        return importlib.import_module("evaluator.run.ray_engine")
-    except ImportError as exc:
-        missing = exc.name or "ray"
-        if missing.partition(".")[0] not in _RAY_MODULES:
-            raise  # a bug in this package, not a missing install
-        raise BackendUnavailable(f"--engine ray needs Ray, which is not installed (no module "
-                                 f"{missing!r}); install it with: {RAY_INSTALL_HINT}") from None
