@@ -15,7 +15,7 @@ from evaluator.analysis.label_files import parse_label_scale
 from evaluator.cli.options import parse_gates, parse_mapping, rubrics_dir_option, score_option
 
 
-@click.command()
+@click.command("agree")
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--labels", "labels_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -56,11 +56,11 @@ from evaluator.cli.options import parse_gates, parse_mapping, rubrics_dir_option
                    "class): TP/FP/FN/TN, sensitivity, specificity, PPV, NPV with Wilson CIs.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 @rubrics_dir_option
-def agree(results: Path, labels_path: Path, label_field: str, criteria: tuple[str, ...],
-          id_column: str, label_scale: str | None, by: str | None, cases_path: Path | None,
-          mappings: tuple[str, ...], case_id_column: str, text_field: str | None,
-          resamples: int, seed: int, score_mode: str, gates: tuple[Gate, ...], as_json: bool,
-          rubrics_dirs: tuple[Path, ...]) -> None:
+def agree_command(results: Path, labels_path: Path, label_field: str, criteria: tuple[str, ...],
+                  id_column: str, label_scale: str | None, by: str | None,
+                  cases_path: Path | None, mappings: tuple[str, ...], case_id_column: str,
+                  text_field: str | None, resamples: int, seed: int, score_mode: str,
+                  gates: tuple[Gate, ...], as_json: bool, rubrics_dirs: tuple[Path, ...]) -> None:
     """Agreement of RESULTS' judge scores with human labels, per criterion: Spearman, Kendall,
     quadratic kappa, ICC, Krippendorff's alpha, exact/within-one agreement (with chance
     levels), confusion matrix, each CI with its method; warnings (a constant judge, circular

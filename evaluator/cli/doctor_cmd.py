@@ -54,7 +54,7 @@ class _HashingBar:
             self.bar.close()
 
 
-@click.command()
+@click.command("doctor")
 @click.option("--model", "model_name", metavar="NAME", default=None,
               help="The judge to check (default: models.yaml's default).")
 @models_file_option
@@ -69,8 +69,8 @@ class _HashingBar:
               help="Check the weights' file names and sizes against their list, without "
                    "re-hashing every byte.")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
-def doctor(model_name: str | None, models_file: Path | None, lock: Path | None,
-           output_dir: Path, quick: bool, as_json: bool) -> None:
+def doctor_command(model_name: str | None, models_file: Path | None, lock: Path | None,
+                   output_dir: Path, quick: bool, as_json: bool) -> None:
     """Check that this host can start a judge: Python and packages against the lock,
     torch's CUDA build against the driver, GPUs and free memory, vLLM, the judge's
     weights and estimated memory, disk, offline switches. Exit 0 when nothing failed

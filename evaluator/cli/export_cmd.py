@@ -24,8 +24,8 @@ from evaluator.report.export import export_parquet
               help="Replace the --parquet file even when it is not an export evaluator wrote "
                    "(never RESULTS or a case file its run read).")
 @rubrics_dir_option
-def export(results: Path, parquet_path: Path, with_text: bool, overwrite: bool,
-           rubrics_dirs: tuple[Path, ...]) -> None:
+def export_command(results: Path, parquet_path: Path, with_text: bool, overwrite: bool,
+                   rubrics_dirs: tuple[Path, ...]) -> None:
     """Write RESULTS as a Parquet table, one row per case: id, status, reason, each score,
     aggregate, expected score and confidence in a typed column of its own (a pairwise
     rubric: each criterion's outcome), tokens, timings, judge and record version. Streamed:

@@ -100,9 +100,10 @@ def cli(verbose: int) -> None:
         logging.getLogger(noisy).setLevel(logging.DEBUG if verbose >= 2 else logging.ERROR)
 
 
-for command in (run_cmd.run, rubrics_cmd.rubrics, models_cmd.models, validate_cmd.validate,
-                prepare_cmd.prepare_judge, agree_cmd.agree, report_cmd.report,
-                summary_cmd.summary, review_cmd.review, estimate_cmd.estimate_command,
-                compare_cmd.compare_command, export_cmd.export, log_cmd.log_command,
-                doctor_cmd.doctor):
+for command in (run_cmd.run_command, rubrics_cmd.rubrics_command, models_cmd.models_command,
+                validate_cmd.validate_command, prepare_cmd.prepare_judge_command,
+                agree_cmd.agree_command, report_cmd.report_command,
+                summary_cmd.summary_command, review_cmd.review_command,
+                estimate_cmd.estimate_command, compare_cmd.compare_command,
+                export_cmd.export_command, log_cmd.log_command, doctor_cmd.doctor_command):
     cli.add_command(command)

@@ -16,12 +16,12 @@ from evaluator.judges.weights import folder_bytes, verify_weights
 from evaluator.run.manifest import model_dir_for
 
 
-@click.command()
+@click.command("models")
 @click.option("--verify", "verify_name", metavar="NAME", default=None,
               help="Re-hash judge NAME's folder against its evaluator-weights.json (every "
                    "byte is read); exit 1 naming each file that differs.")
 @models_file_option
-def models(verify_name: str | None, models_file: Path | None) -> None:
+def models_command(verify_name: str | None, models_file: Path | None) -> None:
     """List the named judge models and where their weights are."""
     parsed = load_models_file(models_file)
     if verify_name is not None:

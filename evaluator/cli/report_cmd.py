@@ -11,7 +11,7 @@ from evaluator.cli.options import parse_mapping, rubrics_dir_option, score_optio
 from evaluator.report.html import write_report
 
 
-@click.command()
+@click.command("report")
 @click.argument("results", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--html", "html_path", required=True,
@@ -67,13 +67,13 @@ from evaluator.report.html import write_report
               help="Lowest-confidence scores listed per file (case id, path, chosen score, "
                    "confidence, expected score; 0: none). Needs score distributions.")
 @rubrics_dir_option
-def report(results: tuple[Path, ...], html_path: Path, overwrite: bool,
-           labels_paths: tuple[Path, ...], estimate_criteria: tuple[str, ...],
-           label_field: str | None, label_id_column: str,
-           label_scale: str | None, by: str | None, cases_path: Path | None,
-           text_field: str | None, common_cases: bool, worst_by: str | None, worst_n: int,
-           show_text: bool, mappings: tuple[str, ...], id_column: str, resamples: int,
-           score_mode: str, low_confidence: int, rubrics_dirs: tuple[Path, ...]) -> None:
+def report_command(results: tuple[Path, ...], html_path: Path, overwrite: bool,
+                   labels_paths: tuple[Path, ...], estimate_criteria: tuple[str, ...],
+                   label_field: str | None, label_id_column: str,
+                   label_scale: str | None, by: str | None, cases_path: Path | None,
+                   text_field: str | None, common_cases: bool, worst_by: str | None, worst_n: int,
+                   show_text: bool, mappings: tuple[str, ...], id_column: str, resamples: int,
+                   score_mode: str, low_confidence: int, rubrics_dirs: tuple[Path, ...]) -> None:
     """Write an HTML report over RESULTS (results files of one rubric: several judges,
     systems or runs side by side): distributions, means and pass rates with 95% CIs,
     statuses, agreement with labels and clinician-level estimates (PPI++) with the

@@ -77,7 +77,7 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
     return lines
 
 
-@click.command()
+@click.command("review")
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Folder for review.csv and review.jsonl (created 0700; files 0600).")
@@ -127,13 +127,13 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
               default=DEFAULT_FLOOR, show_default=True,
               help="--design active: every case's probability is at least FLOOR x n/N.")
 @rubrics_dir_option
-def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str, ...],
-           gates: tuple[str, ...], labels_path: Path | None, label_field: str | None,
-           id_column: str, label_scale: str | None, target_halfwidth: float,
-           target_statistic: str, show_text: bool,
-           cases_path: Path | None, mappings: tuple[str, ...], case_id_column: str,
-           force: bool, resamples: int, seed: int, design: str, floor: float,
-           rubrics_dirs: tuple[Path, ...]) -> None:
+def review_command(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str, ...],
+                   gates: tuple[str, ...], labels_path: Path | None, label_field: str | None,
+                   id_column: str, label_scale: str | None, target_halfwidth: float,
+                   target_statistic: str, show_text: bool,
+                   cases_path: Path | None, mappings: tuple[str, ...], case_id_column: str,
+                   force: bool, resamples: int, seed: int, design: str, floor: float,
+                   rubrics_dirs: tuple[Path, ...]) -> None:
     """Write a worksheet (OUT/review.csv and OUT/review.jsonl) of N cases of RESULTS for a
     clinician to label, with an empty '<criterion>.label' column per criterion for
     `evaluator agree` and `evaluator estimate`. --design priority (default): the cases most

@@ -15,11 +15,11 @@ from evaluator.rubrics.schema import max_new_tokens
 NAME_WIDTH = 28  # the listing's first column
 
 
-@click.command()
+@click.command("rubrics")
 @click.argument("name", required=False)
 @click.option("--schema", "show_schema", is_flag=True, help="Print the output JSON schema.")
 @rubrics_dir_option
-def rubrics(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...]) -> None:
+def rubrics_command(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...]) -> None:
     """List available rubrics, or show NAME: inputs, output keys, aggregates."""
     if name is None:
         _list(rubrics_dirs)

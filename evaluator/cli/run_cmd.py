@@ -84,7 +84,7 @@ def _where(results: Path, summary: Path, pairwise: bool) -> str:
     return "\n".join([*lines, f"  {command} \\", f"      {html}"])
 
 
-@click.command()
+@click.command("run")
 @click.option("--rubric", "-r", required=True, help="Rubric name (see `evaluator rubrics`) or path.")
 @click.option("--input", "-i", "input_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -148,14 +148,15 @@ def _where(results: Path, summary: Path, pairwise: bool) -> str:
                    "text; needs the mlflow extra). A failure to log exits 1; the results are "
                    "kept: log them with `evaluator log`.")
 @tracking_options
-def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...],
-        samples: int, temperature: float | None, reduce: str | None, limit: int | None,
-        batch_size: int | None, mappings: tuple[str, ...], id_column: str,
-        versus: Path | None, answer_column: str | None, systems: str | None,
-        rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
-        wait: bool, no_progress: bool, as_json: bool, engine: str, address: str | None,
-        replicas: int | None, gpus_per_replica: float | None, to_mlflow: bool,
-        tracking_uri: str | None, experiment: str | None, run_name: str | None) -> None:
+def run_command(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...],
+                samples: int, temperature: float | None, reduce: str | None, limit: int | None,
+                batch_size: int | None, mappings: tuple[str, ...], id_column: str,
+                versus: Path | None, answer_column: str | None, systems: str | None,
+                rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool,
+                strict: bool, wait: bool, no_progress: bool, as_json: bool, engine: str,
+                address: str | None, replicas: int | None, gpus_per_replica: float | None,
+                to_mlflow: bool, tracking_uri: str | None, experiment: str | None,
+                run_name: str | None) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
     # SIGTERM (docker stop, schedulers) stops the run as Ctrl-C does (see the except
     # clauses below); --no-progress hides the libraries' bars too. Both end with the command.

@@ -16,13 +16,13 @@ from evaluator.data.results import read_results
 from evaluator.rubrics.load import load_rubric
 
 
-@click.command()
+@click.command("summary")
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @score_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 @rubrics_dir_option
-def summary(results: Path, score_mode: str, as_json: bool,
-            rubrics_dirs: tuple[Path, ...]) -> None:
+def summary_command(results: Path, score_mode: str, as_json: bool,
+                    rubrics_dirs: tuple[Path, ...]) -> None:
     """Summary of RESULTS recomputed from its records: status counts, per criterion and
     aggregate n, mean with a bootstrap 95% CI, SD, median, and the rubric's pass rates with
     Wilson CIs, from the scores --score names."""
