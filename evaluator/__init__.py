@@ -13,11 +13,11 @@ records out, safe files), :mod:`evaluator.analysis`, :mod:`evaluator.run`,
 """
 
 from evaluator.api import (
-    USER_ERRORS,
     Judge,
     RunOptions,
     RunResult,
     Task,
+    UserError,
     available_rubrics,
     evaluate,
     load_models_file,
@@ -28,7 +28,7 @@ from evaluator.api import (
 from evaluator.common.version import __version__
 
 __all__ = [
-    "USER_ERRORS", "Judge", "RunOptions", "RunResult", "Task", "__version__",
+    "Judge", "RunOptions", "RunResult", "Task", "UserError", "__version__",
     "available_rubrics", "evaluate", "load_models_file", "load_rubric", "output_json_schema",
     "resolve_judge",
 ]

@@ -11,26 +11,27 @@ a rubric), a :class:`Judge` (which judge from models.yaml, and how it samples) a
                       Judge(), RunOptions("out/trial.jsonl"))
     print(result.summary["criteria"], result.failed)
 
-:func:`evaluate_jury` does the same with several judges. :data:`USER_ERRORS` are the errors
-that mean "fix your input or configuration and re-run".
+:func:`evaluate_jury` does the same with several judges. Every error a user can act on
+derives from :class:`UserError` (its ``exit_code``: 2 means "fix your input or configuration
+and re-run"); any other exception is a bug.
 """
 
 from __future__ import annotations
 
+from evaluator.common.errors import UserError
 from evaluator.data.files import OutputBusy, OutputRefused
 from evaluator.judges.models_file import load_models_file, resolve_judge, resolve_jury
 from evaluator.rubrics.load import available_rubrics, load_rubric
 from evaluator.rubrics.schema import output_json_schema
 from evaluator.run.engines import RayOptions, RayRunFailed
-from evaluator.run.errors import USER_ERRORS
 from evaluator.run.judging import InputRejected
 from evaluator.run.jury import JuryResult, evaluate_jury
 from evaluator.run.runner import OutputWriteFailed, RunResult, evaluate
 from evaluator.run.task import Judge, RunOptions, RunStart, Task
 
 __all__ = [
-    "USER_ERRORS", "InputRejected", "Judge", "JuryResult", "OutputBusy", "OutputRefused",
-    "OutputWriteFailed", "RayOptions", "RayRunFailed", "RunOptions", "RunResult", "RunStart",
-    "Task", "available_rubrics", "evaluate", "evaluate_jury", "load_models_file",
+    "InputRejected", "Judge", "JuryResult", "OutputBusy", "OutputRefused", "OutputWriteFailed",
+    "RayOptions", "RayRunFailed", "RunOptions", "RunResult", "RunStart", "Task", "UserError",
+    "available_rubrics", "evaluate", "evaluate_jury", "load_models_file",
     "load_rubric", "output_json_schema", "resolve_judge", "resolve_jury",
 ]

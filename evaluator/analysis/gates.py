@@ -31,6 +31,7 @@ from evaluator.analysis.intervals import (
     wilson_ci,
 )
 from evaluator.common.columns import row, wrap
+from evaluator.common.errors import UserError
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
@@ -46,7 +47,7 @@ RATES = (("sensitivity", "tp", ("tp", "fn"), "no case passes by the labels (TP +
          ("npv", "tn", ("tn", "fn"), "the judge fails no case (TN + FN = 0)"))
 
 
-class GateError(ValueError):
+class GateError(UserError, ValueError):
     """A ``--pass`` spec that is not ``CRITERION<op>THRESHOLD``."""
 
 

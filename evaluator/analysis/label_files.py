@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis import diagnostics
+from evaluator.common.errors import UserError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.csv_files import (
     SEMICOLON_HINT,
@@ -29,7 +30,7 @@ from evaluator.data.csv_files import (
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
 
-class AgreementError(ValueError):
+class AgreementError(UserError, ValueError):
     """The labels or results cannot be joined (missing field, no overlap, bad label)."""
 
 

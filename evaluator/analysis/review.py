@@ -403,24 +403,28 @@ def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
     table = csv_text([sheet.columns, *([row.get(name, "") for name in sheet.columns]
                                        for row in sheet.rows)])
     jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in sheet.records)
-    with exclusive_lock(lock_path_for(targets[0]), targets[0], writer="`evaluator review`",
-                        wait_option=None):
-        for target in targets:
-            if any(Path(i).exists() and target.exists() and same_file(target, Path(i))
-                   for i in inputs):
-                raise ReviewError(f"{show_path(target)} is also an input (one of the files "
-                                  "read); write the new worksheet to another --out folder")
-            if target.is_symlink():  # checked for both files before either is written
-                raise ReviewError(f"{show_path(target)} is a symbolic link; a worksheet is "
-                                  "never written through one: remove it or choose another "
-                                  "--out")
-            if target.exists() and not force:
-                raise ReviewError(f"{show_path(target)} exists (a worksheet that may hold "
-                                  "labels already); pass --force to replace it, or choose "
-                                  "another --out")
-        # Both temporaries are written in full before either is renamed into place (the
-        # JSONL's, then the CSV's): an error while writing leaves both old files.
-        with atomic_writer(targets[0]) as csv_file, atomic_writer(targets[1]) as jsonl_file:
-            csv_file.write(table.encode("utf-8"))
-            jsonl_file.write(jsonl.encode("utf-8"))
+    try:
+        with exclusive_lock(lock_path_for(targets[0]), targets[0], writer="`evaluator review`",
+                            wait_option=None):
+            for target in targets:
+                if any(Path(i).exists() and target.exists() and same_file(target, Path(i))
+                       for i in inputs):
+                    raise ReviewError(f"{show_path(target)} is also an input (one of the files "
+                                      "read); write the new worksheet to another --out folder")
+                if target.is_symlink():  # checked for both files before either is written
+                    raise ReviewError(f"{show_path(target)} is a symbolic link; a worksheet is "
+                                      "never written through one: remove it or choose another "
+                                      "--out")
+                if target.exists() and not force:
+                    raise ReviewError(f"{show_path(target)} exists (a worksheet that may hold "
+                                      "labels already); pass --force to replace it, or choose "
+                                      "another --out")
+            # Both temporaries are written in full before either is renamed into place (the
+            # JSONL's, then the CSV's): an error while writing leaves both old files.
+            with atomic_writer(targets[0]) as csv_file, atomic_writer(targets[1]) as jsonl_file:
+                csv_file.write(table.encode("utf-8"))
+                jsonl_file.write(jsonl.encode("utf-8"))
+    except OSError as exc:  # the folder or the disk: one line naming where
+        where = show_path(exc.filename) if exc.filename else show_path(out_dir)
+        raise ReviewError(f"cannot write {where} ({exc.strerror})") from None
     return targets

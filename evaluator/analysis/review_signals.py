@@ -32,12 +32,13 @@ from typing import Any
 from evaluator.analysis import gates
 from evaluator.analysis.distributions import verdict_view
 from evaluator.analysis.gates import Gate
+from evaluator.common.errors import UserError
 from evaluator.data.results import ResultRecord, ScoreDistribution
 from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric
 from evaluator.rubrics.score_paths import item_path
 
 
-class ReviewError(ValueError):
+class ReviewError(UserError, ValueError):
     """The worksheet cannot be built or written (a wrong path, an unknown criterion, a
     worksheet already there); the message names files, lines and fields, never case text."""
 

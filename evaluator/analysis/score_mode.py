@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator.analysis.distributions import SCORE_MODES, ScoreMode, verdict_view
+from evaluator.common.errors import UserError
 from evaluator.data.results import ResultRecord
 from evaluator.rubrics.rubric import Rubric
 
@@ -33,7 +34,7 @@ GET_DISTRIBUTIONS = ("re-run the cases with the current version of evaluator (th
                      "--score argmax")
 
 
-class ScoreModeError(ValueError):
+class ScoreModeError(UserError, ValueError):
     """``--score expected`` over results none of whose ``ok`` records has distributions."""
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from evaluator.common.errors import UserError
+
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20141
 CONFIDENCE = 0.95
@@ -20,7 +22,7 @@ BOOTSTRAP_BLOCK_VALUES = 2_000_000
 STATS_EXTRA_HINT = "pip install 'evaluator[stats]'"
 
 
-class StatsUnavailable(ImportError):
+class StatsUnavailable(UserError, ImportError):
     """The ``stats`` extra (scipy, scikit-learn, krippendorff, pingouin) is not installed."""
 
 

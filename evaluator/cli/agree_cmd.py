@@ -4,23 +4,18 @@ the warnings that decide how to read it and the judge-bias figures."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.analysis.agreement import AgreementError, agreement
+from evaluator.analysis.agreement import agreement
 from evaluator.analysis.agreement_text import format_agreement
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.label_files import parse_label_scale
-from evaluator.analysis.score_mode import ScoreModeError
-from evaluator.analysis.stats import StatsUnavailable
-from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import parse_gates, parse_mapping, rubrics_dir_option, score_option
-from evaluator.data.results import ResultsFileDamaged
 
 
-@click.command()
+@click.command("agree")
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--labels", "labels_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -61,11 +56,11 @@ from evaluator.data.results import ResultsFileDamaged
                    "class): TP/FP/FN/TN, sensitivity, specificity, PPV, NPV with Wilson CIs.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 @rubrics_dir_option
-def agree(results: Path, labels_path: Path, label_field: str, criteria: tuple[str, ...],
-          id_column: str, label_scale: str | None, by: str | None, cases_path: Path | None,
-          mappings: tuple[str, ...], case_id_column: str, text_field: str | None,
-          resamples: int, seed: int, score_mode: str, gates: tuple[Gate, ...], as_json: bool,
-          rubrics_dirs: tuple[Path, ...]) -> None:
+def agree_command(results: Path, labels_path: Path, label_field: str, criteria: tuple[str, ...],
+                  id_column: str, label_scale: str | None, by: str | None,
+                  cases_path: Path | None, mappings: tuple[str, ...], case_id_column: str,
+                  text_field: str | None, resamples: int, seed: int, score_mode: str,
+                  gates: tuple[Gate, ...], as_json: bool, rubrics_dirs: tuple[Path, ...]) -> None:
     """Agreement of RESULTS' judge scores with human labels, per criterion: Spearman, Kendall,
     quadratic kappa, ICC, Krippendorff's alpha, exact/within-one agreement (with chance
     levels), confusion matrix, each CI with its method; warnings (a constant judge, circular
@@ -74,17 +69,13 @@ def agree(results: Path, labels_path: Path, label_field: str, criteria: tuple[st
     figure; an active sheet's labels weigh 1/pi in kappa, mean |judge - label|, exact and
     within-one agreement, the confusion matrix and the gates. Only 'ok' results are
     compared; case text is never shown."""
-    try:
-        scale = parse_label_scale(label_scale) if label_scale is not None else None
-        report = agreement(results, labels_path, label_field, criteria=criteria,
-                           id_column=id_column, resamples=resamples, seed=seed,
-                           label_scale=scale, rubrics_dirs=rubrics_dirs,
-                           cases_path=cases_path, mapping=parse_mapping(mappings),
-                           case_id_column=case_id_column, text_field=text_field, by=by,
-                           score_mode=score_mode, gates=gates)
-    except (AgreementError, ResultsFileDamaged, StatsUnavailable, ScoreModeError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    scale = parse_label_scale(label_scale) if label_scale is not None else None
+    report = agreement(results, labels_path, label_field, criteria=criteria,
+                       id_column=id_column, resamples=resamples, seed=seed,
+                       label_scale=scale, rubrics_dirs=rubrics_dirs,
+                       cases_path=cases_path, mapping=parse_mapping(mappings),
+                       case_id_column=case_id_column, text_field=text_field, by=by,
+                       score_mode=score_mode, gates=gates)
     click.echo(json.dumps(report, indent=2) if as_json else format_agreement(report))
 
 

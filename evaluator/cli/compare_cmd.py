@@ -5,16 +5,13 @@ verdicts be trusted."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.analysis.compare import CompareError, compare
-from evaluator.analysis.label_files import AgreementError
+from evaluator.analysis.compare import compare
 from evaluator.analysis.pairwise_text import format_comparison
-from evaluator.analysis.stats import StatsUnavailable
-from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.common.errors import UserError
 
 
 @click.command("compare")
@@ -41,14 +38,9 @@ def compare_command(results: tuple[Path, ...], criteria: tuple[str, ...],
     Bradley-Terry strengths and ranking. Each figure has its 95% CI; no case text is
     shown."""
     if label_field is not None and labels_path is None:
-        click.echo("error: --label-field goes with --labels", err=True)
-        sys.exit(EXIT_USAGE)
-    try:
-        report = compare(list(results), criteria=criteria, labels_path=labels_path,
-                         label_field=label_field, id_column=id_column)
-    except (CompareError, AgreementError, StatsUnavailable) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        raise UserError("--label-field goes with --labels")
+    report = compare(list(results), criteria=criteria, labels_path=labels_path,
+                     label_field=label_field, id_column=id_column)
     if as_json:
         click.echo(json.dumps(report))
     else:

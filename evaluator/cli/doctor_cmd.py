@@ -10,11 +10,10 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from evaluator.api import USER_ERRORS, resolve_judge
-from evaluator.cli.exit_codes import EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE
+from evaluator.api import resolve_judge
+from evaluator.cli.exit_codes import EXIT_OK, EXIT_SOME_FAILED
 from evaluator.cli.options import models_file_option, printable
 from evaluator.doctor.diagnose import DoctorOptions, diagnose
-from evaluator.doctor.install import LockError
 from evaluator.doctor.report import DoctorReport
 
 WIDTH = 80
@@ -55,7 +54,7 @@ class _HashingBar:
             self.bar.close()
 
 
-@click.command()
+@click.command("doctor")
 @click.option("--model", "model_name", metavar="NAME", default=None,
               help="The judge to check (default: models.yaml's default).")
 @models_file_option
@@ -70,17 +69,13 @@ class _HashingBar:
               help="Check the weights' file names and sizes against their list, without "
                    "re-hashing every byte.")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
-def doctor(model_name: str | None, models_file: Path | None, lock: Path | None,
-           output_dir: Path, quick: bool, as_json: bool) -> None:
+def doctor_command(model_name: str | None, models_file: Path | None, lock: Path | None,
+                   output_dir: Path, quick: bool, as_json: bool) -> None:
     """Check that this host can start a judge: Python and packages against the lock,
     torch's CUDA build against the driver, GPUs and free memory, vLLM, the judge's
     weights and estimated memory, disk, offline switches. Exit 0 when nothing failed
     (warnings allowed), 1 when a check failed, 2 on a user error."""
-    try:
-        name, spec = resolve_judge(model_name, models_file)
-    except USER_ERRORS as exc:
-        click.echo(printable(f"error: {exc}"), err=True)
-        sys.exit(EXIT_USAGE)
+    name, spec = resolve_judge(model_name, models_file)
     options = DoctorOptions(lock=lock, output_dir=output_dir, rehash_weights=not quick)
     if sys.stderr.isatty():
         click.echo("checking (torch and vLLM are imported in a subprocess: up to a minute)",
@@ -88,9 +83,6 @@ def doctor(model_name: str | None, models_file: Path | None, lock: Path | None,
     bar = _HashingBar(name)
     try:
         report = diagnose(name, spec, options, progress=bar.update)
-    except LockError as exc:
-        click.echo(printable(f"error: --lock {exc}"), err=True)
-        sys.exit(EXIT_USAGE)
     finally:
         bar.close()
     if as_json:

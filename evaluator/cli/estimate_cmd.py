@@ -4,22 +4,16 @@ case and clinicians' labels on a few, per system, and the differences between sy
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.analysis.agreement import AgreementError
 from evaluator.analysis.distributions import SCORE_MODES
 from evaluator.analysis.estimate import estimate
 from evaluator.analysis.estimate_text import format_estimate
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.label_files import parse_label_scale
-from evaluator.analysis.score_mode import ScoreModeError
-from evaluator.analysis.stats import StatsUnavailable
-from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import parse_gates, rubrics_dir_option
-from evaluator.data.results import ResultsFileDamaged
 
 
 @click.command("estimate")
@@ -61,14 +55,10 @@ def estimate_command(results: tuple[Path, ...], labels_paths: tuple[Path, ...], 
     judge's quality; with several RESULTS, each pair's difference with its CI and p-value.
     Labels from `evaluator review --design random|active` carry their probabilities; labels
     from a priority sheet are refused. No case text is shown."""
-    try:
-        scale = parse_label_scale(label_scale) if label_scale is not None else None
-        report = estimate(list(results), list(labels_paths), label_field, criteria=criteria,
-                          gates=gates, id_column=id_column, score_mode=score_mode,
-                          rubrics_dirs=rubrics_dirs, label_scale=scale)
-    except (AgreementError, ResultsFileDamaged, StatsUnavailable, ScoreModeError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    scale = parse_label_scale(label_scale) if label_scale is not None else None
+    report = estimate(list(results), list(labels_paths), label_field, criteria=criteria,
+                      gates=gates, id_column=id_column, score_mode=score_mode,
+                      rubrics_dirs=rubrics_dirs, label_scale=scale)
     if as_json:
         for row in [*report["systems"], *report["estimates"], *report["differences"]]:
             click.echo(json.dumps(row))

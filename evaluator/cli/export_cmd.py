@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.api import USER_ERRORS
-from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import rubrics_dir_option
 from evaluator.data.files import show_path
-from evaluator.report.export import ExportError, export_parquet
+from evaluator.report.export import export_parquet
 
 
 @click.command("export")
@@ -27,18 +24,14 @@ from evaluator.report.export import ExportError, export_parquet
               help="Replace the --parquet file even when it is not an export evaluator wrote "
                    "(never RESULTS or a case file its run read).")
 @rubrics_dir_option
-def export(results: Path, parquet_path: Path, with_text: bool, overwrite: bool,
-           rubrics_dirs: tuple[Path, ...]) -> None:
+def export_command(results: Path, parquet_path: Path, with_text: bool, overwrite: bool,
+                   rubrics_dirs: tuple[Path, ...]) -> None:
     """Write RESULTS as a Parquet table, one row per case: id, status, reason, each score,
     aggregate, expected score and confidence in a typed column of its own (a pairwise
     rubric: each criterion's outcome), tokens, timings, judge and record version. Streamed:
     a large results file is never held in memory. Needs pyarrow (the parquet extra)."""
-    try:
-        written = export_parquet(results, parquet_path, with_text=with_text,
-                                 overwrite=overwrite, rubrics_dirs=rubrics_dirs)
-    except (ExportError, *USER_ERRORS) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    written = export_parquet(results, parquet_path, with_text=with_text,
+                             overwrite=overwrite, rubrics_dirs=rubrics_dirs)
     if written.torn_bytes:
         click.echo(f"note: {show_path(results)}: its last line is cut short ({written.torn_bytes} "
                    "bytes, a run killed while writing it); not exported: re-run the same "

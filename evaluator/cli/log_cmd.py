@@ -3,26 +3,15 @@ with labels, agreement and estimates) in MLflow."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from evaluator.analysis.agreement import AGREEMENT_RESAMPLES, AGREEMENT_SEED
 from evaluator.analysis.gates import Gate
-from evaluator.analysis.label_files import AgreementError, parse_label_scale
-from evaluator.analysis.stats import StatsUnavailable
-from evaluator.api import USER_ERRORS
-from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.analysis.label_files import parse_label_scale
 from evaluator.cli.options import parse_gates, rubrics_dir_option, tracking_options
-from evaluator.common.readable import NotARegularFile
-from evaluator.report.build import ReportError
 from evaluator.tracking.log_run import LabelOptions, LoggedRun, TrackingOptions, log_run
-from evaluator.tracking.mlflow_store import TrackingError
-
-#: What `evaluator log` reports as one line and exit code 2 (`run --mlflow`: exit code 1).
-LOG_ERRORS = (TrackingError, AgreementError, StatsUnavailable, ReportError, NotARegularFile,
-              *USER_ERRORS)
 
 
 def echo_logged(logged: LoggedRun) -> None:
@@ -83,17 +72,13 @@ def log_command(results: Path, tracking_uri: str | None, experiment: str | None,
     named = [name for name, value in labelled.items() if value]
     if named and labels_path is None:
         raise click.UsageError(f"{', '.join(named)} only apply with --labels")
-    try:
-        labels = None if labels_path is None else LabelOptions(
-            labels_path, str(label_field), id_column=id_column, criteria=criteria,
-            gates=gates, resamples=resamples, seed=seed,
-            label_scale=(tuple(parse_label_scale(label_scale))
-                         if label_scale is not None else None))
-        logged = log_run(results, TrackingOptions(
-            tracking_uri=tracking_uri, experiment=experiment, run_name=run_name,
-            labels=labels, with_results=with_results, rubrics_dirs=rubrics_dirs))
-    except LOG_ERRORS as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    labels = None if labels_path is None else LabelOptions(
+        labels_path, str(label_field), id_column=id_column, criteria=criteria,
+        gates=gates, resamples=resamples, seed=seed,
+        label_scale=(tuple(parse_label_scale(label_scale))
+                     if label_scale is not None else None))
+    logged = log_run(results, TrackingOptions(
+        tracking_uri=tracking_uri, experiment=experiment, run_name=run_name,
+        labels=labels, with_results=with_results, rubrics_dirs=rubrics_dirs))
     echo_logged(logged)
     click.echo(logged.run_id)

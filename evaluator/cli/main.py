@@ -11,7 +11,6 @@ from typing import Any
 
 import click
 
-from evaluator.api import USER_ERRORS, OutputWriteFailed
 from evaluator.cli import (
     agree_cmd,
     compare_cmd,
@@ -32,20 +31,22 @@ from evaluator.cli.exit_codes import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERNAL,
     EXIT_SOME_FAILED,
-    EXIT_USAGE,
     interrupted_exit_code,
 )
+from evaluator.cli.options import printable
+from evaluator.common.errors import UserError
 from evaluator.judges.offline import force_offline
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def exit_code_for(exc: BaseException, verbose: int) -> int:
-    """Report an exception that a command did not handle, in one line on stderr, and
-    return the exit code: a user error (:data:`evaluator.api.USER_ERRORS`) exits 2; a full
-    disk 1 (what was written is kept); anything else is a bug and exits 70 naming only the
+    """Report an exception a command raised, in one line on stderr, and return the exit
+    code: a :class:`~evaluator.common.errors.UserError` prints its message (escaped:
+    config text may hold control characters) and exits with its ``exit_code``; a full disk
+    exits 1 (what was written is kept); anything else is a bug and exits 70 naming only the
     exception's type, since its message or traceback may quote case text; -vv prints the
-    traceback as well."""
+    traceback as well. This is the one place commands' errors become text."""
     if isinstance(exc, KeyboardInterrupt):
         click.echo("interrupted", err=True)
         return interrupted_exit_code(exc)
@@ -57,12 +58,9 @@ def exit_code_for(exc: BaseException, verbose: int) -> int:
         except (OSError, ValueError):  # a stdout with no file descriptor (tests)
             pass
         return EXIT_BROKEN_PIPE
-    if isinstance(exc, USER_ERRORS):
-        click.echo(f"error: {exc}", err=True)
-        return EXIT_USAGE
-    if isinstance(exc, OutputWriteFailed):
-        click.echo(f"error: {exc}", err=True)
-        return EXIT_SOME_FAILED
+    if isinstance(exc, UserError):
+        click.echo(printable(f"error: {exc}"), err=True)
+        return exc.exit_code
     if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
         click.echo(f"error: cannot write {exc.filename or 'a file'} ({exc.strerror}); free "
                    "some space and re-run the same command", err=True)
@@ -102,9 +100,10 @@ def cli(verbose: int) -> None:
         logging.getLogger(noisy).setLevel(logging.DEBUG if verbose >= 2 else logging.ERROR)
 
 
-for command in (run_cmd.run, rubrics_cmd.rubrics, models_cmd.models, validate_cmd.validate,
-                prepare_cmd.prepare_judge, agree_cmd.agree, report_cmd.report,
-                summary_cmd.summary, review_cmd.review, estimate_cmd.estimate_command,
-                compare_cmd.compare_command, export_cmd.export, log_cmd.log_command,
-                doctor_cmd.doctor):
+for command in (run_cmd.run_command, rubrics_cmd.rubrics_command, models_cmd.models_command,
+                validate_cmd.validate_command, prepare_cmd.prepare_judge_command,
+                agree_cmd.agree_command, report_cmd.report_command,
+                summary_cmd.summary_command, review_cmd.review_command,
+                estimate_cmd.estimate_command, compare_cmd.compare_command,
+                export_cmd.export_command, log_cmd.log_command, doctor_cmd.doctor_command):
     cli.add_command(command)

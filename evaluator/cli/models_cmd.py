@@ -8,26 +8,22 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from evaluator.api import USER_ERRORS, load_models_file
-from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.api import load_models_file
 from evaluator.cli.options import models_file_option, printable
 from evaluator.common.columns import row, wrap
-from evaluator.judges.weights import WeightListError, folder_bytes, verify_weights
+from evaluator.common.errors import UserError
+from evaluator.judges.weights import folder_bytes, verify_weights
 from evaluator.run.manifest import model_dir_for
 
 
-@click.command()
+@click.command("models")
 @click.option("--verify", "verify_name", metavar="NAME", default=None,
               help="Re-hash judge NAME's folder against its evaluator-weights.json (every "
                    "byte is read); exit 1 naming each file that differs.")
 @models_file_option
-def models(verify_name: str | None, models_file: Path | None) -> None:
+def models_command(verify_name: str | None, models_file: Path | None) -> None:
     """List the named judge models and where their weights are."""
-    try:
-        parsed = load_models_file(models_file)
-    except USER_ERRORS as exc:
-        click.echo(printable(f"error: {exc}"), err=True)
-        sys.exit(EXIT_USAGE)
+    parsed = load_models_file(models_file)
     if verify_name is not None:
         _verify(parsed, verify_name)
         return
@@ -49,22 +45,15 @@ def _verify(parsed, name: str) -> None:
     """Hash one judge's folder against its weight list, with a progress bar on a terminal."""
     spec = parsed.judges.get(name)
     if spec is None:
-        click.echo(printable(f"error: no judge {name!r}; known: {', '.join(parsed.judges)}"),
-                   err=True)
-        sys.exit(EXIT_USAGE)
+        raise UserError(f"no judge {name!r}; known: {', '.join(parsed.judges)}")
     folder = Path(spec.path) if spec.path is not None else model_dir_for(spec)
     if folder is None or not folder.is_dir():
-        click.echo(printable(f"error: judge {name!r} has no weights folder to verify"), err=True)
-        sys.exit(EXIT_USAGE)
-    try:
-        total = folder_bytes(folder)
-        # disable=None: a bar on a terminal only, never in logs or pipes.
-        with tqdm(total=total, unit="B", unit_scale=True, desc=f"verifying {name}",
-                  disable=None, file=sys.stderr) as bar:
-            problems = verify_weights(folder, progress=bar.update)
-    except (WeightListError, OSError) as exc:
-        click.echo(printable(f"error: {exc}"), err=True)
-        sys.exit(EXIT_USAGE)
+        raise UserError(f"judge {name!r} has no weights folder to verify")
+    total = folder_bytes(folder)
+    # disable=None: a bar on a terminal only, never in logs or pipes.
+    with tqdm(total=total, unit="B", unit_scale=True, desc=f"verifying {name}",
+              disable=None, file=sys.stderr) as bar:
+        problems = verify_weights(folder, progress=bar.update)
     if problems:
         for problem in problems:
             click.echo(printable(f"FAILED {folder}/{problem}"), err=True)

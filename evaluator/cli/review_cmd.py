@@ -4,12 +4,10 @@ estimate of how many more labels an agreement CI needs."""
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.analysis.agreement import AgreementError
 from evaluator.analysis.designs import DEFAULT_FLOOR, DESIGNS, MIN_FLOOR
 from evaluator.analysis.intervals import format_ci
 from evaluator.analysis.label_files import parse_label_scale
@@ -23,9 +21,6 @@ from evaluator.analysis.review import (
 )
 from evaluator.analysis.review_signals import parse_gate
 from evaluator.analysis.sample_size import TARGET_STATISTICS
-from evaluator.analysis.stats import StatsUnavailable
-from evaluator.api import USER_ERRORS
-from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import parse_mapping, rubrics_dir_option
 from evaluator.common.columns import WIDTH, whole, wrap
 from evaluator.data.files import show_path
@@ -82,7 +77,7 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
     return lines
 
 
-@click.command()
+@click.command("review")
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Folder for review.csv and review.jsonl (created 0700; files 0600).")
@@ -132,13 +127,13 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
               default=DEFAULT_FLOOR, show_default=True,
               help="--design active: every case's probability is at least FLOOR x n/N.")
 @rubrics_dir_option
-def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str, ...],
-           gates: tuple[str, ...], labels_path: Path | None, label_field: str | None,
-           id_column: str, label_scale: str | None, target_halfwidth: float,
-           target_statistic: str, show_text: bool,
-           cases_path: Path | None, mappings: tuple[str, ...], case_id_column: str,
-           force: bool, resamples: int, seed: int, design: str, floor: float,
-           rubrics_dirs: tuple[Path, ...]) -> None:
+def review_command(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str, ...],
+                   gates: tuple[str, ...], labels_path: Path | None, label_field: str | None,
+                   id_column: str, label_scale: str | None, target_halfwidth: float,
+                   target_statistic: str, show_text: bool,
+                   cases_path: Path | None, mappings: tuple[str, ...], case_id_column: str,
+                   force: bool, resamples: int, seed: int, design: str, floor: float,
+                   rubrics_dirs: tuple[Path, ...]) -> None:
     """Write a worksheet (OUT/review.csv and OUT/review.jsonl) of N cases of RESULTS for a
     clinician to label, with an empty '<criterion>.label' column per criterion for
     `evaluator agree` and `evaluator estimate`. --design priority (default): the cases most
@@ -148,38 +143,29 @@ def review(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str
     random|active: cases drawn with known probabilities (each row carries its own), for
     figures about the whole run. No case text unless --show-text. A run not finished yet
     (still running, interrupted, killed) is refused: finish it first."""
-    try:
-        for path in results:
-            # A sheet drawn while the run is unfinished holds only the cases judged so far:
-            # `estimate` refuses it once the run is done, after clinicians labelled it.
-            unfinished = unfinished_run(path)
-            if unfinished is not None:
-                raise ReviewError(f"{show_path(path)}: {unfinished}, then draw the worksheet")
-        sheet = build_review(
-            list(results), n=n, criteria=criteria, gates=[parse_gate(g) for g in gates],
-            labels_path=labels_path, label_field=label_field, id_column=id_column,
-            label_scale=None if label_scale is None else parse_label_scale(label_scale),
-            show_text=show_text, cases_path=cases_path, mapping=parse_mapping(mappings),
-            case_id_column=case_id_column, rubrics_dirs=rubrics_dirs,
-            target_halfwidth=target_halfwidth, target_statistic=target_statistic,
-            resamples=resamples, seed=seed, design=design, floor=floor)
-        inputs = [*results, *([labels_path] if labels_path else []),
-                  *([cases_path] if cases_path else [])]
-        if not sheet.exhausted:
-            csv_path, jsonl_path = write_review(sheet, out_dir, force=force, inputs=inputs)
-    except (ReviewError, AgreementError, StatsUnavailable, *USER_ERRORS) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    except OSError as exc:
-        where = show_path(exc.filename) if exc.filename else show_path(out_dir)
-        click.echo(f"error: cannot write {where} ({exc.strerror})", err=True)
-        sys.exit(EXIT_USAGE)
+    for path in results:
+        # A sheet drawn while the run is unfinished holds only the cases judged so far:
+        # `estimate` refuses it once the run is done, after clinicians labelled it.
+        unfinished = unfinished_run(path)
+        if unfinished is not None:
+            raise ReviewError(f"{show_path(path)}: {unfinished}, then draw the worksheet")
+    sheet = build_review(
+        list(results), n=n, criteria=criteria, gates=[parse_gate(g) for g in gates],
+        labels_path=labels_path, label_field=label_field, id_column=id_column,
+        label_scale=None if label_scale is None else parse_label_scale(label_scale),
+        show_text=show_text, cases_path=cases_path, mapping=parse_mapping(mappings),
+        case_id_column=case_id_column, rubrics_dirs=rubrics_dirs,
+        target_halfwidth=target_halfwidth, target_statistic=target_statistic,
+        resamples=resamples, seed=seed, design=design, floor=floor)
     if sheet.exhausted:
         # Not an error: the labels cover the run. No sheet, no follow-up command; the
         # labels' sample-size estimate still says how far they reach.
         for line in [*wrap(sheet.nothing_to_draw), *_estimate_lines(sheet)]:
             click.echo(line)
         return
+    inputs = [*results, *([labels_path] if labels_path else []),
+              *([cases_path] if cases_path else [])]
+    csv_path, jsonl_path = write_review(sheet, out_dir, force=force, inputs=inputs)
     for line in _summary_lines(sheet, results, csv_path, jsonl_path):
         click.echo(line)
     for line in [*(x for note in sheet.notes for x in wrap(note)), *_estimate_lines(sheet)]:

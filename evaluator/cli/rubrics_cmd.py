@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
-from evaluator.api import USER_ERRORS, available_rubrics, load_rubric, output_json_schema
-from evaluator.cli.exit_codes import EXIT_USAGE
+from evaluator.api import available_rubrics, load_rubric, output_json_schema
 from evaluator.cli.options import printable, rubrics_dir_option
 from evaluator.common.columns import row, whole, wrap
 from evaluator.rubrics.schema import max_new_tokens
@@ -17,20 +15,16 @@ from evaluator.rubrics.schema import max_new_tokens
 NAME_WIDTH = 28  # the listing's first column
 
 
-@click.command()
+@click.command("rubrics")
 @click.argument("name", required=False)
 @click.option("--schema", "show_schema", is_flag=True, help="Print the output JSON schema.")
 @rubrics_dir_option
-def rubrics(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...]) -> None:
+def rubrics_command(name: str | None, show_schema: bool, rubrics_dirs: tuple[Path, ...]) -> None:
     """List available rubrics, or show NAME: inputs, output keys, aggregates."""
-    try:
-        if name is None:
-            _list(rubrics_dirs)
-            return
-        rubric = load_rubric(name, rubrics_dirs)
-    except USER_ERRORS as exc:
-        click.echo(printable(f"error: {exc}"), err=True)
-        sys.exit(EXIT_USAGE)
+    if name is None:
+        _list(rubrics_dirs)
+        return
+    rubric = load_rubric(name, rubrics_dirs)
     schema = output_json_schema(rubric)
     if show_schema:
         click.echo(json.dumps(schema, indent=2))

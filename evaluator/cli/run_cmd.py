@@ -13,11 +13,7 @@ from tqdm import tqdm
 
 from evaluator.analysis.summary_text import format_summary
 from evaluator.api import (
-    USER_ERRORS,
-    InputRejected,
     Judge,
-    OutputWriteFailed,
-    RayRunFailed,
     RunOptions,
     RunStart,
     Task,
@@ -25,13 +21,8 @@ from evaluator.api import (
     evaluate_jury,
     resolve_jury,
 )
-from evaluator.cli.exit_codes import (
-    EXIT_INPUT_REJECTED,
-    EXIT_SOME_FAILED,
-    EXIT_USAGE,
-    interrupted_exit_code,
-)
-from evaluator.cli.log_cmd import LOG_ERRORS, echo_logged
+from evaluator.cli.exit_codes import EXIT_SOME_FAILED, interrupted_exit_code
+from evaluator.cli.log_cmd import echo_logged
 from evaluator.cli.options import (
     models_file_option,
     parse_mapping,
@@ -41,10 +32,12 @@ from evaluator.cli.options import (
 )
 from evaluator.cli.progress import library_progress_hidden
 from evaluator.cli.signals import Terminated, sigterm_as_interrupt
+from evaluator.common.errors import UserError
 from evaluator.data.files import check_path_name, show_path
-from evaluator.run.engines import ENGINES, RayOptions, load_ray_engine
+from evaluator.run.engines import ENGINES, RayOptions
 from evaluator.run.jury import member_path
 from evaluator.run.manifest import manifest_path_for
+from evaluator.run.runner import load_ray_engine
 from evaluator.tracking.log_run import TrackingOptions, log_run
 from evaluator.tracking.mlflow_store import TrackingError, destination, require_mlflow
 
@@ -91,7 +84,7 @@ def _where(results: Path, summary: Path, pairwise: bool) -> str:
     return "\n".join([*lines, f"  {command} \\", f"      {html}"])
 
 
-@click.command()
+@click.command("run")
 @click.option("--rubric", "-r", required=True, help="Rubric name (see `evaluator rubrics`) or path.")
 @click.option("--input", "-i", "input_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -155,14 +148,15 @@ def _where(results: Path, summary: Path, pairwise: bool) -> str:
                    "text; needs the mlflow extra). A failure to log exits 1; the results are "
                    "kept: log them with `evaluator log`.")
 @tracking_options
-def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...],
-        samples: int, temperature: float | None, reduce: str | None, limit: int | None,
-        batch_size: int | None, mappings: tuple[str, ...], id_column: str,
-        versus: Path | None, answer_column: str | None, systems: str | None,
-        rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool, strict: bool,
-        wait: bool, no_progress: bool, as_json: bool, engine: str, address: str | None,
-        replicas: int | None, gpus_per_replica: float | None, to_mlflow: bool,
-        tracking_uri: str | None, experiment: str | None, run_name: str | None) -> None:
+def run_command(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...],
+                samples: int, temperature: float | None, reduce: str | None, limit: int | None,
+                batch_size: int | None, mappings: tuple[str, ...], id_column: str,
+                versus: Path | None, answer_column: str | None, systems: str | None,
+                rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool,
+                strict: bool, wait: bool, no_progress: bool, as_json: bool, engine: str,
+                address: str | None, replicas: int | None, gpus_per_replica: float | None,
+                to_mlflow: bool, tracking_uri: str | None, experiment: str | None,
+                run_name: str | None) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
     # SIGTERM (docker stop, schedulers) stops the run as Ctrl-C does (see the except
     # clauses below); --no-progress hides the libraries' bars too. Both end with the command.
@@ -171,17 +165,13 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
     context.with_resource(library_progress_hidden(no_progress))
     # Checked as given: Path("dir/") drops the slash that says a folder was meant.
     output_path = Path(output_name)
+    check_path_name(output_name)
+    check_path_name(input_path, "--input")
     try:
-        check_path_name(output_name)
-        check_path_name(input_path, "--input")
         mapping = parse_mapping(mappings)
-        system_names = parse_systems(systems)
-    except USER_ERRORS as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
     except click.BadParameter as exc:  # one line, as every user error
-        click.echo(f"error: --map: {exc.message}", err=True)
-        sys.exit(EXIT_USAGE)
+        raise UserError(f"--map: {exc.message}") from None
+    system_names = parse_systems(systems)
     ray_options = _ray_options(engine, address, replicas, gpus_per_replica)
     tracking = _tracking(to_mlflow, tracking_uri, experiment, run_name, rubrics_dirs)
     bar: tqdm | None = None
@@ -206,12 +196,6 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
         bar = tqdm(total=start.to_judge, unit="case", disable=no_progress or None,
                    file=sys.stderr, dynamic_ncols=True)
 
-    def stop(code: int, message: str) -> None:
-        if bar is not None:
-            bar.close()
-        click.echo(message, err=True)
-        sys.exit(code)
-
     def on_member(index: int, name: str) -> None:
         nonlocal current
         current = member_path(output_path, name)
@@ -235,22 +219,20 @@ def run(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...]
             result = evaluate(task, judge, how)
         else:
             result = evaluate_jury(task, jury[0], jury[1], judge, how, on_member=on_member)
-    except InputRejected as exc:
-        stop(EXIT_INPUT_REJECTED, f"error: {exc}")
-    except USER_ERRORS as exc:
-        stop(EXIT_USAGE, f"error: {exc}")
-    except (RayRunFailed, OutputWriteFailed) as exc:
-        stop(EXIT_SOME_FAILED, f"error: {exc}")
-    except KeyboardInterrupt as exc:
+    except KeyboardInterrupt as exc:  # not an error: says where the finished results are
         what = (f"terminated ({exc.signal_name})" if isinstance(exc, Terminated)
                 else "interrupted")
         written = next((p for p in (current, output_path)
                         if p.is_file() and p.stat().st_size), None)
         where = (f"finished results are in {show_path(written)}. Re-run the same command to "
                  "resume." if written is not None else "no results were written yet.")
-        stop(interrupted_exit_code(exc), f"{what}; {where}")
-    if bar is not None:
-        bar.close()
+        if bar is not None:
+            bar.close()
+        click.echo(f"{what}; {where}", err=True)
+        sys.exit(interrupted_exit_code(exc))
+    finally:  # before any error's line (the CLI's entry point prints it)
+        if bar is not None:
+            bar.close()
     # The table `evaluator summary` prints (80 columns); --json: the whole summary, as
     # written to <name>.summary.json. Where the files are goes to stderr either way.
     click.echo(json.dumps(result.summary, indent=2) if as_json
@@ -279,8 +261,7 @@ def _tracking(to_mlflow: bool, tracking_uri: str | None, experiment: str | None,
         require_mlflow()
         destination(tracking_uri)  # a URI that cannot be right: refused before judging
     except TrackingError as exc:
-        click.echo(f"error: --mlflow: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        raise UserError(f"--mlflow: {exc}") from None
     return TrackingOptions(tracking_uri=tracking_uri, experiment=experiment,
                            run_name=run_name, rubrics_dirs=rubrics_dirs)
 
@@ -290,7 +271,7 @@ def _log(results: Path, tracking: TrackingOptions) -> bool:
     are, complete) and False: the run then exits 1, like a run with cases left unjudged."""
     try:
         echo_logged(log_run(results, tracking))
-    except LOG_ERRORS as exc:
+    except UserError as exc:
         click.echo(f"error: --mlflow: the run finished and its results are complete, but "
                    f"logging it failed: {exc}", err=True)
         return False

@@ -4,7 +4,6 @@ mode asked for."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -12,34 +11,28 @@ import click
 from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.analysis.summary import summarize
 from evaluator.analysis.summary_text import format_summary
-from evaluator.cli.exit_codes import EXIT_USAGE
 from evaluator.cli.options import rubrics_dir_option, score_option
-from evaluator.data.results import ResultsFileDamaged, read_results
+from evaluator.data.results import read_results
 from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.rubric import RubricError
 
 
-@click.command()
+@click.command("summary")
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @score_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 @rubrics_dir_option
-def summary(results: Path, score_mode: str, as_json: bool,
-            rubrics_dirs: tuple[Path, ...]) -> None:
+def summary_command(results: Path, score_mode: str, as_json: bool,
+                    rubrics_dirs: tuple[Path, ...]) -> None:
     """Summary of RESULTS recomputed from its records: status counts, per criterion and
     aggregate n, mean with a bootstrap 95% CI, SD, median, and the rubric's pass rates with
     Wilson CIs, from the scores --score names."""
-    try:
-        records = read_results(results, rubrics_dirs)
-        names = sorted({r.rubric for r in records})
-        judges = sorted({r.judge for r in records})
-        if len(names) != 1 or len(judges) != 1:
-            raise ScoreModeError(f"{results}: expected the records of one rubric and one judge "
-                                 f"(found {len(names)} rubric(s), {len(judges)} judge(s))")
-        rubric = load_rubric(names[0], tuple(rubrics_dirs))
-        result = summarize(rubric, judges[0], records, score_mode=score_mode,
-                           source=str(results))
-    except (ScoreModeError, ResultsFileDamaged, RubricError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    records = read_results(results, rubrics_dirs)
+    names = sorted({r.rubric for r in records})
+    judges = sorted({r.judge for r in records})
+    if len(names) != 1 or len(judges) != 1:
+        raise ScoreModeError(f"{results}: expected the records of one rubric and one judge "
+                             f"(found {len(names)} rubric(s), {len(judges)} judge(s))")
+    rubric = load_rubric(names[0], tuple(rubrics_dirs))
+    result = summarize(rubric, judges[0], records, score_mode=score_mode,
+                       source=str(results))
     click.echo(json.dumps(result, indent=2) if as_json else format_summary(result))

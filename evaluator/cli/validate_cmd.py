@@ -20,10 +20,10 @@ def _echo_wrapped(line: str) -> None:
         click.echo(part)
 
 
-@click.command()
+@click.command("validate")
 @rubrics_dir_option
 @models_file_option
-def validate(rubrics_dirs: tuple[Path, ...], models_file: Path | None) -> None:
+def validate_command(rubrics_dirs: tuple[Path, ...], models_file: Path | None) -> None:
     """Check all rubric files and models.yaml; exit non-zero on the first class of problem."""
     problems = validate_all(rubrics_dirs, models_file, report=_echo_wrapped)
     if problems:

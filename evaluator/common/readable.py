@@ -8,8 +8,10 @@ import os
 import stat
 from pathlib import Path
 
+from evaluator.common.errors import UserError
 
-class NotARegularFile(ValueError):
+
+class NotARegularFile(UserError, ValueError):
     """A file the evaluator was asked to read is a FIFO, a device, a socket or a folder:
     reading it would hang or never end."""
 

@@ -15,13 +15,14 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from evaluator.common.errors import UserError
 from evaluator.common.limits import MAX_CONFIG_BYTES, MAX_YAML_CHARS, MAX_YAML_DEPTH, MAX_YAML_NODES
 from evaluator.common.readable import NotARegularFile, check_regular_file
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class YamlRefused(ValueError):
+class YamlRefused(UserError, ValueError):
     """A YAML file is unreadable, invalid or over a bound; the message is one line naming
     the file (and the line and column when there is one)."""
 

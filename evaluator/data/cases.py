@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from evaluator.common.errors import UserError
 from evaluator.data.case_ids import CaseIds
 from evaluator.data.csv_files import (
     QUOTING_HINT,
@@ -43,7 +44,7 @@ MAX_ID_LENGTH = 200
 _NAME_LIMIT = 60
 
 
-class InputFileError(ValueError):
+class InputFileError(UserError, ValueError):
     """The input file as a whole cannot be used (unreadable, unknown format, duplicate ids)."""
 
 

@@ -22,13 +22,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from evaluator.common.errors import UserError
+
 log = logging.getLogger(__name__)
 
 PRIVATE = 0o600  # outputs can hold case text (PHI): owner read/write only
 PRIVATE_DIR = 0o700
 
 
-class OutputRefused(ValueError):
+class OutputRefused(UserError, ValueError):
     """A file the evaluator was asked to write must not be written: a symbolic link, not a
     regular file, another user's, the input itself, or a file this tool did not write."""
 

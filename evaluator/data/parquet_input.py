@@ -17,12 +17,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from evaluator.common.errors import UserError
+
 PARQUET_EXTRA_HINT = "pip install 'evaluator[parquet]'"
 BATCH_ROWS = 1024           # rows converted to Python at a time
 _READ_BUFFER = 1 << 20      # bytes read at a time from a column chunk (never a whole row group)
 
 
-class ParquetInputError(ValueError):
+class ParquetInputError(UserError, ValueError):
     """The Parquet file as a whole cannot be read (pyarrow missing, not Parquet, damaged,
     two columns of one name)."""
 

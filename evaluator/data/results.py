@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from evaluator.common.errors import UserError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.files import (
     atomic_writer,
@@ -269,7 +270,7 @@ class ResultRecord(BaseModel):
         return self
 
 
-class ResultsFileDamaged(ValueError):
+class ResultsFileDamaged(UserError, ValueError):
     """A complete line of a results file is not a result record: edited or damaged.
     ``problem`` is the message without advice that only ``evaluator run`` can follow."""
 

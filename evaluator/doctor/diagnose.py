@@ -44,7 +44,10 @@ class DoctorOptions:
 def _packages(options: DoctorOptions, probes: Probes):
     """(the lock's path, its requirements or None, a note when there is none)."""
     if options.lock is not None:
-        return options.lock, read_lock(options.lock), None
+        try:
+            return options.lock, read_lock(options.lock), None
+        except LockError as exc:  # the lock the user named: say which option
+            raise LockError(f"--lock {exc}") from None
     lock = bundle_lock(probes.prefix())
     if lock is None:
         return None, None, ("not checked: not installed from a bundle; give the lock it was "

@@ -16,13 +16,14 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from evaluator.common.errors import UserError
 from evaluator.doctor.report import Check, failed, ok, warning
 
 #: A lock larger than this is not a lock (locks/gpu.txt is about 0.5 MB).
 MAX_LOCK_BYTES = 16 << 20
 
 
-class LockError(ValueError):
+class LockError(UserError, ValueError):
     """A lock file named with ``--lock`` cannot be read as a requirements file."""
 
 

@@ -27,6 +27,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from evaluator.common.errors import UserError
 from evaluator.judges.offline import force_offline
 from evaluator.judges.paths import cache_dir
 
@@ -58,7 +59,7 @@ _IM_END = "<|im_end|>"
 _STALE_PARTIAL_S = 3600.0
 
 
-class EmbeddedJudgeError(RuntimeError):
+class EmbeddedJudgeError(UserError, RuntimeError):
     """The embedded judge could not be prepared (bad wheel, unexpected conversion result)."""
 
 

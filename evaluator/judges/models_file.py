@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evaluator.common.errors import UserError
 from evaluator.common.strict import format_validation_error
 from evaluator.common.strict_yaml import YamlRefused, load_yaml_file
 
@@ -21,7 +22,7 @@ DEFAULT_MODELS_FILE = Path(__file__).resolve().parents[2] / "models.yaml"
 EMBEDDED_MODELS = ("smollm2-135m-instruct",)
 
 
-class JudgeConfigError(ValueError):
+class JudgeConfigError(UserError, ValueError):
     """models.yaml is missing, invalid, or names an unknown judge."""
 
 

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from evaluator.common.errors import UserError
+
 WEIGHTS_FILE = "evaluator-weights.json"
 WEIGHTS_FORMAT = "evaluator-weights/1"
 _CHUNK = 1 << 20
@@ -30,7 +32,7 @@ _CHUNK = 1 << 20
 Progress = Callable[[int], None]
 
 
-class WeightListError(ValueError):
+class WeightListError(UserError, ValueError):
     """A weight list is missing or unreadable, or a folder cannot be listed."""
 
 
@@ -58,7 +60,10 @@ def sha256_stream(path: Path, progress: Progress | None = None) -> str:
 
 def folder_bytes(folder: Path) -> int:
     """Total size of the files a weight list covers (the progress bar's total)."""
-    return sum(p.stat().st_size for p in _files(Path(folder)))
+    try:
+        return sum(p.stat().st_size for p in _files(Path(folder)))
+    except OSError as exc:  # an unreadable folder is the user's to fix, as a bad list is
+        raise WeightListError(str(exc)) from None
 
 
 def make_weight_list(folder: Path, name: str, progress: Progress | None = None) -> dict[str, Any]:
@@ -103,21 +108,24 @@ def _by_name(folder: Path, listed: dict[str, Any]) -> tuple[dict[str, dict], dic
 def verify_weights(folder: Path, progress: Progress | None = None) -> list[str]:
     """Re-hash every file of ``folder`` against its weight list; returns the problems
     (a changed, missing or unlisted file, each named), empty when the folder matches."""
-    folder = Path(folder)
-    wanted, present = _by_name(folder, read_weight_list(folder))
-    problems = [f"{name}: missing" for name in wanted if name not in present]
-    problems += [f"{name}: not in {WEIGHTS_FILE}" for name in present if name not in wanted]
-    for name, entry in wanted.items():
-        path = present.get(name)
-        if path is None:
-            continue
-        if path.stat().st_size != entry["size"]:
-            problems.append(f"{name}: size {path.stat().st_size}, listed {entry['size']}")
-            if progress is not None:
-                progress(path.stat().st_size)
-        elif sha256_stream(path, progress) != entry["sha256"]:
-            problems.append(f"{name}: SHA-256 differs from {WEIGHTS_FILE}")
-    return problems
+    try:
+        folder = Path(folder)
+        wanted, present = _by_name(folder, read_weight_list(folder))
+        problems = [f"{name}: missing" for name in wanted if name not in present]
+        problems += [f"{name}: not in {WEIGHTS_FILE}" for name in present if name not in wanted]
+        for name, entry in wanted.items():
+            path = present.get(name)
+            if path is None:
+                continue
+            if path.stat().st_size != entry["size"]:
+                problems.append(f"{name}: size {path.stat().st_size}, listed {entry['size']}")
+                if progress is not None:
+                    progress(path.stat().st_size)
+            elif sha256_stream(path, progress) != entry["sha256"]:
+                problems.append(f"{name}: SHA-256 differs from {WEIGHTS_FILE}")
+        return problems
+    except OSError as exc:  # as in folder_bytes
+        raise WeightListError(str(exc)) from None
 
 
 def weight_list_summary(folder: Path | None) -> dict[str, Any] | None:

@@ -43,6 +43,7 @@ from evaluator.analysis.score_mode import (
     score_view,
 )
 from evaluator.analysis.summary import summarize, summary_path_for
+from evaluator.common.errors import UserError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.common.version import __version__
 from evaluator.data.results import ResultRecord, Status, read_results
@@ -59,7 +60,7 @@ _BLOCK_TEXT_LIMIT = 200
 _BLOCK_LIST_LIMIT = 20
 
 
-class ReportError(ValueError):
+class ReportError(UserError, ValueError):
     """The report cannot be made from these inputs (missing file, mixed rubrics, bad key)."""
 
 

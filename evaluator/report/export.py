@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator.common.errors import UserError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.files import atomic_writer, show_path
 from evaluator.data.parquet_input import ParquetInputError, require_pyarrow
@@ -54,7 +55,7 @@ EXPORT_VERSION = 1
 METADATA_KEY = b"evaluator.export"  # in the file's key-value metadata: an export of ours
 
 
-class ExportError(ValueError):
+class ExportError(UserError, ValueError):
     """The results file cannot be exported as asked (one line, no case text)."""
 
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from evaluator.common.errors import UserError
 from evaluator.common.limits import (
     MAX_ITEMS,
     MAX_RUBRIC_KEYS,
@@ -48,7 +49,7 @@ OutputKey = Annotated[str, AfterValidator(_output_key)]
 Score = Annotated[int, Field(ge=-MAX_SCORE_MAGNITUDE, le=MAX_SCORE_MAGNITUDE)]
 
 
-class RubricError(ValueError):
+class RubricError(UserError, ValueError):
     """A rubric file is missing, unreadable or invalid; the message names the file."""
 
 

@@ -28,6 +28,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import pass_context
 from jinja2.visitor import NodeTransformer
 
+from evaluator.common.errors import UserError
 from evaluator.common.limits import (
     CASE_TEXT_FACTOR,
     MAX_INT_BITS,
@@ -60,7 +61,7 @@ _PRINTABLE = (str, int, float, bool, type(None), list, tuple, dict, set, frozens
 _MAX_NESTING = 20
 
 
-class TemplateRefused(Exception):
+class TemplateRefused(UserError):
     """A template did something a rubric template may not do, or went over a limit. The
     message never contains case text."""
 

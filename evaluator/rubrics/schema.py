@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from evaluator.common.charsets import ASCII_BODY, PRINTABLE_BODY
+from evaluator.common.errors import UserError
 from evaluator.rubrics.rubric import (
     ChoiceCriterion,
     IntegerCriterion,
@@ -42,7 +43,7 @@ _PATTERN = re.compile(r"^\^(" + "|".join(re.escape(b) for b in _BYTES_PER_CHAR)
                       + r")\{(\d+),(\d+)\}\$$")
 
 
-class UnboundedSchemaError(ValueError):
+class UnboundedSchemaError(UserError, ValueError):
     """The schema admits outputs of unbounded length, so no token budget is safe."""
 
 

@@ -5,8 +5,7 @@ produced a results file (:mod:`.manifest`), one public judging step (:mod:`.judg
 by the two engines that stand side by side over it (:mod:`.local_engine` in this process,
 :mod:`.ray_engine` on a Ray cluster), juries of several judges (:mod:`.jury`), and the
 ``validate`` check of every rubric and models.yaml. :mod:`.engines` names the engines and
-holds the Ray options without importing Ray; :mod:`.errors` gathers the errors that mean
-"fix your input or configuration".
+holds the Ray options without importing Ray.
 
 May import every layer below it: :mod:`evaluator.common`, :mod:`evaluator.rubrics`,
 :mod:`evaluator.judges`, :mod:`evaluator.data` and :mod:`evaluator.analysis`. Ray is

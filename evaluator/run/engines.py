@@ -1,36 +1,34 @@
 """The engines a run can judge with, and the Ray engine's options. Imports no Ray.
 
 ``local`` judges in this process (one backend). ``ray`` spreads the batches over judge
-replicas on a Ray cluster (:mod:`evaluator.run.ray_engine`, loaded only when chosen: Ray is the
-optional extra ``ray``).
+replicas on a Ray cluster (:mod:`evaluator.run.ray_engine`, which imports this module; the
+runner loads it only when chosen: Ray is the optional extra ``ray``).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING
 
-from evaluator.judges.backends.base import BackendUnavailable
+from evaluator.common.errors import UserError
 
 if TYPE_CHECKING:
     from evaluator.judges.backends.base import Backend
     from evaluator.judges.models_file import JudgeSpec
 
 ENGINES = ("local", "ray")
-RAY_INSTALL_HINT = "pip install 'evaluator[ray]'"
-_RAY_MODULES = ("ray", "pyarrow", "numpy")  # Ray Data's own imports
 
 
-class RayClusterError(ValueError):
+class RayClusterError(UserError, ValueError):
     """The Ray cluster cannot hold the replicas asked for (a usage error: exit code 2)."""
 
 
-class RayRunFailed(RuntimeError):
+class RayRunFailed(UserError, RuntimeError):
     """The cluster stopped a Ray run (e.g. a batch killed its replica more often than
-    ``max_task_retries``); finished records are kept and a re-run resumes."""
+    ``max_task_retries``); finished records are kept and a re-run resumes (exit code 1)."""
+
+    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -72,16 +70,3 @@ class RayOptions:
             raise ValueError("gpus_per_replica and cpus_per_replica cannot be negative")
         if self.max_restarts < 0 or self.max_task_retries < 0:
             raise ValueError("max_restarts and max_task_retries cannot be negative")
-
-
-def load_ray_engine() -> ModuleType:
-    """:mod:`evaluator.run.ray_engine`, or :class:`BackendUnavailable` naming the install when
-    Ray (or its ``data`` part) is missing."""
-    try:
-        return importlib.import_module("evaluator.run.ray_engine")
-    except ImportError as exc:
-        missing = exc.name or "ray"
-        if missing.partition(".")[0] not in _RAY_MODULES:
-            raise  # a bug in this package, not a missing install
-        raise BackendUnavailable(f"--engine ray needs Ray, which is not installed (no module "
-                                 f"{missing!r}); install it with: {RAY_INSTALL_HINT}") from None

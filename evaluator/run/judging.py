@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from evaluator.analysis.distributions import summarize as summarize_distribution
 from evaluator.analysis.panel import combine_verdicts
+from evaluator.common.errors import UserError
 from evaluator.data.case_ids import CaseIds
 from evaluator.data.cases import Case, InputProblem
 from evaluator.data.results import ResultRecord, ResultWriter
@@ -50,8 +51,10 @@ log = logging.getLogger(__name__)
 ProgressCallback = Callable[[int], None]
 
 
-class InputRejected(ValueError):
+class InputRejected(UserError, ValueError):
     """``strict``: a case could not be judged, so the run stopped (exit code 3)."""
+
+    exit_code = 3
 
 
 @dataclass(frozen=True)

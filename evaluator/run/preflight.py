@@ -23,6 +23,7 @@ from typing import Any
 
 import jinja2
 
+from evaluator.common.errors import UserError
 from evaluator.common.readable import file_kind
 from evaluator.data.files import show_path
 from evaluator.rubrics.rubric import Rubric, RubricError
@@ -36,11 +37,11 @@ _MAX_CONFIG_BYTES = 16 << 20
 _MAX_SAFETENSORS_HEADER = 100 << 20
 
 
-class ModelFolderError(ValueError):
+class ModelFolderError(UserError, ValueError):
     """A judge's ``path`` is not a model folder the evaluator will load."""
 
 
-class OutputPathError(ValueError):
+class OutputPathError(UserError, ValueError):
     """The results file cannot be written where ``--output`` names it."""
 
 

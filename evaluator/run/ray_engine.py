@@ -47,6 +47,7 @@ from ray.data import ActorPoolStrategy, DataContext, Datasource, ReadTask
 from ray.data.block import BlockMetadata
 from ray.util.annotations import RayDeprecationWarning
 
+from evaluator.common.errors import UserError
 from evaluator.data.case_ids import CaseIds
 from evaluator.data.cases import Case, InputProblem
 from evaluator.data.results import ResultRecord, ResultWriter
@@ -55,7 +56,6 @@ from evaluator.judges.backends.base import Backend
 from evaluator.judges.offline import OFFLINE_ENV, force_offline
 from evaluator.rubrics.schema import build_output_model
 from evaluator.run.engines import RayClusterError, RayOptions, RayRunFailed
-from evaluator.run.errors import USER_ERRORS
 from evaluator.run.judging import (
     ProgressCallback,
     RunSetup,
@@ -195,7 +195,7 @@ def _user_cause(exc: BaseException) -> BaseException | None:
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, USER_ERRORS) and not isinstance(current, ray.exceptions.RayError):
+        if isinstance(current, UserError) and not isinstance(current, ray.exceptions.RayError):
             return current
         todo += [current.__cause__, current.__context__, getattr(current, "cause", None)]
     return None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis.summary import summary_path_for
+from evaluator.common.errors import UserError
 from evaluator.data.case_ids import CaseIds
 from evaluator.data.cases import Case, InputProblem, UniqueIds
 from evaluator.data.files import (
@@ -50,7 +51,7 @@ log = logging.getLogger(__name__)
 RETRIED_STATUSES = ("backend_error",)
 
 
-class ResumeConflict(ValueError):
+class ResumeConflict(UserError, ValueError):
     """The results file cannot be continued with this run's settings or input."""
 
 

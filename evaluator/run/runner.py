@@ -11,6 +11,7 @@ the CLI passes callbacks.
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import logging
 from collections.abc import Iterator
@@ -18,21 +19,24 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from evaluator.analysis.panel import reduction_of
 from evaluator.analysis.summary import summarize, summary_path_for, write_summary
+from evaluator.common.errors import UserError
 from evaluator.data.cases import Case, InputProblem, UniqueIds, iter_cases
 from evaluator.data.files import check_path_name, exclusive_lock
 from evaluator.data.pairs import iter_pairs, same_file
 from evaluator.data.results import iter_records, one_rubric
 from evaluator.judges.backends import Sampling
+from evaluator.judges.backends.base import BackendUnavailable
 from evaluator.judges.models_file import MAX_SEED, JudgeConfigError, resolve_judge
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import Rubric
 from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema
 from evaluator.run import local_engine
-from evaluator.run.engines import ENGINES, RayOptions, load_ray_engine
+from evaluator.run.engines import ENGINES, RayOptions
 from evaluator.run.judging import InputRejected, RunSetup
 from evaluator.run.manifest import (
     build_settings,
@@ -59,11 +63,16 @@ from evaluator.run.task import Judge, RunOptions, RunStart, Task
 log = logging.getLogger(__name__)
 
 
-class OutputWriteFailed(RuntimeError):
+class OutputWriteFailed(UserError, RuntimeError):
     """The disk (or the quota) filled up while the run was writing: it stopped, the records
     written so far are kept, and the manifest says ``failed``. Free some space and re-run
-    the same command to resume."""
+    the same command to resume (exit code 1)."""
 
+    exit_code = 1
+
+
+RAY_INSTALL_HINT = "pip install 'evaluator[ray]'"
+_RAY_MODULES = ("ray", "pyarrow", "numpy")  # Ray Data's own imports
 
 # errno values that mean "no room left to write".
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -82,6 +91,20 @@ def _disk_full_error(output_path: Path, exc: BaseException) -> OutputWriteFailed
     return OutputWriteFailed(f"cannot write {output_path} and the files beside it ({reason}); "
                              "the results written so far are kept: free some space and re-run "
                              "the same command to resume")
+
+
+def load_ray_engine() -> ModuleType:
+    """:mod:`evaluator.run.ray_engine`, or :class:`BackendUnavailable` naming the install when
+    Ray (or its ``data`` part) is missing."""
+    try:
+        # Ray, pyarrow and numpy at its top: loaded here, only when --engine ray is chosen
+        return importlib.import_module("evaluator.run.ray_engine")
+    except ImportError as exc:
+        missing = exc.name or "ray"
+        if missing.partition(".")[0] not in _RAY_MODULES:
+            raise  # a bug in this package, not a missing install
+        raise BackendUnavailable(f"--engine ray needs Ray, which is not installed (no module "
+                                 f"{missing!r}); install it with: {RAY_INSTALL_HINT}") from None
 
 
 @contextmanager

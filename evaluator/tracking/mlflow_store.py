@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from evaluator.common.errors import UserError
 from evaluator.judges.offline import MLFLOW_TELEMETRY_ENV
 
 MLFLOW_EXTRA_HINT = "pip install 'evaluator[mlflow]'"
@@ -58,7 +59,7 @@ BATCH_PARAMS_OR_TAGS = 100
 _CREDENTIALS = re.compile(r"(//)[^/@\s]+@")
 
 
-class TrackingError(ValueError):
+class TrackingError(UserError, ValueError):
     """Logging to the tracker failed or cannot start (a user error: the server, the URI,
     credentials, the extra). One line; never case text."""
 

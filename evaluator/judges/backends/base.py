@@ -6,11 +6,13 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from evaluator.common.errors import UserError
+
 Chat = Sequence[Mapping[str, str]]
 FinishReason = Literal["stop", "length", "context_overflow", "error"]
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(UserError, RuntimeError):
     """A backend's libraries or weights are missing; the message says what to install/run."""
 
 
