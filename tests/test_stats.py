@@ -121,9 +121,9 @@ def test_summary_without_the_stats_extra(monkeypatch):
     record = ResultRecord(case_id="a", rubric="pathology_report", judge="j", status="ok",
                           scores=json.loads(_verdict(4)))
     summary = summary_module.summarize(load_rubric("pathology_report"), "j", [record])
-    assert summary["criteria"]["critical_finding_concordance"]["ci95"] is None
-    assert summary["pass_rates"]["critical_finding_concordance"]["passed"] == 1
-    assert "pip install" in summary["stats_note"]
+    assert summary.criteria["critical_finding_concordance"].ci95 is None
+    assert summary.pass_rates["critical_finding_concordance"].passed == 1
+    assert "pip install" in summary.stats_note
 
 
 def test_the_summary_median_from_counts_is_statistics_median():

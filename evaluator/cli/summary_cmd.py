@@ -42,4 +42,4 @@ def summary(results: Path, score_mode: str, as_json: bool,
     except (ScoreModeError, ResultsFileDamaged, RubricError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    click.echo(json.dumps(result, indent=2) if as_json else format_summary(result))
+    click.echo(json.dumps(result.to_json(), indent=2) if as_json else format_summary(result))
