@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from statistics import fmean, median, stdev
-from typing import Any
+from typing import Any, TypeVar
 
 from evaluator.analysis.distributions import verdict_view
 from evaluator.analysis.intervals import interval_or_reason
@@ -49,6 +49,7 @@ from evaluator.analysis.summary_records import (
     PassRate,
     RunSummary,
     ScoreModeBlock,
+    ScoreStats,
     Summary,
 )
 from evaluator.data.files import write_json_atomic
@@ -56,6 +57,7 @@ from evaluator.data.results import ResultRecord
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
 SUMMARY_VERSION = 1
+Stats = TypeVar("Stats", bound=ScoreStats)
 # Up to this many distinct values, a median is found from their counts (see _median).
 _FEW_DISTINCT = 1024
 
@@ -97,16 +99,17 @@ def describe(values: Sequence[float]) -> dict[str, float | int | None]:
     }
 
 
-def _stats(values: Sequence[float], with_stats: bool) -> dict[str, Any]:
+def _stats(kind: type[Stats], values: Sequence[float], with_stats: bool,
+           **fields: Any) -> Stats:
     """:func:`describe` and ``ci95``, the mean's bootstrap CI (None without the stats
-    extra). When every value is the same (one included) there is none: a point is not a 95%
-    interval (:func:`evaluator.analysis.intervals.interval_or_reason`), and ``ci_note``
-    says why ("no interval: all 4 scores equal")."""
+    extra), as ``kind`` with ``fields``. When every value is the same (one included) there is
+    no CI: a point is not a 95% interval (:func:`evaluator.analysis.intervals.
+    interval_or_reason`), and ``ci_note`` says why ("no interval: all 4 scores equal")."""
     if not with_stats:
-        return {**describe(values), "ci95": None}
+        return kind(**describe(values), ci95=None, **fields)
     why = "one score" if len(values) == 1 else f"all {len(values)} scores equal"
     ci95, note = interval_or_reason(mean_ci(values), why)
-    return {**describe(values), "ci95": ci95, "ci_note": note}
+    return kind(**describe(values), ci95=ci95, ci_note=note, **fields)
 
 
 def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord], *,
@@ -185,12 +188,12 @@ def _assemble(rubric: Rubric, judge: str, by_key: dict[str, array[float]],
               mode: ScoreModeBlock) -> Summary:
     with_stats = stats_available()
     categorical = mode.mode != "expected"  # expected scores are not categories: no counts
-    criteria = {f.key: CriterionStats(**_stats(by_key[f.key], with_stats),
-                                      counts=_counts(by_key[f.key], f.allowed) if categorical
-                                      else None, alias=rubric.alias_of(f.key) or None)
+    criteria = {f.key: _stats(CriterionStats, by_key[f.key], with_stats,
+                              counts=_counts(by_key[f.key], f.allowed) if categorical else None,
+                              alias=rubric.alias_of(f.key) or None)
                 for f in rubric.output if isinstance(f, IntegerCriterion)}
-    aggregates = {agg.name: AggregateStats(**_stats(by_key[agg.name], with_stats),
-                                           alias=rubric.alias_of(agg.name) or None)
+    aggregates = {agg.name: _stats(AggregateStats, by_key[agg.name], with_stats,
+                                   alias=rubric.alias_of(agg.name) or None)
                   for agg in rubric.aggregates}
     # Rates are over judged cases; cases without a verdict are neither pass nor fail.
     not_judged = sum(statuses.values()) - statuses.get("ok", 0)
