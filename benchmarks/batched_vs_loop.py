@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> dict:
             result = evaluate(Task(rubric, cases_path), Judge(name, spec=spec, backend=backend),
                               RunOptions(folder / f"batched-{len(a_runs)}.jsonl"))
             a_runs.append(time.perf_counter() - started)
-            batched_ok += result.summary["status_counts"].get("ok", 0)
+            batched_ok += result.summary.status_counts.get("ok", 0)
             batched_n += cases
             batched_tokens += sum(r.completion_tokens or 0
                                   for r in read_results(result.results_path))

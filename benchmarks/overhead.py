@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> dict | None:
                 + shares["  prompt tokenizing (chat template + tokenizer)"]
                 + shares["  schema compile (once per rubric)"]
                 + shares["  padding, decoding the verdicts"])
-    statuses = result.summary["status_counts"]
+    statuses = result.summary.status_counts
     figures = {
         "judge": name, "rubric": rubric.name, "cases": args.cases,
         "batch_size": spec.batch_size, "threads": threads, "statuses": statuses,

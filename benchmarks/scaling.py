@@ -82,7 +82,7 @@ def child(input_path: str, output_path: str, stream: bool) -> None:
     elapsed = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"seconds": elapsed, "peak_rss_mb": peak_mb,
-                      "ok": result.summary["status_counts"].get("ok", 0)}))
+                      "ok": result.summary.status_counts.get("ok", 0)}))
 
 
 def run_size(n: int, folder: Path, resume: bool, stream: bool, kind: str = "jsonl",

@@ -9,7 +9,7 @@ a rubric), a :class:`Judge` (which judge from models.yaml, and how it samples) a
 
     result = evaluate(Task("trial_eligibility", "examples/trial_eligibility.jsonl"),
                       Judge(), RunOptions("out/trial.jsonl"))
-    print(result.summary["criteria"], result.failed)
+    print(result.summary.criteria, result.failed)
 
 :func:`evaluate_jury` does the same with several judges. Every error a user can act on
 derives from :class:`UserError` (its ``exit_code``: 2 means "fix your input or configuration

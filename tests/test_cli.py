@@ -81,14 +81,24 @@ def test_output_closed_early_is_exit_141_in_silence(capsys):
     assert capsys.readouterr().err == ""
 
 
+def _summary(**fields):
+    """A scored summary of 3 ok cases with ``fields`` (criteria, ...)."""
+    from evaluator.analysis.summary_records import Summary
+
+    mode = {"mode": "argmax", "meaning": "", "left_out_no_distributions": 0, "note": None}
+    return Summary.model_validate({
+        "summary_version": 1, "rubric": "r", "judge": "j", "cases": 3,
+        "status_counts": {"ok": 3}, "failed_case_ids": [], "aggregates": {}, "aliases": {},
+        "pass_rates": {}, "ci_method": "percentile bootstrap", "score_mode": mode, **fields})
+
+
 def test_a_key_longer_than_a_line_is_wrapped_whole():
     from evaluator.analysis.summary_text import format_summary
 
-    entry = {"n": 3, "mean": 2.5, "ci95": [1.25, 3.75], "sd": 0.5, "median": 2.0}
+    entry = {"n": 3, "mean": 2.5, "ci95": [1.25, 3.75], "sd": 0.5, "median": 2.0,
+             "min": 2.0, "max": 3.0, "counts": None}
     key = "k" * 81 + "_end"
-    text = format_summary({"rubric": "r", "judge": "j", "cases": 3, "status_counts": {"ok": 3},
-                           "criteria": {key: entry}, "aggregates": {}, "pass_rates": {},
-                           "ci_method": "percentile bootstrap"})
+    text = format_summary(_summary(criteria={key: entry}))
     assert max(map(len, text.splitlines())) <= 80
     assert "".join(line.strip() for line in text.splitlines()
                    if line.strip().startswith("k")) == key
@@ -97,11 +107,10 @@ def test_a_key_longer_than_a_line_is_wrapped_whole():
 def test_a_long_criterion_name_gets_its_own_line_never_a_wider_one():
     from evaluator.analysis.summary_text import format_summary
 
-    entry = {"n": 3, "mean": 2.5, "ci95": [1.25, 3.75], "sd": 0.5, "median": 2.0}
+    entry = {"n": 3, "mean": 2.5, "ci95": [1.25, 3.75], "sd": 0.5, "median": 2.0,
+             "min": 2.0, "max": 3.0, "counts": None}
     long_key = "a_criterion_name_much_longer_than_the_column_is"
-    text = format_summary({"rubric": "r", "judge": "j", "cases": 3, "status_counts": {"ok": 3},
-                           "criteria": {long_key: entry, "short": entry}, "aggregates": {},
-                           "pass_rates": {}, "ci_method": "percentile bootstrap"})
+    text = format_summary(_summary(criteria={long_key: entry, "short": entry}))
     lines = text.splitlines()
     assert max(map(len, lines)) <= 80
     at = lines.index(f"  {long_key}")

@@ -48,4 +48,4 @@ def test_default_judge_scores_two_real_cases(tmp_path):
         for key in ("hallucination", "accuracy", "clarity"):
             assert record.scores[key] in (1, 2, 3, 4, 5)
         assert record.completion_tokens <= record.max_new_tokens
-    assert result.summary["criteria"]["accuracy"]["n"] == 2
+    assert result.summary.criteria["accuracy"].n == 2

@@ -105,7 +105,7 @@ def test_a_streamed_run_gives_every_case_its_batched_record(tmp_path):
     assert [r.case_id for r in streamed] != [r["case_id"] for r in rows]
     assert {r.batch_size for r in streamed} == {8}
     assert streamer.max_in_flight == 8 and streamer.taken == 40
-    assert sum(result.summary["status_counts"].values()) == 40
+    assert sum(result.summary.status_counts.values()) == 40
 
 
 def test_the_input_is_read_only_as_slots_free_up(tmp_path):
@@ -167,7 +167,7 @@ def test_a_failing_engine_costs_only_the_cases_in_flight_and_a_rerun_judges_them
     assert len(failed) == 18
     rerun, again = _run(tmp_path, StreamingPromptJudge(), "fail", rows, batch_size=3)
     assert {r.case_id for r in again if r.status != "backend_error"} == {r["case_id"] for r in rows}
-    assert rerun.summary["status_counts"].get("backend_error", 0) == 0
+    assert rerun.summary.status_counts.get("backend_error", 0) == 0
 
 
 def test_strict_stops_a_streamed_run_at_the_first_case_too_long(tmp_path):

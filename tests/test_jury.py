@@ -97,11 +97,11 @@ def test_every_judge_scores_every_case_one_model_at_a_time(setup, tmp_path):
     manifest = json.loads((tmp_path / "out" / "jury.manifest.json").read_text())
     assert manifest["kind"] == "jury" and [m["judge"] for m in manifest["members"]] == list("abc")
     assert {r.settings_hash for r in (c0, c1, c2)} == {manifest["settings_hash"]}
-    block = result.summary["inter_judge"]
-    assert block["raters"] == ["a", "b", "c"] and block["complete_cases"] == 2
-    assert block["unanimous"]["factual_completeness"] == 1.0
-    assert block["unanimous"]["critical_finding_concordance"] == 0.0
-    assert result.summary["failed_case_ids"] == ["c2"]
+    block = result.summary.inter_judge
+    assert block.raters == ["a", "b", "c"] and block.complete_cases == 2
+    assert block.unanimous["factual_completeness"] == 1.0
+    assert block.unanimous["critical_finding_concordance"] == 0.0
+    assert result.summary.failed_case_ids == ["c2"]
 
 
 def test_a_crash_in_one_member_loses_nothing_and_resumes_there(setup, tmp_path, monkeypatch):
@@ -141,7 +141,7 @@ def test_other_results_in_the_output_are_never_overwritten(setup, tmp_path):
     with pytest.raises(ResumeConflict, match="not from this jury"):
         _jury(models, cases, output, reduce="mean")
     result = _jury(models, cases, output, names=("a", "b"), force_new=True)
-    assert result.summary["judge"] == "jury(a,b)"
+    assert result.summary.judge == "jury(a,b)"
     assert len(list(tmp_path.glob("jury.superseded-*.jsonl"))) == 1
     assert len(list(tmp_path.glob("jury.superseded-*.jury"))) == 1
 

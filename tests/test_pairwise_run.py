@@ -196,7 +196,7 @@ def test_both_orders_are_judged_in_one_batch_and_reconciled(tmp_path, rule, outc
     first, second = records[0].pairwise.orders
     assert first.verdict["accuracy"] == rule("a good answer", "a poor answer")
     assert second.verdict["accuracy"] == rule("a poor answer", "a good answer")
-    assert result.summary["status_counts"] == {"ok": 2}
+    assert result.summary.status_counts == {"ok": 2}
 
 
 def test_each_order_shows_the_other_candidate_first(tmp_path):
@@ -513,18 +513,18 @@ def test_the_run_summary_of_a_pairwise_rubric_shows_win_rates_and_the_swap_guard
     answers = [(f"a good answer {i}", f"a poor answer {i}") for i in range(6)]
     honest = _run(tmp_path, ScriptedJudge(lambda first, second: "A" if "good" in first
                                           else "B"), _pairs_file(tmp_path, answers))
-    block = honest.summary["pairwise"]
-    assert block["systems"] == {"A": "gpt", "B": "llama"}
-    accuracy = block["criteria"]["accuracy"]
-    assert (accuracy["n"], accuracy["a_wins"], accuracy["inconsistent"]) == (6, 6, 0)
-    assert accuracy["win_rate"]["value"] == 1.0
-    assert accuracy["position_consistency"]["value"] == 1.0
-    assert accuracy["position_bias"]["value"] == 0.5
+    block = honest.summary.pairwise
+    assert block.systems == {"A": "gpt", "B": "llama"}
+    accuracy = block.criteria["accuracy"]
+    assert (accuracy.n, accuracy.a_wins, accuracy.inconsistent) == (6, 6, 0)
+    assert accuracy.win_rate["value"] == 1.0
+    assert accuracy.position_consistency["value"] == 1.0
+    assert accuracy.position_bias["value"] == 0.5
     first = _run(tmp_path, FakeBackend(), _pairs_file(tmp_path, answers), force_new=True)
-    accuracy = first.summary["pairwise"]["criteria"]["accuracy"]
-    assert accuracy["inconsistent"] == 6 and accuracy["win_rate"]["value"] == 0.5
-    assert accuracy["position_consistency"]["value"] == 0.0
-    assert accuracy["position_bias"]["value"] == 1.0
+    accuracy = first.summary.pairwise.criteria["accuracy"]
+    assert accuracy.inconsistent == 6 and accuracy.win_rate["value"] == 0.5
+    assert accuracy.position_consistency["value"] == 0.0
+    assert accuracy.position_bias["value"] == 1.0
     text = format_summary(first.summary)
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "accuracy" in text and "gpt" in text

@@ -151,13 +151,13 @@ def test_two_files_side_by_side(two_runs):
     a, b = report["files"]
     assert a["label"] == "judge-a · results.jsonl" and b["label"] == "judge-b · results.jsonl"
     n = len(two_runs["rows"])
-    assert a["summary"]["status_counts"] == {"ok": n}
-    assert b["summary"]["status_counts"] == {"invalid_output": 2, "ok": n - 2}
+    assert a["summary"].status_counts == {"ok": n}
+    assert b["summary"].status_counts == {"invalid_output": 2, "ok": n - 2}
     assert [f["case_id"] for f in b["failed"]] == [two_runs["rows"][i]["case_id"] for i in (1, 2)]
     # Recomputed from the records = what the run wrote beside them.
     for entry, path in ((a, two_runs["a"]), (b, two_runs["b"])):
         written = json.loads(path.with_name("results.summary.json").read_text())
-        assert entry["summary"]["criteria"] == written["criteria"]
+        assert entry["summary"].to_json()["criteria"] == written["criteria"]
     accuracy_b = [r.scores["accuracy"] for r in read_results(two_runs["b"]) if r.status == "ok"]
     assert b["values"]["accuracy"] == accuracy_b
     assert report["worst"] is None and report["agreement"] is None
@@ -169,8 +169,8 @@ def test_summary_file_is_not_needed(two_runs, tmp_path):
     report = build_report([copy], worst_n=0)
     [entry] = report["files"]
     rubric = report["rubric"]
-    assert entry["summary"]["criteria"] == summarize(rubric, "judge-b",
-                                                     read_results(copy))["criteria"]
+    assert entry["summary"].criteria == summarize(rubric, "judge-b",
+                                                  read_results(copy)).criteria
     assert any("no summary file" in note for note in entry["notes"])
 
 
@@ -255,11 +255,11 @@ def test_pass_rates_and_aggregates(tmp_path):
                            "reasoning": "r"}) for c in (4, 2, 3)][:len(rows)]
     path = run_fake(rows, tmp_path / "p", "judge-p", outputs, rubric="pathology_report")
     report = build_report([path])
-    rate = report["files"][0]["summary"]["pass_rates"]["critical_finding_concordance"]
-    assert rate["passed"] == sum(c >= 3 for c in (4, 2, 3)[:len(rows)])
+    rate = report["files"][0]["summary"].pass_rates["critical_finding_concordance"]
+    assert rate.passed == sum(c >= 3 for c in (4, 2, 3)[:len(rows)])
     html = render_html(report)
-    assert "Pass rates" in html and f"{100 * rate['rate']:.1f}%" in html
-    assert f"[{100 * rate['ci95'][0]:.1f}%, {100 * rate['ci95'][1]:.1f}%]" in html
+    assert "Pass rates" in html and f"{100 * rate.rate:.1f}%" in html
+    assert f"[{100 * rate.ci95[0]:.1f}%, {100 * rate.ci95[1]:.1f}%]" in html
     ecg_rows = [json.loads(line) for line in (EXAMPLES / "ecg_interpretation.jsonl")
                 .read_text().splitlines() if line]
     ecg = run_fake(ecg_rows, tmp_path / "e", "judge-e", [], rubric="ecg_interpretation")
@@ -580,7 +580,7 @@ def test_different_case_sets_are_said_and_common_cases_compares_like_with_like(u
     plain = build_report([runs["a"], runs["b"]], worst_n=0)
     assert plain["case_sets"] == {"ok_counts": [runs["n"], runs["third"]], "differ": True,
                                   "common": runs["third"]}
-    assert plain["files"][0]["summary"]["criteria"]["accuracy"]["n"] == runs["n"]
+    assert plain["files"][0]["summary"].criteria["accuracy"].n == runs["n"]
     html = render_html(plain, plots=False)
     assert "judged on different case sets" in html and "--common-cases" in html
     common = build_report([runs["a"], runs["b"]], worst_n=3, common_cases=True,
@@ -588,7 +588,7 @@ def test_different_case_sets_are_said_and_common_cases_compares_like_with_like(u
                           agreement_resamples=100)
     assert common["common_cases"] == {"n": runs["third"], "union": runs["n"]}
     for entry in common["files"]:
-        assert entry["summary"]["criteria"]["accuracy"]["n"] == runs["third"]
+        assert entry["summary"].criteria["accuracy"].n == runs["third"]
         assert len(entry["values"]["accuracy"]) == runs["third"]
     assert [item["result"]["joined"] for item in common["agreement"]["files"]] == \
         [runs["third"]] * 2

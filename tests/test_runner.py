@@ -50,9 +50,9 @@ def test_broken_outputs_become_statuses_never_scores(tmp_path):
         assert record.scores is None and record.aggregates is None and record.reason
     assert "factual_accuracy" in records[1].reason
     assert "9000" in records[4].reason
-    assert result.summary["status_counts"] == {"invalid_output": 4, "ok": 1, "too_long": 1,
+    assert result.summary.status_counts == {"invalid_output": 4, "ok": 1, "too_long": 1,
                                                "truncated": 1}
-    assert result.summary["criteria"]["critical_finding_concordance"]["n"] == 1
+    assert result.summary.criteria["critical_finding_concordance"].n == 1
     assert result.failed == 6
 
 
@@ -87,7 +87,7 @@ def test_batching_rendering_and_template_kwargs(tmp_path):
     assert kwargs == {"enable_thinking": False}
     assert sampling.max_new_tokens == 920 and sampling.temperature == 0
     assert json.loads(schema)["additionalProperties"] is False
-    assert result.summary["status_counts"] == {"ok": 3}
+    assert result.summary.status_counts == {"ok": 3}
 
 
 def test_backend_exception_fails_only_that_batch(tmp_path):

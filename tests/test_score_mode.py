@@ -82,19 +82,19 @@ def test_summary_expected_scores_leave_out_and_count_records_without_distributio
     records = read_results(results)
     argmax = summarize(rubric, "hand", records)
     expected = summarize(rubric, "hand", records, score_mode="expected")
-    assert argmax["score_mode"]["mode"] == "argmax"
-    assert argmax["score_mode"]["left_out_no_distributions"] == 0
-    assert argmax["criteria"]["accuracy"]["n"] == 40
-    assert argmax["criteria"]["accuracy"]["counts"]["2"] == 24
-    acc = expected["criteria"]["accuracy"]
-    assert acc["n"] == 37 and acc["counts"] is None
+    assert argmax.score_mode.mode == "argmax"
+    assert argmax.score_mode.left_out_no_distributions == 0
+    assert argmax.criteria["accuracy"].n == 40
+    assert argmax.criteria["accuracy"].counts["2"] == 24
+    acc = expected.criteria["accuracy"]
+    assert acc.n == 37 and acc.counts is None
     # The expected score is 0.6 * argmax + 0.4 * label.
     wanted = [0.6 * (2 if 1 + i % 5 <= 3 else 4) + 0.4 * (1 + i % 5) for i in range(37)]
-    assert acc["mean"] == pytest.approx(sum(wanted) / 37)
-    assert expected["score_mode"]["left_out_no_distributions"] == 3
+    assert acc.mean == pytest.approx(sum(wanted) / 37)
+    assert expected.score_mode.left_out_no_distributions == 3
     assert "3 ok record(s) have no score distributions (record_version 1, or a backend " \
-           "without probabilities)" in expected["score_mode"]["note"]
-    assert expected["status_counts"] == {"invalid_output": 1, "ok": 40}
+           "without probabilities)" in expected.score_mode.note
+    assert expected.status_counts == {"invalid_output": 1, "ok": 40}
 
 
 def test_summary_command_states_the_mode_in_text_and_json(coarse):

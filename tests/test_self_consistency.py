@@ -61,12 +61,12 @@ def test_every_sample_is_kept_and_reduced(tmp_path):
     assert [v.status for v in c2.samples] == ["ok", "invalid_output", "ok"]
     assert c2.samples[1].raw_output == "{not json"
 
-    block = result.summary["self_consistency"]
-    assert block["raters"] == ["sample 0", "sample 1", "sample 2"]
-    assert block["cases"] == 3 and block["complete_cases"] == 2
-    assert block["unanimous"]["overall_equivalence"] == 1.0
-    assert block["unanimous"]["critical_finding_concordance"] == 0.5
-    assert result.summary["failed_case_ids"] == ["c2"]
+    block = result.summary.self_consistency
+    assert block.raters == ["sample 0", "sample 1", "sample 2"]
+    assert block.cases == 3 and block.complete_cases == 2
+    assert block.unanimous["overall_equivalence"] == 1.0
+    assert block.unanimous["critical_finding_concordance"] == 0.5
+    assert result.summary.failed_case_ids == ["c2"]
 
 
 def test_reduction_can_be_chosen(tmp_path):
@@ -76,8 +76,8 @@ def test_reduction_can_be_chosen(tmp_path):
     (record,) = read_results(result.results_path)
     assert record.scores["factual_accuracy"] == 2.25
     # a reduced score between two allowed values is counted as itself, not rounded
-    assert result.summary["criteria"]["factual_accuracy"]["counts"]["2.25"] == 1
-    assert result.summary["criteria"]["factual_accuracy"]["counts"]["2"] == 0
+    assert result.summary.criteria["factual_accuracy"].counts["2.25"] == 1
+    assert result.summary.criteria["factual_accuracy"].counts["2"] == 0
 
 
 def test_samples_need_a_temperature(tmp_path):
@@ -124,7 +124,7 @@ def test_real_model_samples_differ_and_all_parse(tmp_path, tiny_backend):
         [r.reason for r in records]
     draws = {json.dumps(v.scores, sort_keys=True) for r in records for v in r.samples}
     assert len(draws) > len(records)  # not every case's samples are identical
-    assert set(result.summary["self_consistency"]["alpha"]) == {
+    assert set(result.summary.self_consistency.alpha) == {
         "critical_finding_concordance", "factual_accuracy", "factual_completeness",
         "overall_equivalence"}
     # Every sample has the real model's distributions; the case's is their mean (a mixture).

@@ -121,9 +121,9 @@ def test_summary_without_the_stats_extra(monkeypatch):
     record = ResultRecord(case_id="a", rubric="pathology_report", judge="j", status="ok",
                           scores=json.loads(_verdict(4)))
     summary = summary_module.summarize(load_rubric("pathology_report"), "j", [record])
-    assert summary["criteria"]["critical_finding_concordance"]["ci95"] is None
-    assert summary["pass_rates"]["critical_finding_concordance"]["passed"] == 1
-    assert "pip install" in summary["stats_note"]
+    assert summary.criteria["critical_finding_concordance"].ci95 is None
+    assert summary.pass_rates["critical_finding_concordance"].passed == 1
+    assert "pip install" in summary.stats_note
 
 
 def test_the_summary_median_from_counts_is_statistics_median():
@@ -144,3 +144,30 @@ def test_the_summary_median_from_counts_is_statistics_median():
     spread = array("d", [rng.random() for _ in range(3001)])  # > 1024 distinct: sorted
     assert describe(spread)["median"] == statistics.median(spread)
     assert describe(array("d", [1.0, 3.0]))["median"] == 2.0
+
+
+def test_the_summary_record_writes_the_keys_of_summary_json_in_their_order(monkeypatch):
+    """The summary is a typed record written in field order: a key that only has a value
+    sometimes (ci_note, alias, a panel block, stats_note) is absent without one, and an
+    unknown field is refused."""
+    import pydantic
+
+    import evaluator.analysis.summary as summary_module
+    from evaluator.data.results import ResultRecord
+
+    records = [ResultRecord(case_id=f"c{c}", rubric="pathology_report", judge="j",
+                            status="ok", scores=json.loads(_verdict(c))) for c in (4, 2)]
+    rubric = load_rubric("pathology_report")
+    written = summary_module.summarize(rubric, "j", records).to_json()
+    assert list(written) == ["summary_version", "rubric", "judge", "cases", "status_counts",
+                             "failed_case_ids", "criteria", "aggregates", "aliases",
+                             "pass_rates", "ci_method", "score_mode"]
+    assert list(written["criteria"]["critical_finding_concordance"]) == [
+        "n", "mean", "sd", "median", "min", "max", "ci95", "counts"]
+    assert list(written["criteria"]["factual_accuracy"])[-2:] == ["ci_note", "counts"]
+    with pytest.raises(pydantic.ValidationError, match="extra"):
+        summary_module.PassRate(**written["pass_rates"]["critical_finding_concordance"],
+                                typo=1)
+    monkeypatch.setattr(summary_module, "stats_available", lambda: False)
+    written = summary_module.summarize(rubric, "j", records).to_json()
+    assert list(written)[-2:] == ["stats_note", "score_mode"]

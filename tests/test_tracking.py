@@ -56,20 +56,38 @@ def _figure(value, low, high):
     return {"value": value, "ci95": [low, high], "method": "m"}
 
 
+def _summary(**fields):
+    """A summary (pairwise with ``pairwise=``) of a rubric ``x`` by judge ``qwen``, with
+    ``fields``; the rest empty."""
+    from evaluator.analysis.summary_records import PairwiseSummary, Summary
+
+    mode = {"mode": "argmax", "meaning": "", "left_out_no_distributions": 0, "note": None}
+    scored = {"criteria": {}, "aggregates": {}, "aliases": {}, "pass_rates": {},
+              "ci_method": "m", "score_mode": mode}
+    kind = PairwiseSummary if "pairwise" in fields else Summary
+    return kind.model_validate({
+        "summary_version": 1, "rubric": "x", "judge": "qwen", "cases": 0, "status_counts": {},
+        "failed_case_ids": [], **({} if kind is PairwiseSummary else scored), **fields})
+
+
+def _stats(**fields):
+    return {"n": 0, "mean": None, "sd": None, "median": None, "min": None, "max": None,
+            "ci95": None, **fields}
+
+
 def test_summary_metrics_take_every_figure_and_leave_out_undefined_ones():
-    summary = {
-        "cases": 5, "status_counts": {"ok": 4, "invalid_output": 1},
-        "criteria": {"accuracy": {"n": 4, "mean": 2.5, "sd": 1.2, "median": 2.5, "min": 1.0,
-                                  "max": 4.0, "ci95": [1.5, 3.5], "counts": {"1": 1}},
-                     "clarity": {"n": 1, "mean": 3.0, "sd": None, "median": 3.0, "min": 3.0,
-                                 "max": 3.0, "ci95": None}},
-        "aggregates": {"total": {"n": 4, "mean": float("nan"), "sd": None, "median": None,
-                                 "min": None, "max": None, "ci95": None}},
-        "pass_rates": {"accuracy": {"threshold": 3.0, "n": 4, "passed": 2, "rate": 0.5,
-                                    "ci95": [0.15, 0.85], "not_judged": 1}},
-        "self_consistency": {"complete_cases": 4, "alpha": {"accuracy": 0.7, "clarity": None},
-                             "unanimous": {"accuracy": 0.25}},
-    }
+    summary = _summary(
+        cases=5, status_counts={"ok": 4, "invalid_output": 1},
+        criteria={"accuracy": {"n": 4, "mean": 2.5, "sd": 1.2, "median": 2.5, "min": 1.0,
+                               "max": 4.0, "ci95": [1.5, 3.5], "counts": {"1": 1}},
+                  "clarity": {"n": 1, "mean": 3.0, "sd": None, "median": 3.0, "min": 3.0,
+                              "max": 3.0, "ci95": None, "counts": None}},
+        aggregates={"total": _stats(n=4, mean=float("nan"))},
+        pass_rates={"accuracy": {"threshold": 3.0, "rule": ">= 3", "n": 4, "passed": 2,
+                                 "rate": 0.5, "ci95": [0.15, 0.85], "not_judged": 1}},
+        self_consistency={"complete_cases": 4, "alpha": {"accuracy": 0.7, "clarity": None},
+                          "unanimous": {"accuracy": 0.25}, "reduction": None, "raters": []},
+    )
     metrics = summary_metrics(summary)
     assert metrics["cases"] == 5 and metrics["status/ok"] == 4
     assert metrics["status/invalid_output"] == 1 and metrics["status/backend_error"] == 0
@@ -123,13 +141,13 @@ def test_a_constant_criterion_logs_no_point_as_a_ci_and_a_tag_says_why():
 
 
 def test_pairwise_summary_metrics():
-    summary = {"cases": 3, "status_counts": {"ok": 3}, "pairwise": {
-        "systems": {"A": "old", "B": "new"},
+    summary = _summary(cases=3, status_counts={"ok": 3}, pairwise={
+        "systems": {"A": "old", "B": "new"}, "note": "n",
         "criteria": {"accuracy": {"n": 3, "a_wins": 1, "b_wins": 1, "ties": 0,
                                   "inconsistent": 1,
                                   "win_rate": _figure(0.5, 0.1, 0.9),
                                   "position_consistency": _figure(0.66, 0.2, 0.9),
-                                  "position_bias": _figure(None, None, None)}}}}
+                                  "position_bias": _figure(None, None, None)}}})
     metrics = summary_metrics(summary)
     assert metrics["pairwise/accuracy/win_rate"] == 0.5
     assert metrics["pairwise/accuracy/win_rate_ci95_low"] == 0.1
@@ -201,8 +219,7 @@ MANIFEST = {
 
 
 def test_params_name_the_model_by_its_hashes_never_its_folder():
-    params = run_params(MANIFEST, {"rubric": "x", "judge": "qwen",
-                                   "score_mode": {"mode": "argmax"}}, [2, 2, 1])
+    params = run_params(MANIFEST, _summary(), [2, 2, 1])
     assert params["model_hash"] == "m" * 64 and params["tokenizer_hash"] == "t" * 64
     assert params["weight_list_sha256"] == "w" * 64
     assert params["weight_list.names_and_sizes_match"] == "true"
@@ -226,7 +243,7 @@ def test_jury_params_and_tags():
                             {"judge": "b", "results_file": "r.jury/b.jsonl",
                              "settings_hash": "2" * 16}]}
     members = {"a": {"settings": {"model_hash": "ma"}}, "b": None}
-    summary = {"rubric": "x", "judge": "jury(a,b)"}
+    summary = _summary(judge="jury(a,b)")
     params = run_params(manifest, summary, [2], members=members,
                         extra={"labels.file": "l.csv", "labels.criteria": None})
     assert params["jury.judges"] == '["a","b"]'

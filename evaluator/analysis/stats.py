@@ -67,16 +67,17 @@ def mean_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES,
     return [float(low), float(high)]
 
 
-def pass_rate(values: Sequence[float], threshold: float, *,
-              confidence: float = CONFIDENCE) -> dict[str, Any]:
+def pass_rate(values: Sequence[float], threshold: float, *, confidence: float = CONFIDENCE,
+              with_ci: bool = True) -> dict[str, Any]:
     """Share of values ``>= threshold`` with a Wilson CI (``scipy.stats.binomtest``).
 
-    ``rate`` and ``ci95`` are None when there are no values."""
+    ``rate`` and ``ci95`` are None when there are no values, or not ``with_ci`` (without
+    the stats extra)."""
     n = len(values)
     passed = sum(1 for v in values if v >= threshold)
     entry: dict[str, Any] = {"threshold": threshold, "rule": f">= {threshold:g}", "n": n,
                              "passed": passed, "rate": None, "ci95": None}
-    if n:
+    if n and with_ci:
         require_stats()
         # Imported here: the stats extra, which `import evaluator` never loads.
         from scipy.stats import binomtest

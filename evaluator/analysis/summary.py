@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from statistics import fmean, median, stdev
-from typing import Any
+from typing import Any, TypeVar
 
 from evaluator.analysis.distributions import verdict_view
 from evaluator.analysis.intervals import interval_or_reason
@@ -39,11 +39,25 @@ from evaluator.analysis.stats import (
     pass_rate,
     stats_available,
 )
+from evaluator.analysis.summary_records import (
+    AggregateStats,
+    CriterionStats,
+    PairwiseBlock,
+    PairwiseCriterion,
+    PairwiseSummary,
+    PanelAgreement,
+    PassRate,
+    RunSummary,
+    ScoreModeBlock,
+    ScoreStats,
+    Summary,
+)
 from evaluator.data.files import write_json_atomic
 from evaluator.data.results import ResultRecord
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
 SUMMARY_VERSION = 1
+Stats = TypeVar("Stats", bound=ScoreStats)
 # Up to this many distinct values, a median is found from their counts (see _median).
 _FEW_DISTINCT = 1024
 
@@ -85,23 +99,22 @@ def describe(values: Sequence[float]) -> dict[str, float | int | None]:
     }
 
 
-def _put_mean_ci(entry: dict[str, Any], values: Sequence[float], with_stats: bool) -> None:
-    """``entry["ci95"]``: the mean's bootstrap CI (None without the stats extra). When every
-    value is the same (one included) there is none: a point is not a 95% interval
-    (:func:`evaluator.analysis.intervals.interval_or_reason`), and ``entry["ci_note"]``
-    says why ("no interval: all 4 scores equal")."""
-    entry["ci95"] = None
+def _stats(kind: type[Stats], values: Sequence[float], with_stats: bool,
+           **fields: Any) -> Stats:
+    """:func:`describe` and ``ci95``, the mean's bootstrap CI (None without the stats
+    extra), as ``kind`` with ``fields``. When every value is the same (one included) there is
+    no CI: a point is not a 95% interval (:func:`evaluator.analysis.intervals.
+    interval_or_reason`), and ``ci_note`` says why ("no interval: all 4 scores equal")."""
     if not with_stats:
-        return
+        return kind(**describe(values), ci95=None, **fields)
     why = "one score" if len(values) == 1 else f"all {len(values)} scores equal"
-    entry["ci95"], note = interval_or_reason(mean_ci(values), why)
-    if note:
-        entry["ci_note"] = note
+    ci95, note = interval_or_reason(mean_ci(values), why)
+    return kind(**describe(values), ci95=ci95, ci_note=note, **fields)
 
 
 def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord], *,
-              score_mode: str = "argmax", source: str = "the results") -> dict[str, Any]:
-    """Build the summary dict written to ``summary.json``, in one pass over ``records``
+              score_mode: str = "argmax", source: str = "the results") -> RunSummary:
+    """Build the summary written to ``summary.json``, in one pass over ``records``
     (streamed from the results file: only the numbers are kept).
 
     ``score_mode`` (:mod:`evaluator.analysis.score_mode`): ``expected`` computes every figure
@@ -147,84 +160,58 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord], *,
         raise ScoreModeError(f"{source}: --score expected needs score distributions, and none "
                              f"of its {ok} ok record(s) has any ({NO_DISTRIBUTIONS}); "
                              f"{GET_DISTRIBUTIONS}")
-    summary = _assemble(rubric, judge, by_key, statuses, failed, panels,
-                        categorical=score_mode != "expected")
-    summary["score_mode"] = mode_block(score_mode, left_out)
-    return summary
+    return _assemble(rubric, judge, by_key, statuses, failed, panels,
+                     ScoreModeBlock(**mode_block(score_mode, left_out)))
 
 
 def _header(rubric: Rubric, judge: str, statuses: Counter[str],
             failed: list[str]) -> dict[str, Any]:
-    """The keys every summary starts with: version, rubric, judge and the statuses."""
+    """The fields every summary starts with: version, rubric, judge and the statuses, and
+    ``stats_note`` without the stats extra."""
     return {"summary_version": SUMMARY_VERSION, "rubric": rubric.name, "judge": judge,
             "cases": sum(statuses.values()), "status_counts": dict(sorted(statuses.items())),
-            "failed_case_ids": failed}
+            "failed_case_ids": failed, "stats_note": None if stats_available() else
+            f"confidence intervals need the stats extra: {STATS_EXTRA_HINT}"}
+
+
+def _counts(values: Sequence[float], allowed: Sequence[int]) -> dict[str, int]:
+    """The count of each allowed value, then of each reduced score between them (several
+    samples or judges)."""
+    counts = Counter(values)
+    return {**{str(v): counts.get(float(v), 0) for v in allowed},
+            **{f"{v:g}": n for v, n in sorted(counts.items()) if v not in allowed}}
 
 
 def _assemble(rubric: Rubric, judge: str, by_key: dict[str, array[float]],
               statuses: Counter[str], failed: list[str],
               panels: dict[str, tuple[ResultRecord, list[Any]] | None],
-              categorical: bool = True) -> dict[str, Any]:
+              mode: ScoreModeBlock) -> Summary:
     with_stats = stats_available()
-    criteria: dict[str, Any] = {}
-    for field in rubric.output:
-        if isinstance(field, IntegerCriterion):
-            values = by_key[field.key]
-            counts = Counter(values)
-            entry = describe(values)
-            _put_mean_ci(entry, values, with_stats)
-            if categorical:
-                entry["counts"] = {str(v): counts.get(float(v), 0) for v in field.allowed}
-                # Reduced scores (several samples or judges) can fall between allowed values.
-                entry["counts"].update({f"{v:g}": n for v, n in sorted(counts.items())
-                                        if v not in field.allowed})
-            else:
-                entry["counts"] = None  # expected scores are not categories
-            alias = rubric.alias_of(field.key)
-            if alias:
-                entry["alias"] = alias
-            criteria[field.key] = entry
-    aggregates: dict[str, Any] = {}
-    for agg in rubric.aggregates:
-        entry = describe(by_key[agg.name])
-        _put_mean_ci(entry, by_key[agg.name], with_stats)
-        alias = rubric.alias_of(agg.name)
-        if alias:
-            entry["alias"] = alias
-        aggregates[agg.name] = entry
-    judged = statuses.get("ok", 0)
-    not_judged = sum(statuses.values()) - judged
-    pass_rates: dict[str, Any] = {}
-    for key, threshold in rubric.pass_thresholds.items():
-        values = by_key[key]
-        if with_stats:
-            pass_rates[key] = pass_rate(values, threshold)
-        else:
-            pass_rates[key] = {"threshold": threshold, "rule": f">= {threshold:g}",
-                               "n": len(values), "passed": sum(v >= threshold for v in values),
-                               "rate": None, "ci95": None}
-        # Rates are over judged cases; cases without a verdict are neither pass nor fail.
-        pass_rates[key]["not_judged"] = not_judged
-    summary = {
-        **_header(rubric, judge, statuses, failed),
-        "criteria": criteria,
-        "aggregates": aggregates,
-        "aliases": dict(rubric.aliases),
-        "pass_rates": pass_rates,
-        "ci_method": (f"mean: percentile bootstrap, 95%, {BOOTSTRAP_RESAMPLES} resamples, seeded "
-                      "(scipy.stats.bootstrap); pass rates: Wilson (scipy.stats.binomtest)"),
-    }
-    for name, attribute in (("self_consistency", "samples"), ("inter_judge", "jury")):
-        panel = panels[attribute]
-        if panel is not None:
-            summary[name] = panel_summary(rubric, panel[0], panel[1], attribute, with_stats)
-    if not with_stats:
-        summary["stats_note"] = f"confidence intervals need the stats extra: {STATS_EXTRA_HINT}"
-    return summary
+    categorical = mode.mode != "expected"  # expected scores are not categories: no counts
+    criteria = {f.key: _stats(CriterionStats, by_key[f.key], with_stats,
+                              counts=_counts(by_key[f.key], f.allowed) if categorical else None,
+                              alias=rubric.alias_of(f.key) or None)
+                for f in rubric.output if isinstance(f, IntegerCriterion)}
+    aggregates = {agg.name: _stats(AggregateStats, by_key[agg.name], with_stats,
+                                   alias=rubric.alias_of(agg.name) or None)
+                  for agg in rubric.aggregates}
+    # Rates are over judged cases; cases without a verdict are neither pass nor fail.
+    not_judged = sum(statuses.values()) - statuses.get("ok", 0)
+    pass_rates = {key: PassRate(**pass_rate(by_key[key], threshold, with_ci=with_stats),
+                                not_judged=not_judged)
+                  for key, threshold in rubric.pass_thresholds.items()}
+    blocks = {name: panel_summary(rubric, *panel, attribute, with_stats)
+              for name, attribute in (("self_consistency", "samples"), ("inter_judge", "jury"))
+              if (panel := panels[attribute]) is not None}
+    return Summary(
+        **_header(rubric, judge, statuses, failed), criteria=criteria, aggregates=aggregates,
+        aliases=dict(rubric.aliases), pass_rates=pass_rates, score_mode=mode, **blocks,
+        ci_method=(f"mean: percentile bootstrap, 95%, {BOOTSTRAP_RESAMPLES} resamples, seeded "
+                   "(scipy.stats.bootstrap); pass rates: Wilson (scipy.stats.binomtest)"))
 
 
 def pairwise_summary(rubric: Rubric, judge: str,
-                     records: Iterable[ResultRecord]) -> dict[str, Any]:
+                     records: Iterable[ResultRecord]) -> PairwiseSummary:
     """A pairwise rubric's summary, in one pass: status counts and, per choice criterion,
     A's win rate over B (an inconsistent pair counted as a tie), the position consistency
     and the position bias, each with its 95% CI (:mod:`evaluator.analysis.pairwise`;
@@ -239,43 +226,30 @@ def pairwise_summary(rubric: Rubric, judge: str,
         for kept in pairs.values():
             kept.add(record)
     with_stats = stats_available()
-    criteria: dict[str, Any] = {}
-    systems: dict[str, str] = {}
-    for key, kept in pairs.items():
-        systems = systems or kept.systems
-        entry: dict[str, Any] = {"n": len(kept), **outcome_counts(kept.outcome)}
-        if with_stats and len(kept):
-            entry.update(order_figures(kept))
-        criteria[key] = entry
-    summary: dict[str, Any] = {
-        **_header(rubric, judge, statuses, failed),
-        "pairwise": {"systems": systems, "criteria": criteria, "note": INCONSISTENT_NOTE},
-    }
-    if not with_stats:
-        summary["stats_note"] = f"confidence intervals need the stats extra: {STATS_EXTRA_HINT}"
-    return summary
+    criteria = {key: PairwiseCriterion(**outcome_counts(kept.outcome),
+                                       **(order_figures(kept) if with_stats and len(kept)
+                                          else {}))
+                for key, kept in pairs.items()}
+    systems = next((kept.systems for kept in pairs.values() if kept.systems), {})
+    return PairwiseSummary(**_header(rubric, judge, statuses, failed), pairwise=PairwiseBlock(
+        systems=systems, criteria=criteria, note=INCONSISTENT_NOTE))
 
 
 def panel_summary(rubric: Rubric, first: ResultRecord, table: list[Any], attribute: str,
-                  with_stats: bool) -> dict[str, Any]:
+                  with_stats: bool) -> PanelAgreement:
     """Agreement across a case's samples (``attribute="samples"``) or jury members
     (``"jury"``): Krippendorff's alpha per criterion and the share of unanimous cases.
     ``table[case][rater]`` holds ``(scores, aggregates)``, ``(None, None)`` for a failure."""
     verdicts = getattr(first, attribute)
     raters = ([v.judge for v in verdicts] if attribute == "jury"
               else [f"sample {v.sample}" for v in verdicts])
-    block: dict[str, Any] = {"reduction": first.reduction}
-    if with_stats:
-        block.update(rater_agreement(rubric, table))
-    else:
-        block["alpha"] = None
-    block["raters"] = raters
-    return block
+    agreement = rater_agreement(rubric, table) if with_stats else {"alpha": None}
+    return PanelAgreement(**{**agreement, "reduction": first.reduction, "raters": raters})
 
 
-def write_summary(path: Path, summary: dict[str, Any]) -> None:
+def write_summary(path: Path, summary: RunSummary) -> None:
     """Write the summary as JSON (mode 0600, replaced atomically)."""
-    write_json_atomic(path, summary)
+    write_json_atomic(path, summary.to_json())
 
 
 def summary_path_for(results_path: Path) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
+from evaluator.analysis.summary_records import PairwiseSummary
 from evaluator.analysis.summary_text import format_summary
 from evaluator.api import (
     Judge,
@@ -235,10 +236,10 @@ def run_command(rubric: str, input_path: Path, output_name: str, judges: tuple[s
             bar.close()
     # The table `evaluator summary` prints (80 columns); --json: the whole summary, as
     # written to <name>.summary.json. Where the files are goes to stderr either way.
-    click.echo(json.dumps(result.summary, indent=2) if as_json
+    click.echo(json.dumps(result.summary.to_json(), indent=2) if as_json
                else format_summary(result.summary))
     click.echo(_where(result.results_path, result.summary_path,
-                      "pairwise" in result.summary), err=True)
+                      isinstance(result.summary, PairwiseSummary)), err=True)
     logged = tracking is None or _log(result.results_path, tracking)
     if result.failed:
         click.echo(f"{result.failed} case(s) have no verdict; see 'status' and 'reason' in the "

@@ -35,4 +35,4 @@ def summary_command(results: Path, score_mode: str, as_json: bool,
     rubric = load_rubric(names[0], tuple(rubrics_dirs))
     result = summarize(rubric, judges[0], records, score_mode=score_mode,
                        source=str(results))
-    click.echo(json.dumps(result, indent=2) if as_json else format_summary(result))
+    click.echo(json.dumps(result.to_json(), indent=2) if as_json else format_summary(result))

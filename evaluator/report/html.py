@@ -70,7 +70,7 @@ def _plots(report: dict[str, Any], statuses: list[dict[str, Any]]) -> dict[str, 
     files = report["files"]
     plots: dict[str, Any] = {"status": rp.status_plot(report["statuses"], statuses)}
     for field in report["criteria"]:
-        series = [dict(f["summary"]["criteria"][field.key]) for f in files]
+        series = [f["summary"].criteria[field.key].model_dump() for f in files]
         if report.get("expected"):
             # Expected scores are not categories: a histogram, like an aggregate's.
             series = [dict(item, values=f["values"][field.key])
@@ -84,13 +84,14 @@ def _plots(report: dict[str, Any], statuses: list[dict[str, Any]]) -> dict[str, 
         if any(item["values"] for item in series):
             plots[f"confidence:{name}"] = rp.confidence_plot(name, series)
     for agg in report["aggregates"]:
-        series = [dict(f["summary"]["aggregates"][agg.name], values=f["values"][agg.name])
-                  for f in files]
+        series = [dict(f["summary"].aggregates[agg.name].model_dump(),
+                       values=f["values"][agg.name]) for f in files]
         plots[agg.name] = rp.aggregate_plot(agg.name, series)
     keys = list(report["rubric"].pass_thresholds)
     if keys:
         plots["pass_rates"] = rp.pass_rate_plot(
-            keys, [{"rates": f["summary"]["pass_rates"]} for f in files])
+            keys, [{"rates": {k: r.model_dump() for k, r in f["summary"].pass_rates.items()}}
+                   for f in files])
     return plots
 
 

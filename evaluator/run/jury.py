@@ -22,6 +22,7 @@ from typing import Any
 
 from evaluator.analysis.panel import combine_verdicts, reduction_of
 from evaluator.analysis.summary import summarize, summary_path_for, write_summary
+from evaluator.analysis.summary_records import RunSummary
 from evaluator.data.files import (
     PRIVATE_DIR,
     OutputRefused,
@@ -56,13 +57,13 @@ class JuryResult:
 
     results_path: Path
     summary_path: Path
-    summary: dict[str, Any]
+    summary: RunSummary
     members: list[RunResult]
 
     @property
     def failed(self) -> int:
         """Number of cases without a combined verdict."""
-        return len(self.summary["failed_case_ids"])
+        return len(self.summary.failed_case_ids)
 
 
 def members_dir(output_path: Path) -> Path:
@@ -209,8 +210,8 @@ def evaluate_jury(task: Task, jury_name: str, jury: JurySpec, judge: Judge, run:
                          "results_file": str(path.relative_to(output_path.parent)),
                          "settings_hash": digest}
                         for judge, path, digest in zip(jury.judges, paths, member_hashes)]})
-        summary = summarize(rubric_obj, jury_name, records)
-        summary["results_file"] = output_path.name
+        summary = summarize(rubric_obj, jury_name, records).model_copy(
+            update={"results_file": output_path.name})
         write_summary(summary_path, summary)
     return JuryResult(output_path, summary_path, summary, members)
 

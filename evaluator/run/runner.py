@@ -24,6 +24,7 @@ from typing import Any
 
 from evaluator.analysis.panel import reduction_of
 from evaluator.analysis.summary import summarize, summary_path_for, write_summary
+from evaluator.analysis.summary_records import RunSummary
 from evaluator.common.errors import UserError
 from evaluator.data.cases import Case, InputProblem, UniqueIds, iter_cases
 from evaluator.data.files import check_path_name, exclusive_lock
@@ -124,12 +125,12 @@ class RunResult:
 
     results_path: Path
     summary_path: Path
-    summary: dict[str, Any]
+    summary: RunSummary
 
     @property
     def failed(self) -> int:
         """Number of cases without a verdict."""
-        return len(self.summary["failed_case_ids"])
+        return len(self.summary.failed_case_ids)
 
 
 def _panel_settings(samples: int, reduce: str, temperature: float,
@@ -350,9 +351,9 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
                 log.error("could not record the end of the run in %s (%s)", manifest_path,
                           exc.strerror or type(exc).__name__)
 
-    summary = summarize(setup.rubric, setup.judge_name,
-                        iter_records(output_path, one_rubric(setup.rubric)))
-    summary["results_file"] = output_path.name
+    records = iter_records(output_path, one_rubric(setup.rubric))
+    summary = summarize(setup.rubric, setup.judge_name, records).model_copy(
+        update={"results_file": output_path.name})
     summary_path = summary_path_for(output_path)
     with _stop_on_full_disk(output_path):
         write_summary(summary_path, summary)

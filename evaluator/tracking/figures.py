@@ -1,4 +1,4 @@
-"""The metrics logged for a run, read from the dicts the analysis functions return.
+"""The metrics logged for a run, read from what the analysis functions return.
 
 Nothing is computed here: every value is one the summary (:func:`evaluator.analysis.summary.
 summarize`), ``evaluator agree`` (:func:`evaluator.analysis.agreement.agreement`) or
@@ -39,6 +39,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
+from evaluator.analysis.summary_records import PairwiseSummary, RunSummary, ScoreStats
 from evaluator.data.results import Status
 from evaluator.tracking.names import metric_key
 
@@ -86,60 +87,58 @@ def _put_ci(out: Metrics, prefix: Sequence[str], name: str, value: Any,
         _put(out, metric_key(*prefix, f"{name}_ci95_high"), ci[1])
 
 
-def summary_metrics(summary: Mapping[str, Any]) -> Metrics:
+def _scores(summary: RunSummary) -> list[tuple[str, str, ScoreStats]]:
+    """``(group, key, stats)`` of every criterion and aggregate (none in a pairwise one)."""
+    if isinstance(summary, PairwiseSummary):
+        return []
+    return [*(("criterion", key, entry) for key, entry in summary.criteria.items()),
+            *(("aggregate", key, entry) for key, entry in summary.aggregates.items())]
+
+
+def summary_metrics(summary: RunSummary) -> Metrics:
     """The metrics of a run's summary (scored or pairwise; see the module docstring)."""
     out: Metrics = {}
-    _put(out, "cases", summary.get("cases"))
-    counts = summary.get("status_counts") or {}
-    for status in dict.fromkeys([*get_args(Status), *counts]):
-        _put(out, metric_key("status", status), counts.get(status, 0))
-    for group, entries in (("criterion", summary.get("criteria")),
-                           ("aggregate", summary.get("aggregates"))):
-        for key, entry in (entries or {}).items():
-            for name in DESCRIBED:
-                if name != "mean":
-                    _put(out, metric_key(group, key, name), entry.get(name))
-            _put_ci(out, (group, key), "mean", entry.get("mean"), entry.get("ci95"))
-    for key, entry in (summary.get("pass_rates") or {}).items():
-        _put_ci(out, ("pass_rate", key), "rate", entry.get("rate"), entry.get("ci95"))
-        for name in PASS_RATE_COUNTS:
-            _put(out, metric_key("pass_rate", key, name), entry.get(name))
-    for block in ("self_consistency", "inter_judge"):
-        panel = summary.get(block)
-        if isinstance(panel, Mapping):
-            _put(out, metric_key(block, "complete_cases"), panel.get("complete_cases"))
-            for name in ("alpha", "unanimous"):
-                for key, value in (panel.get(name) or {}).items():
-                    _put(out, metric_key(block, key, name), value)
-    pairwise = summary.get("pairwise")
-    if isinstance(pairwise, Mapping):
-        for key, entry in (pairwise.get("criteria") or {}).items():
+    _put(out, "cases", summary.cases)
+    for status in dict.fromkeys([*get_args(Status), *summary.status_counts]):
+        _put(out, metric_key("status", status), summary.status_counts.get(status, 0))
+    for group, key, entry in _scores(summary):
+        for name in DESCRIBED:
+            if name != "mean":
+                _put(out, metric_key(group, key, name), getattr(entry, name))
+        _put_ci(out, (group, key), "mean", entry.mean, entry.ci95)
+    if isinstance(summary, PairwiseSummary):
+        for key, pair in summary.pairwise.criteria.items():
             for name in PAIRWISE_COUNTS:
-                _put(out, metric_key("pairwise", key, name), entry.get(name))
+                _put(out, metric_key("pairwise", key, name), getattr(pair, name))
             for name in PAIRWISE_FIGURES:
-                figure = entry.get(name)
-                if isinstance(figure, Mapping):
+                if isinstance(figure := getattr(pair, name), Mapping):
                     _put_ci(out, ("pairwise", key), name, figure.get("value"),
                             figure.get("ci95"))
+        return out
+    for key, rate in summary.pass_rates.items():
+        _put_ci(out, ("pass_rate", key), "rate", rate.rate, rate.ci95)
+        for name in PASS_RATE_COUNTS:
+            _put(out, metric_key("pass_rate", key, name), getattr(rate, name))
+    for block, panel in (("self_consistency", summary.self_consistency),
+                         ("inter_judge", summary.inter_judge)):
+        if panel is not None:
+            _put(out, metric_key(block, "complete_cases"), panel.complete_cases)
+            for name, values in (("alpha", panel.alpha), ("unanimous", panel.unanimous)):
+                for key, value in (values or {}).items():
+                    _put(out, metric_key(block, key, name), value)
     return out
 
 
 NO_CI_TAG = "evaluator.no_ci"
 
 
-def interval_tags(summary: Mapping[str, Any]) -> dict[str, str]:
+def interval_tags(summary: RunSummary) -> dict[str, str]:
     """A tag per summary mean that has no 95% CI because its scores are all equal (a point
     is not an interval: :func:`evaluator.analysis.intervals.interval_or_reason`):
     ``evaluator.no_ci/criterion/<key>/mean`` = the summary's ``ci_note`` ("no interval: all
     4 scores equal"), named after the metric whose CI is missing."""
-    out: dict[str, str] = {}
-    for group, entries in (("criterion", summary.get("criteria")),
-                           ("aggregate", summary.get("aggregates"))):
-        for key, entry in (entries or {}).items():
-            note = entry.get("ci_note")
-            if isinstance(note, str) and note:
-                out[f"{NO_CI_TAG}/{metric_key(group, key, 'mean')}"] = note
-    return out
+    return {f"{NO_CI_TAG}/{metric_key(group, key, 'mean')}": entry.ci_note
+            for group, key, entry in _scores(summary) if entry.ci_note}
 
 
 def _usable(statistic: Any) -> bool:

@@ -33,6 +33,7 @@ from evaluator.analysis.gates import Gate
 from evaluator.analysis.label_files import AgreementError
 from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.analysis.summary import summarize, summary_path_for
+from evaluator.analysis.summary_records import RunSummary
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.report.html import write_report
@@ -137,7 +138,7 @@ def _rubric_and_judge(records: Sequence[ResultRecord], results: Path,
     return load_rubric(names[0], tuple(rubrics_dirs)), judges[0]
 
 
-def _summary_notes(results: Path, summary: dict[str, Any], manifest: dict[str, Any],
+def _summary_notes(results: Path, summary: RunSummary, manifest: dict[str, Any],
                    rubric: Rubric) -> list[str]:
     """Notes when the summary file beside ``results`` is missing or differs from the one
     recomputed, or the rubric file changed since the run."""
@@ -157,7 +158,7 @@ def _summary_notes(results: Path, summary: dict[str, Any], manifest: dict[str, A
     except (OSError, UnicodeDecodeError, ValueError, NotARegularFile) as exc:
         return [*notes, f"{path.name} could not be read ({type(exc).__name__}): the summary "
                         "logged is recomputed from the records"]
-    if stored != json.loads(json.dumps(summary)):
+    if stored != summary.to_json():
         notes.append(f"{path.name} differs from the summary recomputed from the records "
                      "(written by another version, or the rubric or an extra changed since "
                      "the run): the recomputed one is logged")
@@ -222,8 +223,8 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
     if not records:
         raise TrackingError(f"{results}: no result records in the file")
     rubric, judge = _rubric_and_judge(records, results, options.rubrics_dirs)
-    summary = summarize(rubric, judge, records, source=str(results))
-    summary["results_file"] = results.name
+    summary = summarize(rubric, judge, records, source=str(results)).model_copy(
+        update={"results_file": results.name})
     notes = _summary_notes(results, summary, manifest, rubric)
     metrics = summary_metrics(summary)
     label_params: dict[str, Any] = {}
@@ -237,11 +238,11 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
                         members=members, extra=label_params)
     tags = {**run_tags(results, manifest, summary, with_results=options.with_results),
             **interval_tags(summary)}
-    experiment = options.experiment or str(summary["rubric"])
+    experiment = options.experiment or summary.rubric
     run_name = options.run_name or results.stem
     with tempfile.TemporaryDirectory(prefix="evaluator-log-") as folder:  # mode 0700
         staged = Path(folder)
-        (staged / "summary.json").write_text(json.dumps(summary, indent=2) + "\n",
+        (staged / "summary.json").write_text(json.dumps(summary.to_json(), indent=2) + "\n",
                                              encoding="utf-8")
         (staged / "manifest.json").write_bytes(manifest_path_for(results).read_bytes())
         files = [staged / "summary.json", staged / "manifest.json"]

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from evaluator.analysis.summary_records import PairwiseSummary, RunSummary
 from evaluator.common.version import __version__
 from evaluator.tracking.names import key_part
 
@@ -88,7 +89,7 @@ def _jury_params(out: dict[str, str], manifest: Mapping[str, Any],
             _put(out, f"jury.{name}.{key}", settings.get(key))
 
 
-def run_params(manifest: Mapping[str, Any], summary: Mapping[str, Any],
+def run_params(manifest: Mapping[str, Any], summary: RunSummary,
                record_versions: Iterable[int], *,
                members: Mapping[str, Mapping[str, Any] | None] | None = None,
                extra: Mapping[str, Any] | None = None) -> dict[str, str]:
@@ -96,16 +97,19 @@ def run_params(manifest: Mapping[str, Any], summary: Mapping[str, Any],
     ``members``' manifests by judge name), the summary (rubric, judge, score mode, a
     pairwise run's systems), the records' versions, and ``extra`` (the labels' params)."""
     out: dict[str, str] = {}
-    _put(out, "rubric", summary.get("rubric"))
-    _put(out, "judge", summary.get("judge"))
+    _put(out, "rubric", summary.rubric)
+    _put(out, "judge", summary.judge)
     if manifest.get("kind") == "jury":
         _jury_params(out, manifest, members or {})
     else:
         _settings_params(out, manifest)
     _put(out, "settings_hash", manifest.get("settings_hash"))
     _put(out, "record_version", ",".join(str(v) for v in sorted(set(record_versions))))
-    _put(out, "score_mode", (summary.get("score_mode") or {}).get("mode"))
-    systems = (summary.get("pairwise") or {}).get("systems") or {}
+    systems: Mapping[str, str] = {}
+    if isinstance(summary, PairwiseSummary):
+        systems = summary.pairwise.systems
+    else:
+        _put(out, "score_mode", summary.score_mode.mode)
     for role in ("A", "B"):
         _put(out, f"pairwise.system_{role.lower()}", systems.get(role))
     for key, value in (extra or {}).items():
@@ -113,21 +117,21 @@ def run_params(manifest: Mapping[str, Any], summary: Mapping[str, Any],
     return out
 
 
-def run_kind(manifest: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
+def run_kind(manifest: Mapping[str, Any], summary: RunSummary) -> str:
     """``jury``, ``pairwise`` or ``scored``."""
     if manifest.get("kind") == "jury":
         return "jury"
-    return "pairwise" if "pairwise" in summary else "scored"
+    return "pairwise" if isinstance(summary, PairwiseSummary) else "scored"
 
 
-def run_tags(results_path: Path, manifest: Mapping[str, Any], summary: Mapping[str, Any],
+def run_tags(results_path: Path, manifest: Mapping[str, Any], summary: RunSummary,
              *, with_results: bool) -> dict[str, str]:
     """The tags of a run (see the module docstring)."""
     out: dict[str, str] = {}
     _put(out, "evaluator.results_file", Path(results_path).name)
     _put(out, "evaluator.version", __version__)
-    _put(out, "evaluator.rubric", summary.get("rubric"))
-    _put(out, "evaluator.judge", summary.get("judge"))
+    _put(out, "evaluator.rubric", summary.rubric)
+    _put(out, "evaluator.judge", summary.judge)
     _put(out, "evaluator.settings_hash", manifest.get("settings_hash"))
     _put(out, "evaluator.kind", run_kind(manifest, summary))
     _put(out, "evaluator.contains_case_text", with_results)
