@@ -190,9 +190,11 @@ def run_variant(backend, variant: str, prompts, schema_text: str, budget: int, s
         import torch
         from transformers import LogitsProcessorList
 
+        from evaluator.judges.backends.cpu_heap import generate_heap
+
         batch = backend.tokenizer.pad({"input_ids": prompts}, padding=True,
                                       return_tensors="pt")
-        with torch.inference_mode():
+        with torch.inference_mode(), generate_heap(backend.device):
             backend.model.generate(
                 **{k: v.to(backend.device) for k, v in batch.items()}, max_new_tokens=steps,
                 eos_token_id=backend.eos_token_id, pad_token_id=backend.tokenizer.pad_token_id,
