@@ -1,40 +1,40 @@
 """Keep a CPU ``generate``'s large buffers in the heap instead of fresh pages every step.
 
-glibc's ``malloc`` serves every block of 32 MiB or more with its own ``mmap`` and hands it
-back with ``munmap`` when freed, whatever its threshold settings (``mallopt`` refuses a
-higher ``M_MMAP_THRESHOLD``). A CPU decode step allocates and frees several such blocks:
+glibc's ``malloc`` serves every block above its ``mmap`` threshold, which never exceeds 32
+MiB (``mallopt`` refuses more), with an ``mmap`` of its own and hands it back with
+``munmap`` when freed. A CPU decode step allocates and frees several such blocks:
 the logits transformers copies before the logits processors (batch x 151,936 float32 for
 Qwen3: 39 MB at batch 64), the key/value cache that grows by one token per step, and the
 copies attention makes of it. Each fresh block's pages are faulted in and zeroed by the
 kernel one by one, and that cost grows with the batch faster than the work itself:
-``benchmarks/step_profile.py`` measured the time outside the forward pass at batch 64 at
-9x that of batch 16 for 4x the rows, and the forward pass at twice what it costs with the
-pages reused (``benchmarks/README.md``, "Where a decode step's time goes").
+``benchmarks/step_profile.py`` measured the time outside the forward pass at batch 64 at 5
+times that of batch 16 for 4 times the rows (transformers' loop alone: 6.7 times), and the
+forward pass at 2.6 times what it costs with the pages reused (``benchmarks/README.md``,
+section 12).
 
 :func:`reused_heap` turns ``mmap`` off for the duration of one ``generate`` (freed blocks
 stay in the heap and the next step reuses their pages) and afterwards turns it back on and
-returns the free memory to the system (``malloc_trim``), so the process's memory between
-batches is what it was. Only with glibc (Linux); elsewhere it does nothing.
+returns the free memory to the system (``malloc_trim``). The price: blocks freed during the
+call are held until it ends (peak memory 27% higher at batch 64 in that benchmark, 43% at
+128). Only with glibc (Linux); elsewhere it does nothing.
 """
 
 from __future__ import annotations
 
 import ctypes
-import logging
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-log = logging.getLogger(__name__)
-
 # mallopt parameters (glibc's malloc.h)
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 M_MMAP_MAX = -4
-# What glibc's dynamic thresholds settle at in a process that frees large blocks (the
-# ``mmap`` threshold rises to the largest freed block, at most 32 MiB, and the trim
-# threshold to twice that). Any mallopt call freezes them, so they are set to these.
+# Any mallopt call freezes glibc's dynamic thresholds, so afterwards they are set to the
+# highest values they reach on their own in a process that frees large blocks (the mmap
+# threshold rises to the size of each freed mmap'd block up to 32 MiB, the trim threshold
+# to twice that), which such a process as torch's reaches within its first large frees.
 STEADY_MMAP_THRESHOLD = 32 * 1024 * 1024
 STEADY_TRIM_THRESHOLD = 2 * STEADY_MMAP_THRESHOLD
 DEFAULT_MMAP_MAX = 65536  # glibc's default count of mmap'd blocks
