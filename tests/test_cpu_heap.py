@@ -12,6 +12,9 @@ from evaluator.judges.backends import cpu_heap
 pytestmark = pytest.mark.skipif(cpu_heap._LIBC is None, reason="needs glibc (Linux)")
 
 MIB = 1024 * 1024
+# Larger than any free block a test run leaves in the heap, so outside ``reused_heap`` it
+# is always an mmap'd block of its own
+PROBE = 1024 * MIB
 
 
 class _MallInfo2(ctypes.Structure):
@@ -38,7 +41,7 @@ def test_within_reused_heap_large_blocks_come_from_the_heap_and_are_given_back_a
     the heap and stays there when freed; on leaving, the free memory goes back to the
     system and large blocks are mmap'd again."""
     before = mmapped_blocks()
-    outside = np.ones(300 * MIB, dtype=np.uint8)
+    outside = np.empty(PROBE, dtype=np.uint8)  # never touched: no memory used
     assert mmapped_blocks() == before + 1
     del outside
     with cpu_heap.reused_heap():
@@ -52,7 +55,7 @@ def test_within_reused_heap_large_blocks_come_from_the_heap_and_are_given_back_a
         assert mmapped_blocks() == before
         del again
     assert resident_mib() < held - 150  # given back on leaving
-    later = np.ones(300 * MIB, dtype=np.uint8)
+    later = np.empty(PROBE, dtype=np.uint8)
     assert mmapped_blocks() == before + 1
     del later
 
@@ -61,6 +64,6 @@ def test_only_a_cpu_generate_reuses_the_heap():
     blocks = mmapped_blocks()
     for device, mmapped in (("cpu", 0), ("cuda:0", 1)):
         with cpu_heap.generate_heap(device):
-            big = np.ones(100 * MIB, dtype=np.uint8)
+            big = np.empty(PROBE, dtype=np.uint8)
             assert mmapped_blocks() == blocks + mmapped, device
             del big

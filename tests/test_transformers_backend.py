@@ -201,7 +201,7 @@ def test_a_cpu_generate_reuses_the_heap_and_decodes_the_same_tokens(tiny_backend
     import numpy as np
 
     from evaluator.judges.backends import constraint, transformers_backend
-    from tests.test_cpu_heap import mmapped_blocks
+    from tests.test_cpu_heap import PROBE, mmapped_blocks
 
     rubric = load_rubric("drug_monograph_similarity")
     cases = example_cases(rubric.name)
@@ -212,7 +212,7 @@ def test_a_cpu_generate_reuses_the_heap_and_decodes_the_same_tokens(tiny_backend
 
     def applying_beside_a_large_block(scores, mask):
         before = mmapped_blocks()
-        block = np.ones(64 * 1024 * 1024, dtype=np.uint8)
+        block = np.empty(PROBE, dtype=np.uint8)
         grown.append(mmapped_blocks() - before)
         del block
         return apply(scores, mask)
