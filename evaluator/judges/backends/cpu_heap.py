@@ -34,7 +34,7 @@ M_MMAP_MAX = -4
 # Any mallopt call freezes glibc's dynamic thresholds, so afterwards they are set to the
 # highest values they reach on their own in a process that frees large blocks (the mmap
 # threshold rises to the size of each freed mmap'd block up to 32 MiB, the trim threshold
-# to twice that), which such a process as torch's reaches within its first large frees.
+# to twice that): what they are after the first free of a block of 32 MiB or more.
 STEADY_MMAP_THRESHOLD = 32 * 1024 * 1024
 STEADY_TRIM_THRESHOLD = 2 * STEADY_MMAP_THRESHOLD
 DEFAULT_MMAP_MAX = 65536  # glibc's default count of mmap'd blocks
