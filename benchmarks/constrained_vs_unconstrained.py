@@ -68,6 +68,7 @@ from bench_common import (
     set_threads,
 )
 
+from evaluator.judges.backends.cpu_heap import generate_heap
 from evaluator.judges.backends.grammar import constraint_schema
 from evaluator.judges.models_file import resolve_judge
 from evaluator.rubrics.load import load_rubric
@@ -117,7 +118,7 @@ def generate(backend, prompts: list[list[int]], max_new: int, *, min_new: int = 
         options["min_new_tokens"] = min_new
     started = time.perf_counter()
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), generate_heap(backend.device):
             output = backend.model.generate(**batch, **options)
     finally:
         if prefetch is not None:

@@ -237,10 +237,29 @@ def test_slices_quick(run_quick):
 @pytest.mark.parametrize("name", ["batched_vs_loop", "constrained_vs_unconstrained",
                                   "overhead", "schema_compile", "mask_cost", "parse_rate",
                                   "real_vocab_run", "vllm_structured_backends", "slices",
-                                  "random_judge", "streaming"])
+                                  "random_judge", "streaming", "step_profile"])
 def test_scripts_say_how_to_re_run_them(name):
     text = (BENCHMARKS / f"{name}.py").read_text(encoding="utf-8")
     assert "Re-run" in text and f"benchmarks/{name}.py" in text
+
+
+def test_step_profile_quick(run_quick):
+    """Each variant made the backend's number of decode steps; the forward share is a
+    share of the decode window in both clocks; the backend's processor and watch are
+    parts of its time outside the forward calls."""
+    figures, out = run_quick("step_profile")
+    assert figures["batches"] == [2] and figures["threads"] == 1
+    rows = {variant: figures[f"{variant}_2"]
+            for variant in ("backend", "unconstrained", "loop-only")}
+    assert len({row["steps"] for row in rows.values()}) == 1
+    for row in rows.values():
+        assert row["steps"] > 2
+        for prefix in ("", "cpu_"):
+            assert 0 < row[f"{prefix}share"] < 1
+            assert row[f"{prefix}forward_ms"] > 0 and row[f"{prefix}outside_ms"] > 0
+    backend = rows["backend"]
+    assert 0 < backend["watch_ms"] <= backend["processor_ms"] <= backend["outside_ms"]
+    assert "per decode step" in out
 
 
 def test_score_distributions_quick(run_quick):

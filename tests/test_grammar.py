@@ -314,6 +314,36 @@ def test_the_cpu_mask_apply_equals_llguidances_kernel(vocab, logits_width):
     assert torch.isfinite(ours[1]).sum() == 1 and torch.isfinite(ours[1, 0])
 
 
+def test_the_allowed_tokens_read_from_a_mask_row_are_exactly_its_set_bits():
+    """The score watch reads a row's allowed tokens from its nonzero words only; every
+    kind of row (none, one, a few, the sign bit, dense, all) gives the tokens whose bit
+    is set, ascending."""
+    torch = pytest.importorskip("torch", reason="needs a judge extra: make install")
+    from llguidance.torch import allocate_token_bitmask
+
+    from evaluator.judges.backends.constraint import allowed_tokens, mask_allows
+
+    vocab = 151669
+    generator = torch.Generator().manual_seed(5)
+    mask = allocate_token_bitmask(6, vocab)
+    mask[:5] = 0
+    mask[1, 0] = 1  # token 0 only
+    for token in (31, 32, 4000, 99999, vocab - 1):  # bit 31 is the int32 sign bit
+        mask[2, token // 32] |= torch.tensor(1 << (token % 32)).to(torch.int32)
+    mask[3, 100:120] = torch.randint(-2**31, 2**31 - 1, (20,), dtype=torch.int32,
+                                     generator=generator)  # a few words, any bits
+    mask[4] = torch.randint(-2**31, 2**31 - 1, mask.shape[1:], dtype=torch.int32,
+                            generator=generator)  # dense
+    # row 5: every bit set (allocate_token_bitmask's -1)
+    for row in range(6):
+        got = allowed_tokens(mask[row])
+        words = mask[row].numpy()
+        expected = [t for t in range(32 * len(words)) if mask_allows(words, t)]
+        assert got.tolist() == expected, row
+    assert allowed_tokens(mask[0]).tolist() == []
+    assert allowed_tokens(mask[2]).tolist() == [31, 32, 4000, 99999, vocab - 1]
+
+
 def test_a_broken_or_unusable_tokenizer_cache_never_stops_the_run(hf_tokenizer, tmp_path,
                                                                   monkeypatch, caplog):
     from evaluator.judges.backends import llg_tokenizer

@@ -189,3 +189,40 @@ def test_masks_filled_during_the_forward_pass_equal_masks_filled_inline(tiny_bac
     model = build_output_model(rubric)
     for text, *_ in runs[0]:
         model.model_validate_json(text)
+
+
+def test_a_cpu_generate_reuses_the_heap_and_decodes_the_same_tokens(tiny_backend,
+                                                                     monkeypatch):
+    """On CPU the backend's ``generate`` runs within ``cpu_heap.reused_heap`` (a large
+    block allocated during it is not an mmap'd one); the verdicts, token ids and logits
+    kept at score positions are exactly those decoded without it."""
+    from contextlib import nullcontext
+
+    import numpy as np
+
+    from evaluator.judges.backends import constraint, transformers_backend
+    from tests.test_cpu_heap import PROBE, mmapped_blocks
+
+    rubric = load_rubric("drug_monograph_similarity")
+    cases = example_cases(rubric.name)
+    chats = [render_messages(rubric, cases[i % len(cases)]) for i in range(5)]
+    schema_text = json.dumps(output_json_schema(rubric), separators=(",", ":"))
+    sampling = Sampling(max_new_tokens=max_new_tokens(json.loads(schema_text)))
+    apply, grown = constraint.apply_on_cpu, []
+
+    def applying_beside_a_large_block(scores, mask):
+        before = mmapped_blocks()
+        block = np.empty(PROBE, dtype=np.uint8)
+        grown.append(mmapped_blocks() - before)
+        del block
+        return apply(scores, mask)
+
+    monkeypatch.setattr(constraint, "apply_on_cpu", applying_beside_a_large_block)
+    runs = []
+    for heap in (transformers_backend.generate_heap, lambda device: nullcontext()):
+        grown.clear()
+        monkeypatch.setattr(transformers_backend, "generate_heap", heap)
+        generations = tiny_backend.generate(chats, schema_text, sampling)
+        runs.append([(g.text, g.finish_reason, g.token_ids, g.step_logits) for g in generations])
+        assert set(grown) == ({0} if len(runs) == 1 else {1})
+    assert runs[0] == runs[1]

@@ -33,6 +33,7 @@ from evaluator.judges.backends.base import (
 )
 from evaluator.judges.backends.chat_tokens import encode_chat
 from evaluator.judges.backends.constraint import BatchConstraint, PrefetchMasks
+from evaluator.judges.backends.cpu_heap import generate_heap
 from evaluator.judges.backends.fill_threads import fill_thread_count
 from evaluator.judges.backends.grammar import constraint_schema, score_watch
 from evaluator.judges.backends.llg_tokenizer import from_hf
@@ -203,8 +204,9 @@ class TransformersBackend:
                            top_p=sampling.top_p, top_k=0)
         else:
             options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        # On CPU, a step's large buffers reuse the last step's pages (cpu_heap).
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), generate_heap(self.device):
                 output = self.model.generate(**batch, **options)
         except BaseException:
             try:  # the error on its way up is the one to report
