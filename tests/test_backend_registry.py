@@ -147,6 +147,5 @@ def test_models_file_validation_follows_each_record(name):
         return True
 
     assert accepts(stream=True) == record.streams
-    assert accepts(fill_threads=2) == record.fill_threads
-    assert accepts(device="mps") == (record.devices is None)
+    assert accepts(fill_threads=2) == accepts(device="mps") == (not record.vllm_engine)
     assert accepts() and (record.weights != "path" or not accepts(path=None))

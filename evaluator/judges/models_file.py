@@ -88,16 +88,14 @@ class JudgeSpec(_Strict):
             raise ValueError(f"stream: true needs backend vllm; the {self.backend} backend "
                              "judges in batches (see docs/running.md, 'Streaming'): remove "
                              "'stream' from this judge")
-        if self.fill_threads is not None and not info.fill_threads:
+        if self.fill_threads is not None and info.vllm_engine:
             raise ValueError("fill_threads sets the transformers backend's mask fill; vLLM "
                              "fills its own: remove 'fill_threads' from this judge")
         # The engine keys are checked for every judge, so a typo fails before a backend
         # switch to vllm would reveal it; the check imports no vllm.
         validate_engine_settings(self.engine)
-        devices = info.devices
-        if devices is not None and self.device not in devices:
-            raise ValueError(f"a {self.backend} judge takes device {', '.join(devices[:-1])} "
-                             f"or {devices[-1]}, not "
+        if info.vllm_engine and self.device not in ("auto", "cuda", "cpu"):
+            raise ValueError(f"a {self.backend} judge takes device auto, cuda or cpu, not "
                              f"{self.device!r}: vLLM uses tensor_parallel_size GPUs; choose "
                              "which with CUDA_VISIBLE_DEVICES")
         return self

