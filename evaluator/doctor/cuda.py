@@ -15,6 +15,7 @@ from packaging.version import InvalidVersion, Version
 
 from evaluator.doctor.probes import Gpu, ImportProbe, SmiInfo
 from evaluator.doctor.report import Check, failed, gib, ok, warning
+from evaluator.judges.backends.registry import BACKENDS
 
 #: The oldest Linux driver branch for each CUDA major version (NVIDIA's CUDA release notes,
 #: "minor version compatibility").
@@ -32,12 +33,12 @@ class JudgeUse:
     @property
     def uses_torch(self) -> bool:
         """Every model backend runs on torch (the fake judge has no model)."""
-        return self.backend in ("transformers", "tiny-random", "vllm")
+        return BACKENDS[self.backend].model
 
     @property
     def uses_vllm(self) -> bool:
-        """A ``backend: vllm`` judge."""
-        return self.backend == "vllm"
+        """A judge whose backend runs in vLLM's engine."""
+        return BACKENDS[self.backend].vllm_engine
 
 
 def runs_on(use: JudgeUse, torch: ImportProbe, vllm: ImportProbe) -> str | None:

@@ -29,7 +29,7 @@ def judge_folder(spec: JudgeSpec) -> tuple[Path | None, str | None]:
     if spec.embedded is not None:
         folder = embedded_judge_dir()
         return (folder, None) if embedded_judge_ready(folder) else (None, "not prepared")
-    if spec.backend == "tiny-random":
+    if spec.backend_info.weights == "built":
         folder = tiny_random_dir()
         return (folder, None) if is_complete(folder) else (None, "built on first use")
     return None, "no model"

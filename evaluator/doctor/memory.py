@@ -163,7 +163,7 @@ def load_bytes(spec: JudgeSpec, on: str, config_dtype: str | None) -> int | None
     vLLM on a GPU runs a float32 checkpoint in 16 bits."""
     if spec.dtype != "auto":
         return DTYPE_BYTES[spec.dtype]
-    if spec.backend != "vllm":
+    if not spec.backend_info.vllm_engine:
         return 4 if on == "cpu" else None
     if on == "cuda" and config_dtype == "float32":
         return 2
@@ -196,7 +196,7 @@ def estimate(spec: JudgeSpec, folder: Path, on: str, gpu: Gpu | None) -> MemoryE
     if not max_model_len:
         raise ValueError("no max_model_len in models.yaml or config.json")
     sequences, devices = spec.batch_size, 1
-    if spec.backend == "vllm":
+    if spec.backend_info.vllm_engine:
         engine = validate_engine_settings(spec.engine)
         default = 256 if on == "cpu" else vllm_default_max_num_seqs(gpu)
         sequences = min(spec.batch_size, engine.max_num_seqs or default)
@@ -263,7 +263,7 @@ def check_memory(use: JudgeUse, spec: JudgeSpec, folder: Path | None, on: str | 
                       f"{est.devices} for tensor/pipeline parallelism), {len(gpus)} visible: "
                       "lower tensor_parallel_size or set CUDA_VISIBLE_DEVICES", **data)
     used = gpus[index:needed]
-    if spec.backend == "vllm":
+    if spec.backend_info.vllm_engine:
         return _vllm(est, used, index, vllm_utilization or VLLM_DEFAULT_UTILIZATION, spec,
                      data)
     return _transformers(est, used[0], data)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evaluator.common.errors import UserError
 from evaluator.common.strict import format_validation_error
 from evaluator.common.strict_yaml import YamlRefused, load_yaml_file
+from evaluator.judges.backends.registry import BACKENDS, BackendRecord
 
 DEFAULT_MODELS_FILE = Path(__file__).resolve().parents[2] / "models.yaml"
 EMBEDDED_MODELS = ("smollm2-135m-instruct",)
@@ -45,7 +46,7 @@ class SamplingConfig(_Strict):
 class JudgeSpec(_Strict):
     """One judge: which backend runs it, where its weights are, how to decode."""
 
-    backend: Literal["transformers", "tiny-random", "fake", "vllm"]
+    backend: Literal[tuple(BACKENDS)]  # type: ignore[valid-type]
     path: Path | None = None
     embedded: Literal[EMBEDDED_MODELS] | None = None  # type: ignore[valid-type]
     description: str = ""
@@ -70,29 +71,32 @@ class JudgeSpec(_Strict):
     # verdicts (the masks are the same on any count), so not in the settings hash.
     fill_threads: int | None = Field(default=None, ge=1, le=256)
 
+    @property
+    def backend_info(self) -> BackendRecord:
+        """The facts of this judge's backend (its record in the backend registry)."""
+        return BACKENDS[self.backend]
+
     @model_validator(mode="after")
-    def _weights_source(self) -> JudgeSpec:
-        if self.backend == "transformers" and (self.path is None) == (self.embedded is None):
-            raise ValueError("a transformers judge needs exactly one of 'path' (a local model "
+    def _backend_settings(self) -> JudgeSpec:
+        # What the judge's backend takes (its record in evaluator.judges.backends.registry).
+        info = self.backend_info
+        if info.weights == "path or embedded" and (self.path is None) == (self.embedded is None):
+            raise ValueError(f"a {self.backend} judge needs exactly one of 'path' (a local model "
                              "folder) or 'embedded'")
-        if self.backend == "vllm" and self.path is None:
-            raise ValueError("a vllm judge needs 'path' (a local model folder)")
-        if self.stream and self.backend not in ("vllm", "fake"):
+        if info.weights == "path" and self.path is None:
+            raise ValueError(f"a {self.backend} judge needs 'path' (a local model folder)")
+        if self.stream and not info.streams:
             raise ValueError(f"stream: true needs backend vllm; the {self.backend} backend "
                              "judges in batches (see docs/running.md, 'Streaming'): remove "
                              "'stream' from this judge")
-        if self.fill_threads is not None and self.backend == "vllm":
+        if self.fill_threads is not None and info.vllm_engine:
             raise ValueError("fill_threads sets the transformers backend's mask fill; vLLM "
                              "fills its own: remove 'fill_threads' from this judge")
-        return self
-
-    @model_validator(mode="after")
-    def _vllm_settings(self) -> JudgeSpec:
         # The engine keys are checked for every judge, so a typo fails before a backend
         # switch to vllm would reveal it; the check imports no vllm.
         validate_engine_settings(self.engine)
-        if self.backend == "vllm" and self.device not in ("auto", "cuda", "cpu"):
-            raise ValueError(f"a vllm judge takes device auto, cuda or cpu, not "
+        if info.vllm_engine and self.device not in ("auto", "cuda", "cpu"):
+            raise ValueError(f"a {self.backend} judge takes device auto, cuda or cpu, not "
                              f"{self.device!r}: vLLM uses tensor_parallel_size GPUs; choose "
                              "which with CUDA_VISIBLE_DEVICES")
         return self

@@ -114,7 +114,7 @@ def model_dir_for(spec: JudgeSpec) -> Path | None:
         return Path(spec.path)
     if spec.embedded is not None:
         return prepare_embedded_judge()
-    if spec.backend == "tiny-random":
+    if spec.backend_info.weights == "built":
         return build_tiny_random()
     return None
 
