@@ -29,6 +29,7 @@ from evaluator.analysis.review_signals import parse_gate
 from evaluator.analysis.sample_size import halfwidth_estimate
 from evaluator.cli.main import cli
 from evaluator.data.results import PanelVerdict, ResultRecord, ResultWriter
+from evaluator.data.sources import LabelSource
 from evaluator.rubrics.load import load_rubric
 from tests.conftest import write_jsonl
 
@@ -114,8 +115,8 @@ def one_line_error(result) -> str:
 
 
 def test_ranking_takes_each_signal_in_turn_with_its_reason(results, labels):
-    sheet = build_review([results], gates=[parse_gate("accuracy>=3")], labels_path=labels,
-                         label_field="expert")
+    sheet = build_review([results], gates=[parse_gate("accuracy>=3")],
+                         labels=LabelSource((labels,), "expert"))
     # confidence, disagreement, gate, then again: case-04 (a margin of 0 by its score) is
     # taken by disagreement already, so the gate's head is case-05.
     assert [r["case_id"] for r in sheet.rows] == ["case-02", "case-04", "case-05", "case-03",
@@ -134,8 +135,8 @@ def test_ranking_takes_each_signal_in_turn_with_its_reason(results, labels):
     assert sheet.rows[1]["max_spread"] == "1" and sheet.rows[1]["min_confidence"] == ""
     assert sheet.labelled_skipped == 1 and sheet.not_ok == 1 and sheet.candidates == 5
     # Deterministic: the same inputs give the same sheet.
-    again = build_review([results], gates=[parse_gate("accuracy>=3")], labels_path=labels,
-                         label_field="expert")
+    again = build_review([results], gates=[parse_gate("accuracy>=3")],
+                         labels=LabelSource((labels,), "expert"))
     assert again.rows == sheet.rows
 
 
@@ -159,7 +160,7 @@ def test_several_results_files_judges_disagreeing_is_a_signal(results, tmp_path)
 def test_labelled_cases_are_not_proposed_again_and_empty_labels_are_not_labels(results,
                                                                               labels):
     assert read_labelled(labels, "expert") == {"case-06": 2.0}
-    sheet = build_review([results], labels_path=labels, label_field="expert")
+    sheet = build_review([results], labels=LabelSource((labels,), "expert"))
     ids = [r["case_id"] for r in sheet.rows]
     assert "case-06" not in ids and "case-01" in ids
 
@@ -354,7 +355,7 @@ def test_sample_size_estimate_decreases_with_a_looser_target(tmp_path):
     path, labels = many_labelled(tmp_path)
     needed = []
     for target in (0.05, 0.1, 0.2):
-        sheet = build_review([path], labels_path=labels, label_field="expert",
+        sheet = build_review([path], labels=LabelSource((labels,), "expert"),
                              criteria=["accuracy"], target_halfwidth=target, resamples=200)
         (estimate,) = sheet.estimates
         assert estimate["criterion"] == "accuracy" and estimate["n"] == 40

@@ -53,6 +53,7 @@ from evaluator.data.files import (
     show_path,
 )
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
+from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import (
     IntegerCriterion,
@@ -208,22 +209,19 @@ def _estimates(rubric: Rubric, files: Sequence[tuple[Path, list[ResultRecord]]],
 
 
 def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Sequence[str] = (),
-                 gates: Sequence[PassGate] = (), labels_path: Path | None = None,
-                 label_field: str | None = None, id_column: str = "case_id",
-                 label_scale: Sequence[float] | None = None,
-                 show_text: bool = False, cases_path: Path | None = None,
-                 mapping: Mapping[str, str] | None = None, case_id_column: str = "case_id",
+                 gates: Sequence[PassGate] = (), labels: LabelSource | None = None,
+                 show_text: bool = False, cases: CaseSource | None = None,
                  rubrics_dirs: Sequence[Path] = (), target_halfwidth: float = 0.1,
                  target_statistic: str = "weighted_kappa", resamples: int = 1000,
                  seed: int = 20141, design: str = "priority",
                  floor: float = DEFAULT_FLOOR) -> ReviewSheet:
     """The worksheet of the ``n`` cases most worth a clinician's time (see the module
-    docstring for the ranking). ``labels_path``/``label_field``/``id_column``: labels
+    docstring for the ranking). ``labels``: labels
     already given (their cases are skipped; with them, :func:`halfwidth_estimate` says how
     many more labelled cases bring ``target_statistic``'s CI half-width under
-    ``target_halfwidth``); they are on ``label_scale`` when given, else a ``KEY.label``
-    field's on KEY's scale in the rubric. ``show_text`` adds the rubric's input fields, read from
-    ``cases_path`` with the run's ``mapping`` and ``case_id_column``.
+    ``target_halfwidth``); they are on its scale when given, else a ``KEY.label``
+    field's on KEY's scale in the rubric. ``show_text`` adds the rubric's input fields, read
+    from ``cases`` as the run read them.
 
     ``design`` (:mod:`evaluator.analysis.designs`): ``priority`` (the ranking above),
     ``random`` (``n`` cases drawn at random) or ``active`` (each case drawn with a
@@ -231,6 +229,9 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     least ``floor`` * n/N); ``seed`` seeds the draw (and the estimate's bootstrap)."""
     if design not in DESIGNS:
         raise ReviewError(f"--design {design!r}: one of {', '.join(DESIGNS)}")
+    cases = cases or CaseSource()
+    labels_path = labels.path if labels is not None else None
+    label_field = labels.field if labels is not None else None
     if design != "priority" and labels_path is not None:
         raise ReviewError(f"--labels goes with --design priority only: --design {design} "
                           "draws from every judged case, labelled or not, so that each has a "
@@ -244,7 +245,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
         raise ReviewError("--n must be at least 1")
     if (labels_path is None) != (label_field is None):
         raise ReviewError("--labels and --label-field go together")
-    if show_text and cases_path is None:
+    if show_text and cases.path is None:
         raise ReviewError("--show-text needs --cases (the cases file the run read)")
     if target_statistic not in TARGET_STATISTICS:
         raise ReviewError(f"--target-statistic {target_statistic!r}: one of "
@@ -266,9 +267,10 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
         raise ReviewError(pairwise_elsewhere(", ".join(map(str, results)), rubric.name, "review"))
     chosen = _chosen_criteria(rubric, criteria)
     _check_gates(rubric, gates)
-    labels: dict[str, float] = {}
-    if labels_path is not None and label_field is not None:
-        labels = read_labelled(Path(labels_path), label_field, id_column, rubric, label_scale)
+    labelled: dict[str, float] = {}
+    if labels is not None and labels_path is not None and label_field is not None:
+        labelled = read_labelled(Path(labels_path), label_field, labels.id_column, rubric,
+                                 labels.scale)
     by_case: dict[str, list[ResultRecord]] = {}
     not_ok: set[str] = set()
     for _, records in files:
@@ -278,10 +280,10 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
             else:
                 not_ok.add(record.case_id)
     candidates = [case_candidate(rubric, case_id, records, chosen, gates)
-                  for case_id, records in sorted(by_case.items()) if case_id not in labels]
+                  for case_id, records in sorted(by_case.items()) if case_id not in labelled]
     draw: Draw | None = None
     # Every judged case labelled: a sheet of 0 cases would tell the user to fill one in.
-    exhausted = design == "priority" and not candidates and bool(labels) and bool(by_case)
+    exhausted = design == "priority" and not candidates and bool(labelled) and bool(by_case)
     if design == "priority":
         picked = rank_candidates(candidates, n)
     else:
@@ -306,8 +308,8 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     notes: list[str] = []
     if show_text and picked:
         fields, note = case_fields([c.record for c in picked], files[0][0], rubric,
-                                   cases_path=cases_path, mapping=mapping,
-                                   id_column=case_id_column)
+                                   cases_path=cases.path, mapping=cases.mapping,
+                                   id_column=cases.id_column)
         if fields is None:
             raise ReviewError(note)
         texts = fields
@@ -363,13 +365,13 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                      f"unlabelled judged case(s), {without} have no signal (no distributions, "
                      "one verdict, no --pass gate)")
     estimates: list[dict[str, Any]] = []
-    if labels and label_field is not None:
-        estimates = _estimates(rubric, files, labels, _estimate_key(rubric, label_field, criteria),
+    if labelled and label_field is not None:
+        estimates = _estimates(rubric, files, labelled, _estimate_key(rubric, label_field, criteria),
                                statistic=target_statistic, target_halfwidth=target_halfwidth,
                                resamples=resamples, seed=seed)
     return ReviewSheet(rubric=rubric.name, columns=columns, rows=rows, records=records_out,
                        candidates=len(candidates),
-                       labelled_skipped=sum(1 for c in by_case if c in labels),
+                       labelled_skipped=sum(1 for c in by_case if c in labelled),
                        not_ok=len(not_ok - set(by_case)), without_signal=without,
                        show_text=show_text, label_columns=[f"{k}.label" for k in label_keys],
                        estimates=estimates, notes=notes, design=design, draw=draw,

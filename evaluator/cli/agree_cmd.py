@@ -11,37 +11,27 @@ import click
 from evaluator.analysis.agreement import agreement
 from evaluator.analysis.agreement_text import format_agreement
 from evaluator.analysis.gates import Gate
-from evaluator.analysis.label_files import parse_label_scale
-from evaluator.cli.options import parse_gates, parse_mapping, rubrics_dir_option, score_option
+from evaluator.cli.options import (
+    case_options,
+    label_options,
+    parse_gates,
+    rubrics_dir_option,
+    score_option,
+)
+from evaluator.data.sources import CaseSource, LabelSource
 
 
 @click.command("agree")
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--labels", "labels_path", required=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Labels: .jsonl or .csv with a case id and a numeric label per row (a "
-                   "filled-in review.csv: its design is read).")
-@click.option("--label-field", required=True, help="The labels file's field holding the label.")
+@label_options("a case id and a numeric label per row (a worksheet's design is "
+               "read).", required=True)
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="Criterion or aggregate to compare (repeatable; default: KEY of a "
                    "KEY.label field, else every integer criterion and aggregate).")
-@click.option("--id-column", default="case_id", show_default=True,
-              help="The labels file's case id column.")
-@click.option("--label-scale", default=None, metavar="VALUES",
-              help="The labels' possible values, e.g. 0,1,2 or 1-5 (confusion-matrix rows; "
-                   "default: the values observed; a KEY.label field's labels must be on KEY's "
-                   "scale in the rubric). A label outside it is an error.")
 @click.option("--by", default=None, metavar="COLUMN",
               help="Grouping column of the labels file (e.g. generator_model, site): mean "
                    "score and agreement per group, each group vs the rest with a CI.")
-@click.option("--cases", "cases_path", default=None,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The cases file the run read (default: the one the records name, beside "
-                   "RESULTS or here): for the circular-label check and text lengths.")
-@click.option("--map", "mappings", multiple=True, metavar="FIELD=COLUMN",
-              help="The --map options the run used to read --cases (repeatable).")
-@click.option("--case-id-column", default="case_id", show_default=True,
-              help="The --id-column the run used to read --cases.")
+@case_options("for the circular-label check and text lengths.")
 @click.option("--text-field", default=None, metavar="FIELD",
               help="Rubric input whose length the verbosity figures use (default: the input "
                    "the rubric describes as being evaluated).")
@@ -56,10 +46,9 @@ from evaluator.cli.options import parse_gates, parse_mapping, rubrics_dir_option
                    "class): TP/FP/FN/TN, sensitivity, specificity, PPV, NPV with Wilson CIs.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 @rubrics_dir_option
-def agree_command(results: Path, labels_path: Path, label_field: str, criteria: tuple[str, ...],
-                  id_column: str, label_scale: str | None, by: str | None,
-                  cases_path: Path | None, mappings: tuple[str, ...], case_id_column: str,
-                  text_field: str | None, resamples: int, seed: int, score_mode: str,
+def agree_command(results: Path, labels: LabelSource, criteria: tuple[str, ...],
+                  by: str | None, cases: CaseSource, text_field: str | None, resamples: int,
+                  seed: int, score_mode: str,
                   gates: tuple[Gate, ...], as_json: bool, rubrics_dirs: tuple[Path, ...]) -> None:
     """Agreement of RESULTS' judge scores with human labels, per criterion: Spearman, Kendall,
     quadratic kappa, ICC, Krippendorff's alpha, exact/within-one agreement (with chance
@@ -69,12 +58,11 @@ def agree_command(results: Path, labels_path: Path, label_field: str, criteria: 
     figure; an active sheet's labels weigh 1/pi in kappa, mean |judge - label|, exact and
     within-one agreement, the confusion matrix and the gates. Only 'ok' results are
     compared; case text is never shown."""
-    scale = parse_label_scale(label_scale) if label_scale is not None else None
-    report = agreement(results, labels_path, label_field, criteria=criteria,
-                       id_column=id_column, resamples=resamples, seed=seed,
-                       label_scale=scale, rubrics_dirs=rubrics_dirs,
-                       cases_path=cases_path, mapping=parse_mapping(mappings),
-                       case_id_column=case_id_column, text_field=text_field, by=by,
+    report = agreement(results, labels.path, str(labels.field), criteria=criteria,
+                       id_column=labels.id_column, resamples=resamples, seed=seed,
+                       label_scale=labels.scale, rubrics_dirs=rubrics_dirs,
+                       cases_path=cases.path, mapping=cases.mapping,
+                       case_id_column=cases.id_column, text_field=text_field, by=by,
                        score_mode=score_mode, gates=gates)
     click.echo(json.dumps(report, indent=2) if as_json else format_agreement(report))
 

@@ -11,7 +11,9 @@ import click
 
 from evaluator.analysis.compare import compare
 from evaluator.analysis.pairwise_text import format_comparison
+from evaluator.cli.options import label_options
 from evaluator.common.errors import UserError
+from evaluator.data.sources import LabelSource
 
 
 @click.command("compare")
@@ -19,28 +21,24 @@ from evaluator.common.errors import UserError
                 type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="A choice criterion to compare (repeatable; default: all of the rubric's).")
-@click.option("--labels", "labels_path", default=None,
-              type=click.Path(dir_okay=False, path_type=Path),
-              help="Clinicians' preferences (.csv or .jsonl): A, B or tie per case, A being "
-                   "system A; with one RESULTS file.")
-@click.option("--label-field", default=None,
-              help="The labels file's field holding A, B or tie.")
-@click.option("--id-column", default="case_id", show_default=True,
-              help="The labels file's case id column.")
+@label_options("clinicians' preferences, A, B or tie per case (A: system A); with "
+               "one RESULTS file.", path_type=click.Path(dir_okay=False, path_type=Path),
+               scale=False)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def compare_command(results: tuple[Path, ...], criteria: tuple[str, ...],
-                    labels_path: Path | None, label_field: str | None, id_column: str,
-                    as_json: bool) -> None:
+                    labels: LabelSource | None, as_json: bool) -> None:
     """Compare the systems of pairwise RESULTS files (each one pairing, system A vs B,
     judged in both orders): per choice criterion A's win rate, the position consistency
     and position bias, the length bias (and a length-controlled win rate), with --labels
     the agreement with clinicians' preferences, and with more than two systems their
     Bradley-Terry strengths and ranking. Each figure has its 95% CI; no case text is
     shown."""
-    if label_field is not None and labels_path is None:
+    if labels is not None and labels.field is not None and labels.path is None:
         raise UserError("--label-field goes with --labels")
-    report = compare(list(results), criteria=criteria, labels_path=labels_path,
-                     label_field=label_field, id_column=id_column)
+    report = compare(list(results), criteria=criteria,
+                     labels_path=labels.path if labels else None,
+                     label_field=labels.field if labels else None,
+                     id_column=labels.id_column if labels else "case_id")
     if as_json:
         click.echo(json.dumps(report))
     else:

@@ -12,18 +12,14 @@ from evaluator.analysis.distributions import SCORE_MODES
 from evaluator.analysis.estimate import estimate
 from evaluator.analysis.estimate_text import format_estimate
 from evaluator.analysis.gates import Gate
-from evaluator.analysis.label_files import parse_label_scale
-from evaluator.cli.options import parse_gates, rubrics_dir_option
+from evaluator.cli.options import label_options, parse_gates, rubrics_dir_option
+from evaluator.data.sources import LabelSource
 
 
 @click.command("estimate")
 @click.argument("results", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--labels", "labels_paths", multiple=True, required=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Labels (.csv or .jsonl, e.g. a filled-in review.csv): one per results "
-                   "file, in the same order.")
-@click.option("--label-field", required=True, help="The labels files' field holding the label.")
+@label_options("one per results file, in the same order.", required=True, multiple=True)
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="Criterion or aggregate the labels rate (repeatable; default: KEY of a "
                    "KEY.label field).")
@@ -31,11 +27,6 @@ from evaluator.cli.options import parse_gates, rubrics_dir_option
               callback=lambda ctx, param, values: parse_gates(values),
               help="Also estimate the clinician-level pass rate of this gate (repeatable; "
                    "also >, <=, <): the judge's pass/fail predicts the labels'.")
-@click.option("--id-column", default="case_id", show_default=True,
-              help="The labels files' case id column.")
-@click.option("--label-scale", default=None, metavar="VALUES",
-              help="The labels' possible values, e.g. 0,1 or 1-5 (default for a KEY.label "
-                   "field: KEY's scale in the rubric). A label outside it is an error.")
 @click.option("--score", "score_mode", type=click.Choice(SCORE_MODES), default="argmax",
               show_default=True,
               help="The judge's scores as predictions: argmax (the verdict as written) or "
@@ -45,9 +36,9 @@ from evaluator.cli.options import parse_gates, rubrics_dir_option
               help="One JSON object per line: each system (its design and notes), each "
                    "estimate, then each difference.")
 @rubrics_dir_option
-def estimate_command(results: tuple[Path, ...], labels_paths: tuple[Path, ...], label_field: str,
-                     criteria: tuple[str, ...], gates: tuple[Gate, ...], id_column: str,
-                     label_scale: str | None, score_mode: str, as_json: bool,
+def estimate_command(results: tuple[Path, ...], labels: LabelSource,
+                     criteria: tuple[str, ...], gates: tuple[Gate, ...], score_mode: str,
+                     as_json: bool,
                      rubrics_dirs: tuple[Path, ...]) -> None:
     """Clinician-level estimates for each RESULTS file (a system) from its judge's scores on
     every case and clinicians' labels on a few: the judge-only mean and its bias, the labels
@@ -55,10 +46,9 @@ def estimate_command(results: tuple[Path, ...], labels_paths: tuple[Path, ...], 
     judge's quality; with several RESULTS, each pair's difference with its CI and p-value.
     Labels from `evaluator review --design random|active` carry their probabilities; labels
     from a priority sheet are refused. No case text is shown."""
-    scale = parse_label_scale(label_scale) if label_scale is not None else None
-    report = estimate(list(results), list(labels_paths), label_field, criteria=criteria,
-                      gates=gates, id_column=id_column, score_mode=score_mode,
-                      rubrics_dirs=rubrics_dirs, label_scale=scale)
+    report = estimate(list(results), list(labels.paths), str(labels.field), criteria=criteria,
+                      gates=gates, id_column=labels.id_column, score_mode=score_mode,
+                      rubrics_dirs=rubrics_dirs, label_scale=labels.scale)
     if as_json:
         for row in [*report["systems"], *report["estimates"], *report["differences"]]:
             click.echo(json.dumps(row))

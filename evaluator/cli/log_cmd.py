@@ -9,8 +9,8 @@ import click
 
 from evaluator.analysis.agreement import AGREEMENT_RESAMPLES, AGREEMENT_SEED
 from evaluator.analysis.gates import Gate
-from evaluator.analysis.label_files import parse_label_scale
-from evaluator.cli.options import parse_gates, rubrics_dir_option, tracking_options
+from evaluator.cli.options import label_options, parse_gates, rubrics_dir_option, tracking_options
+from evaluator.data.sources import LabelSource
 from evaluator.tracking.log_run import LabelOptions, LoggedRun, TrackingOptions, log_run
 
 
@@ -29,14 +29,8 @@ def echo_logged(logged: LoggedRun) -> None:
 @click.command("log")
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @tracking_options
-@click.option("--labels", "labels_path", default=None,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Labels (.jsonl or .csv, e.g. a filled-in review.csv): also log the "
-                   "agreement figures of `evaluator agree` and the clinician-level estimates "
-                   "of `evaluator estimate`.")
-@click.option("--label-field", default=None, help="The labels file's field holding the label.")
-@click.option("--id-column", default="case_id", show_default=True,
-              help="The labels file's case id column.")
+@label_options("also log the agreement figures of `evaluator agree` and the "
+               "clinician-level estimates of `evaluator estimate`.")
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="With --labels: the criterion the labels rate (repeatable; default: KEY "
                    "of a KEY.label field; else every integer criterion and aggregate for "
@@ -45,9 +39,6 @@ def echo_logged(logged: LoggedRun) -> None:
               callback=lambda ctx, param, values: parse_gates(values),
               help="With --labels: a pass/fail gate (repeatable; also >, <=, <): sensitivity, "
                    "specificity, PPV, NPV and the clinician-level pass rate.")
-@click.option("--label-scale", default=None, metavar="VALUES",
-              help="With --labels: the labels' possible values, e.g. 0,1,2 or 1-5 (default "
-                   "for a KEY.label field: KEY's scale in the rubric).")
 @click.option("--resamples", type=click.IntRange(min=100), default=AGREEMENT_RESAMPLES,
               show_default=True, help="With --labels: bootstrap resamples for the CIs.")
 @click.option("--seed", type=int, default=AGREEMENT_SEED, show_default=True,
@@ -57,28 +48,25 @@ def echo_logged(logged: LoggedRun) -> None:
                    "text to the tracker.")
 @rubrics_dir_option
 def log_command(results: Path, tracking_uri: str | None, experiment: str | None,
-                run_name: str | None, labels_path: Path | None, label_field: str | None,
-                id_column: str, criteria: tuple[str, ...], gates: tuple[Gate, ...],
-                label_scale: str | None, resamples: int, seed: int, with_results: bool,
+                run_name: str | None, labels: LabelSource | None, criteria: tuple[str, ...],
+                gates: tuple[Gate, ...], resamples: int, seed: int, with_results: bool,
                 rubrics_dirs: tuple[Path, ...]) -> None:
     """Record the finished run of RESULTS in MLflow: params (rubric, judge, model hashes,
     settings hash, sampling, versions), metrics (per criterion mean with its 95% CI, SD, n;
     status counts; pass rates; a pairwise file's win rates; with --labels the agreement
     figures and clinician-level estimates) and artifacts (summary.json, manifest.json,
     report.html). No case text unless --with-results. Prints the MLflow run id."""
-    if (labels_path is None) != (label_field is None):
+    if labels is not None and (not labels.paths) != (labels.field is None):
         raise click.UsageError("--labels and --label-field go together")
-    labelled = {"--criterion": criteria, "--pass": gates, "--label-scale": label_scale}
+    labelled = {"--criterion": criteria, "--pass": gates,
+                "--label-scale": labels is not None and labels.scale}
     named = [name for name, value in labelled.items() if value]
-    if named and labels_path is None:
+    if named and (labels is None or not labels.paths):
         raise click.UsageError(f"{', '.join(named)} only apply with --labels")
-    labels = None if labels_path is None else LabelOptions(
-        labels_path, str(label_field), id_column=id_column, criteria=criteria,
-        gates=gates, resamples=resamples, seed=seed,
-        label_scale=(tuple(parse_label_scale(label_scale))
-                     if label_scale is not None else None))
+    options = None if labels is None or not labels.paths else LabelOptions(
+        labels, criteria=criteria, gates=gates, resamples=resamples, seed=seed)
     logged = log_run(results, TrackingOptions(
         tracking_uri=tracking_uri, experiment=experiment, run_name=run_name,
-        labels=labels, with_results=with_results, rubrics_dirs=rubrics_dirs))
+        labels=options, with_results=with_results, rubrics_dirs=rubrics_dirs))
     echo_logged(logged)
     click.echo(logged.run_id)

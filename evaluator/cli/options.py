@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from pathlib import Path
 
 import click
 
 from evaluator.analysis.gates import Gate, GateError, parse_gate
+from evaluator.analysis.label_files import parse_label_scale
 from evaluator.analysis.score_mode import SCORE_MODES
+from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.judges.models_file import JudgeConfigError
 
 # Control and format characters (terminal escape sequences, bidi overrides, line and
@@ -94,3 +97,85 @@ def tracking_options(command):
     )):
         command = option(command)
     return command
+
+
+EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def _grouped(options, build):
+    """A decorator adding ``options`` to a command, which receives the record ``build``
+    makes of their values (taken out of its keyword arguments) instead."""
+    def decorate(command):
+        @functools.wraps(command)
+        def wrapper(*args, **kwargs):
+            return command(*args, **build(kwargs))
+        for option in reversed(options):
+            wrapper = option(wrapper)
+        return wrapper
+    return decorate
+
+
+def _id_column(kwargs: dict, canonical: str, alias: str) -> str:
+    """The id column given by the canonical option or its old, hidden spelling (not both)."""
+    name = canonical.lstrip("-").replace("-", "_")
+    value, old = kwargs.pop(name), kwargs.pop(f"old_{name}", None)
+    if old is not None and value != "case_id" and old != value:
+        raise click.UsageError(f"{canonical} and {alias} name one column: give one")
+    return value if old is None else old
+
+
+def label_options(purpose: str, *, required: bool = False, multiple: bool = False,
+                  path_type: click.Path = EXISTING_FILE, scale: bool = True,
+                  old_id: bool = True):
+    """``--labels`` (what for: ``purpose``; repeatable with ``multiple``), ``--label-field``,
+    ``--label-id-column`` and ``--label-scale``, handed to the command as ``labels``: a
+    :class:`LabelSource`, None when none of them is given. ``old_id``: the command's
+    ``--id-column`` (hidden) is the old spelling of ``--label-id-column``."""
+    options = [
+        click.option("--labels", "label_paths", multiple=multiple, required=required,
+                     type=path_type, help=f"Labels file (.csv or .jsonl, e.g. a filled-in "
+                                          f"review.csv): {purpose}"),
+        click.option("--label-field", required=required,
+                     help="The labels file's field holding the label."),
+        click.option("--label-id-column", default="case_id", show_default=True,
+                     help="The labels file's case id column."),
+        *([click.option("--label-scale", default=None, metavar="VALUES",
+                        help="The labels' possible values, e.g. 0,1,2 or 1-5 (default for a "
+                             "KEY.label field: KEY's scale in the rubric; else the values "
+                             "observed). A label outside it is an error.")] if scale else []),
+        click.option("--id-column", "old_label_id_column", default=None, hidden=True),
+    ]
+
+    def build(kwargs: dict) -> dict:
+        given = kwargs.pop("label_paths")
+        paths = tuple(given) if multiple else (given,) if given is not None else ()
+        field, text = kwargs.pop("label_field"), kwargs.pop("label_scale", None)
+        id_column = _id_column(kwargs, "--label-id-column", "--id-column")
+        values = tuple(parse_label_scale(text)) if text is not None else None
+        kwargs["labels"] = (None if not paths and field is None and values is None
+                            else LabelSource(paths, field, id_column, values))
+        return kwargs
+    return _grouped(options if old_id else options[:-1], build)
+
+
+def case_options(purpose: str, *, path_type: click.Path = EXISTING_FILE, old_id: bool = False):
+    """``--cases`` (what for: ``purpose``), ``--map`` and ``--case-id-column``: how the run
+    read its cases, handed to the command as ``cases``, a :class:`CaseSource`. ``old_id``:
+    the command's ``--id-column`` (hidden) is the old spelling of ``--case-id-column``."""
+    options = [
+        click.option("--cases", "cases_path", default=None, type=path_type,
+                     help=f"The cases file the run read (default: the one the records name, "
+                          f"beside RESULTS or here): {purpose}"),
+        click.option("--map", "mappings", multiple=True, metavar="FIELD=COLUMN",
+                     help="The --map options the run used to read its cases (repeatable)."),
+        click.option("--case-id-column", default="case_id", show_default=True,
+                     help="The --id-column the run used to read its cases."),
+        click.option("--id-column", "old_case_id_column", default=None, hidden=True),
+    ]
+
+    def build(kwargs: dict) -> dict:
+        kwargs["cases"] = CaseSource(kwargs.pop("cases_path"),
+                                     parse_mapping(kwargs.pop("mappings")),
+                                     _id_column(kwargs, "--case-id-column", "--id-column"))
+        return kwargs
+    return _grouped(options if old_id else options[:-1], build)

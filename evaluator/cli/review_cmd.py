@@ -10,7 +10,6 @@ import click
 
 from evaluator.analysis.designs import DEFAULT_FLOOR, DESIGNS, MIN_FLOOR
 from evaluator.analysis.intervals import format_ci
-from evaluator.analysis.label_files import parse_label_scale
 from evaluator.analysis.review import (
     DEFAULT_N,
     PHI_WARNING,
@@ -21,9 +20,10 @@ from evaluator.analysis.review import (
 )
 from evaluator.analysis.review_signals import parse_gate
 from evaluator.analysis.sample_size import TARGET_STATISTICS
-from evaluator.cli.options import parse_mapping, rubrics_dir_option
+from evaluator.cli.options import case_options, label_options, rubrics_dir_option
 from evaluator.common.columns import WIDTH, whole, wrap
 from evaluator.data.files import show_path
+from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.run.manifest import unfinished_run
 
 
@@ -88,15 +88,8 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
 @click.option("--pass", "gates", multiple=True, metavar="CRITERION>=T",
               help="Pass threshold: cases whose expected score is near it rank high "
                    "(repeatable; an integer criterion or aggregate).")
-@click.option("--labels", "labels_path", default=None, type=click.Path(path_type=Path),
-              help="Labels so far (.csv or .jsonl, e.g. a filled-in review.csv): their "
-                   "cases are skipped, and the sample-size estimate is made from them.")
-@click.option("--label-field", default=None, help="The labels file's field holding the label.")
-@click.option("--id-column", default="case_id", show_default=True,
-              help="The labels file's case id column.")
-@click.option("--label-scale", default=None, metavar="VALUES",
-              help="With --labels: the labels' possible values, e.g. 0,1 or 1-5 (default "
-                   "for a KEY.label field: KEY's scale in the rubric).")
+@label_options("labels so far; their cases are skipped, and the sample-size estimate "
+               "is made from them.", path_type=click.Path(path_type=Path))
 @click.option("--target-halfwidth", type=click.FloatRange(min=0, min_open=True), default=0.1,
               show_default=True, help="With --labels: the 95% CI half-width to reach.")
 @click.option("--target-statistic", type=click.Choice(list(TARGET_STATISTICS)),
@@ -105,12 +98,7 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
 @click.option("--show-text", is_flag=True,
               help="Add the cases' input fields from --cases (PHI!). Without it the "
                    "worksheet holds ids and scores only.")
-@click.option("--cases", "cases_path", default=None, type=click.Path(path_type=Path),
-              help="The cases file the run read (for --show-text).")
-@click.option("--map", "mappings", multiple=True, metavar="FIELD=COLUMN",
-              help="The --map options the run used to read --cases (repeatable).")
-@click.option("--case-id-column", default="case_id", show_default=True,
-              help="The --id-column the run used to read --cases.")
+@case_options("for --show-text.", path_type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Replace a worksheet already in --out.")
 @click.option("--resamples", type=click.IntRange(min=100), default=1000, show_default=True,
               help="Bootstrap resamples for the estimate's CI.")
@@ -128,11 +116,8 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
               help="--design active: every case's probability is at least FLOOR x n/N.")
 @rubrics_dir_option
 def review_command(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str, ...],
-                   gates: tuple[str, ...], labels_path: Path | None, label_field: str | None,
-                   id_column: str, label_scale: str | None, target_halfwidth: float,
-                   target_statistic: str, show_text: bool,
-                   cases_path: Path | None, mappings: tuple[str, ...], case_id_column: str,
-                   force: bool, resamples: int, seed: int, design: str, floor: float,
+                   gates: tuple[str, ...], labels: LabelSource | None, target_halfwidth: float,
+                   target_statistic: str, show_text: bool, cases: CaseSource, force: bool, resamples: int, seed: int, design: str, floor: float,
                    rubrics_dirs: tuple[Path, ...]) -> None:
     """Write a worksheet (OUT/review.csv and OUT/review.jsonl) of N cases of RESULTS for a
     clinician to label, with an empty '<criterion>.label' column per criterion for
@@ -151,10 +136,7 @@ def review_command(results: tuple[Path, ...], out_dir: Path, n: int, criteria: t
             raise ReviewError(f"{show_path(path)}: {unfinished}, then draw the worksheet")
     sheet = build_review(
         list(results), n=n, criteria=criteria, gates=[parse_gate(g) for g in gates],
-        labels_path=labels_path, label_field=label_field, id_column=id_column,
-        label_scale=None if label_scale is None else parse_label_scale(label_scale),
-        show_text=show_text, cases_path=cases_path, mapping=parse_mapping(mappings),
-        case_id_column=case_id_column, rubrics_dirs=rubrics_dirs,
+        labels=labels, show_text=show_text, cases=cases, rubrics_dirs=rubrics_dirs,
         target_halfwidth=target_halfwidth, target_statistic=target_statistic,
         resamples=resamples, seed=seed, design=design, floor=floor)
     if sheet.exhausted:
@@ -163,8 +145,7 @@ def review_command(results: tuple[Path, ...], out_dir: Path, n: int, criteria: t
         for line in [*wrap(sheet.nothing_to_draw), *_estimate_lines(sheet)]:
             click.echo(line)
         return
-    inputs = [*results, *([labels_path] if labels_path else []),
-              *([cases_path] if cases_path else [])]
+    inputs = [*results, *(labels.paths if labels else ()), *([cases.path] if cases.path else [])]
     csv_path, jsonl_path = write_review(sheet, out_dir, force=force, inputs=inputs)
     for line in _summary_lines(sheet, results, csv_path, jsonl_path):
         click.echo(line)

@@ -36,6 +36,7 @@ from evaluator.analysis.summary import summarize, summary_path_for
 from evaluator.analysis.summary_records import RunSummary
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.results import ResultRecord, read_results
+from evaluator.data.sources import LabelSource
 from evaluator.report.html import write_report
 from evaluator.report.plots import REPORT_EXTRA_HINT, plots_available
 from evaluator.rubrics.load import load_rubric
@@ -68,12 +69,9 @@ class LabelOptions:
     """Labels to log agreement and clinician-level estimates for: the options of ``evaluator
     agree`` and ``evaluator estimate`` of the same names."""
 
-    path: Path
-    label_field: str
-    id_column: str = "case_id"
+    source: LabelSource
     criteria: tuple[str, ...] = ()
     gates: tuple[Gate, ...] = ()
-    label_scale: tuple[float, ...] | None = None
     resamples: int = AGREEMENT_RESAMPLES
     seed: int = AGREEMENT_SEED
 
@@ -170,22 +168,23 @@ def _label_figures(results: Path, labels: LabelOptions, rubrics_dirs: Sequence[P
     """Agreement and clinician-level estimates with ``labels``: metrics, params, notes. An
     estimate that cannot be made (labels from a priority worksheet, no criterion the labels
     rate) is a note, as on the HTML report; agreement errors are the user's to fix."""
-    report = agreement(results, labels.path, labels.label_field, criteria=labels.criteria,
-                       id_column=labels.id_column, resamples=labels.resamples,
-                       seed=labels.seed, label_scale=labels.label_scale,
+    source, path = labels.source, Path(str(labels.source.path))
+    report = agreement(results, path, str(source.field), criteria=labels.criteria,
+                       id_column=source.id_column, resamples=labels.resamples,
+                       seed=labels.seed, label_scale=source.scale,
                        rubrics_dirs=rubrics_dirs, gates=labels.gates)
     metrics = agreement_metrics(report)
     notes = [f"agreement: {warning}" for warning in report.get("warnings") or []]
     try:
-        estimates = estimate([results], [labels.path], labels.label_field,
+        estimates = estimate([results], [path], str(source.field),
                              criteria=labels.criteria, gates=labels.gates,
-                             id_column=labels.id_column, rubrics_dirs=rubrics_dirs,
-                             label_scale=labels.label_scale)
+                             id_column=source.id_column, rubrics_dirs=rubrics_dirs,
+                             label_scale=source.scale)
         metrics.update(estimate_metrics(estimates))
     except (AgreementError, ScoreModeError) as exc:
         notes.append(f"no clinician-level estimate logged: {exc}")
-    params = {"labels.file": labels.path.name, "labels.sha256": sha256_file(labels.path),
-              "labels.label_field": labels.label_field, "labels.id_column": labels.id_column,
+    params = {"labels.file": path.name, "labels.sha256": sha256_file(path),
+              "labels.label_field": source.field, "labels.id_column": source.id_column,
               "labels.criteria": ",".join(labels.criteria) or None,
               "labels.gates": ",".join(g.rule for g in labels.gates) or None,
               "labels.design": (report.get("design") or {}).get("kind") or "none",
@@ -253,11 +252,11 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
             labels = options.labels
             files.append(write_report(
                 [results], staged / "report.html", rubrics_dirs=options.rubrics_dirs,
-                labels=[labels.path] if labels else None,
-                label_field=labels.label_field if labels else None,
+                labels=list(labels.source.paths) if labels else None,
+                label_field=labels.source.field if labels else None,
                 estimate_criteria=labels.criteria if labels else (),
-                label_id_column=labels.id_column if labels else "case_id",
-                label_scale=labels.label_scale if labels else None,
+                label_id_column=labels.source.id_column if labels else "case_id",
+                label_scale=labels.source.scale if labels else None,
                 agreement_resamples=labels.resamples if labels else AGREEMENT_RESAMPLES))
         else:
             notes.append(f"no report.html: the HTML report needs the report extra: "
