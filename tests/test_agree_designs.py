@@ -75,7 +75,8 @@ def _plain(path, table=TABLE, ids=IDS):
 
 
 def _agree(results, labels, **kwargs):
-    return agreement(results, label_source(labels, "grade"), criteria=["accuracy"], resamples=200, **kwargs)
+    return agreement(results, label_source(labels, "grade"), criteria=["accuracy"], resamples=200,
+                     **kwargs)
 
 
 def _cli(results, labels, *extra):
@@ -389,7 +390,8 @@ def test_the_report_page_shows_the_design_and_weighted_counts(tmp_path):
 
     results, ok_ids = _run(tmp_path)
     active = _sheet(tmp_path / "s.csv", ok_ids)
-    report = build_report([results], worst_n=0, agreement_resamples=100, labels=label_source([active], "grade"))
+    report = build_report([results], worst_n=0, agreement_resamples=100,
+                          labels=label_source([active], "grade"))
     html = render_html(report, plots=False)
     assert "design: active, 12 of N = 40 cases drawn" in html
     assert "design-weighted, estimated counts in the run: sums of 1/pi" in html
@@ -399,7 +401,8 @@ def test_the_report_page_shows_the_design_and_weighted_counts(tmp_path):
         {"case_id": cid, "rubric": "trial_eligibility", "judge": "hand", "rank": "1",
          "reason": "lowest confidence", "min_confidence": "0.3", "max_spread": "",
          "gate_margin": "", "grade": str(label)} for cid, (_, label, _) in zip(IDS, TABLE)])
-    report = build_report([results], worst_n=0, agreement_resamples=100, labels=label_source([legacy], "grade"))
+    report = build_report([results], worst_n=0, agreement_resamples=100,
+                          labels=label_source([legacy], "grade"))
     html = render_html(report, plots=False)
     assert "these labels come from a &#39;priority&#39; worksheet" in html
     assert "WARNING: these labels" not in html
@@ -430,9 +433,11 @@ def test_a_random_sheet_with_rows_deleted_is_said_to_be_no_longer_the_draw(tmp_p
                                    "--design", "random", "--n", "20", "--seed", "2"])
     assert run.exit_code == 0, run.output
     filled = fill_sheet(tmp_path / "s" / "review.csv", tmp_path / "f.csv", truth)
-    report = agreement(results, label_source(filled, "accuracy.label"), criteria=["accuracy"], resamples=200)
+    report = agreement(results, label_source(filled, "accuracy.label"), criteria=["accuracy"],
+                       resamples=200)
     assert not any("not the draw" in note for note in report["design"]["notes"])
     rows = read_rows(filled)
     edited = write_rows(tmp_path / "e.csv", [r for r in rows if r["accuracy.label"] != "5"])
-    report = agreement(results, label_source(edited, "accuracy.label"), criteria=["accuracy"], resamples=200)
+    report = agreement(results, label_source(edited, "accuracy.label"), criteria=["accuracy"],
+                       resamples=200)
     assert any("rows were deleted, added or edited" in n for n in report["design"]["notes"])

@@ -95,7 +95,8 @@ def test_figures_match_direct_library_calls(trial_data, trial_results):
     assert low < acc["spearman"]["value"] < high
     assert sum(map(sum, acc["confusion"]["matrix"])) == 109
     # Seeded: the same call gives the same intervals.
-    again = agreement(trial_results, label_source(SHARED_DATA, "expert_qrel"), resamples=200, criteria=["accuracy"])
+    again = agreement(trial_results, label_source(SHARED_DATA, "expert_qrel"), resamples=200,
+                      criteria=["accuracy"])
     assert again["criteria"]["accuracy"] == acc
 
 
@@ -149,7 +150,8 @@ def test_csv_labels_and_id_column(tmp_path):
     results = _small_results(tmp_path, SMALL)
     labels = tmp_path / "labels.csv"
     labels.write_text("id,grade\n" + "".join(f"c{i},{1 + i % 2}\n" for i in range(6)))
-    report = agreement(results, label_source(labels, "grade", id_column="id"), criteria=["accuracy"], resamples=100)
+    report = agreement(results, label_source(labels, "grade", id_column="id"),
+                       criteria=["accuracy"], resamples=100)
     assert report["joined"] == 6 and list(report["criteria"]) == ["accuracy"]
 
 
@@ -226,7 +228,8 @@ def scripted_results(rows: list[dict], out_dir, score, reasoning=lambda i, s: "o
 def test_constant_judge_is_said_first_and_every_statistic_marked(tmp_path):
     rows = synthetic_rows(46, label=lambda i: 1 + (i % 5 < 2))
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 2)
-    report = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"], resamples=200)
+    report = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
+                       resamples=200)
     acc = report["criteria"]["accuracy"]
     assert "same value (2) to all 46 cases" in acc["warnings"][0]
     # The issue's example: within-one 1.000 against 1-2 labels, exact = share of 2-labels.
@@ -250,7 +253,8 @@ def test_two_values_of_a_wide_scale_are_warned_and_fixed_figures_marked(tmp_path
     # the label and a 5 never is, so within-one is the judge's share of 1s.
     rows = synthetic_rows(40, label=lambda i: 1 + (i % 2))
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 5 if i % 4 else 1)
-    acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"], resamples=200)["criteria"]["accuracy"]
+    acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
+                    resamples=200)["criteria"]["accuracy"]
     assert any("only 2 of the 5 values of its scale (1, 5)" in w for w in acc["warnings"])
     assert acc["within_one"]["value"] == pytest.approx(0.25)
     assert "judge's score distribution alone" in acc["within_one"]["meaningless"]
@@ -357,14 +361,16 @@ def test_circular_fields_rules():
 def test_confusion_axes_from_the_rubric_and_the_label_scale(tmp_path):
     rows = synthetic_rows(12, label=lambda i: 1 + (i % 2))
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 2 + (i % 3 == 0))
-    acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"], resamples=100)["criteria"]["accuracy"]
+    acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
+                    resamples=100)["criteria"]["accuracy"]
     confusion = acc["confusion"]
     # Judge axis: the rubric's 1-5 (1, 4, 5 never chosen are shown); labels: 1, 2 only (no
     # all-zero rows for values no label has).
     assert confusion["judge_values"] == [1, 2, 3, 4, 5]
     assert confusion["label_values"] == [1, 2]
     assert confusion["matrix"] == [[0, 4, 2, 0, 0], [0, 4, 2, 0, 0]]
-    declared = agreement(results, label_source(cases, "expert_qrel", scale=[0.0, 1.0, 2.0]), criteria=["accuracy"], resamples=100)["criteria"]["accuracy"]["confusion"]
+    declared = agreement(results, label_source(cases, "expert_qrel", scale=[0.0, 1.0, 2.0]),
+                         criteria=["accuracy"], resamples=100)["criteria"]["accuracy"]["confusion"]
     assert declared["label_values"] == [0, 1, 2] and declared["matrix"][0] == [0] * 5
     runner = CliRunner()
     base = ["agree", str(results), "--labels", str(cases), "--label-field", "expert_qrel",
@@ -412,7 +418,8 @@ def test_length_biased_judge_shows_in_the_verbosity_figures(tmp_path):
 
     results, cases = scripted_results(rows, tmp_path, score,
                                       reasoning=lambda i, s: "because " * (4 * s))
-    report = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"], resamples=100)
+    report = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
+                       resamples=100)
     assert report["text_field"] == "workflow_answer"
     verbosity = report["criteria"]["accuracy"]["verbosity"]
     text = verbosity["text_chars"]
@@ -430,7 +437,8 @@ def test_length_biased_judge_shows_in_the_verbosity_figures(tmp_path):
     assert "word word" not in done.output
     # Control: an unbiased judge (the label) shows no length effect.
     fair, cases = scripted_results(rows, tmp_path / "fair", score=lambda i: 1 + 3 * (i % 2))
-    fair_text = agreement(fair, label_source(cases, "expert_qrel"), criteria=["accuracy"], resamples=100)[
+    fair_text = agreement(fair, label_source(cases, "expert_qrel"), criteria=["accuracy"],
+                          resamples=100)[
         "criteria"]["accuracy"]["verbosity"]["text_chars"]["correlation"]
     assert fair_text["ci95"][0] < 0 < fair_text["ci95"][1]
 
@@ -441,7 +449,8 @@ def test_subgroup_biased_judge_is_a_finding_with_a_ci(tmp_path):
                           group=lambda i: "model-a" if i % 2 else "model-b")
     results, cases = scripted_results(
         rows, tmp_path, score=lambda i: min(5, 1 + (i % 4 < 2) + 2 * (i % 2)))
-    acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"], resamples=100, by="generator_model")["criteria"]["accuracy"]
+    acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
+                    resamples=100, by="generator_model")["criteria"]["accuracy"]
     a = acc["subgroups"]["model-a"]
     assert a["n"] == 24 and a["mean_score"] - acc["subgroups"]["model-b"]["mean_score"] == 2
     assert a["vs_rest"]["score"]["difference"] == pytest.approx(2.0)
@@ -486,7 +495,8 @@ def test_case_fields_from_another_file_are_refused_in_a_note(tmp_path):
     rows = synthetic_rows(10, label=lambda i: 1 + (i % 2))
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 1 + (i % 3))
     other = write_jsonl(tmp_path / "other.jsonl", list(reversed(rows)))
-    report = agreement(results, label_source(cases, "expert_qrel"), resamples=100, cases=CaseSource(other, {}, 'case_id'))
+    report = agreement(results, label_source(cases, "expert_qrel"), resamples=100,
+                       cases=CaseSource(other))
     assert any("does not match the run" in note for note in report["notes"])
     assert report["text_field"] is None and "text_chars" not in \
         report["criteria"]["accuracy"]["verbosity"]

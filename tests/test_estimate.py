@@ -210,7 +210,8 @@ def test_expected_scores_are_the_predictions_with_score_expected(tmp_path, two_s
     sheet = review(results, tmp_path / "s", "--design", "random", "--n", "40")
     filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
     argmax = estimate([results], label_source([filled], "accuracy.label"))["estimates"][0]
-    expected = estimate([results], label_source([filled], "accuracy.label"), score_mode="expected")["estimates"][0]
+    expected = estimate([results], label_source([filled], "accuracy.label"),
+                        score_mode="expected")["estimates"][0]
     assert argmax["judge_mean"] != expected["judge_mean"]
     records = [json.loads(line) for line in results.read_text().splitlines()]
     mean_expected = statistics.mean(r["distributions"]["accuracy"]["expected"] for r in records)
@@ -283,7 +284,8 @@ def test_in_expected_mode_a_gate_is_predicted_by_the_judges_probability_of_passi
     results, truth = two_systems["A"]
     sheet = review(results, tmp_path / "s", "--design", "random", "--n", "40")
     filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
-    row = estimate([results], label_source([filled], "accuracy.label"), gates=[Gate("accuracy", ">=", 4)], score_mode="expected")["estimates"][1]
+    row = estimate([results], label_source([filled], "accuracy.label"),
+                   gates=[Gate("accuracy", ">=", 4)], score_mode="expected")["estimates"][1]
     records = [json.loads(line) for line in results.read_text().splitlines()]
     p_pass = [sum(p for v, p in r["distributions"]["accuracy"]["probabilities"].items()
                   if int(v) >= 4) for r in records]

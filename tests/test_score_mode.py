@@ -136,7 +136,8 @@ def test_expected_without_any_distributions_is_one_line_exit_2(tmp_path):
 def test_expected_scores_agree_better_than_argmax_and_categories_are_not_applicable(coarse):
     results, labels = coarse
     argmax = agreement(results, label_source(labels, "grade"), criteria=["accuracy"], resamples=200)
-    expected = agreement(results, label_source(labels, "grade"), criteria=["accuracy"], resamples=200, score_mode="expected")
+    expected = agreement(results, label_source(labels, "grade"), criteria=["accuracy"],
+                         resamples=200, score_mode="expected")
     a, e = argmax["criteria"]["accuracy"], expected["criteria"]["accuracy"]
     assert argmax["joined"] == 40 and expected["joined"] == 37
     assert expected["score_mode"]["left_out_no_distributions"] == 3
