@@ -38,6 +38,7 @@ from evaluator.analysis.compare import compare
 from evaluator.analysis.intervals import format_ci, format_number
 from evaluator.analysis.pairwise import win_rate
 from evaluator.data.results import read_results
+from evaluator.data.sources import LabelSource
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "trial_eligibility_sigir2014.jsonl"
 MODELS = {"gpt4o": "gpt-4o", "llama": "Llama-3.3-70B-Instruct"}
@@ -97,7 +98,7 @@ def analyse(folder: Path, results: list[Path]) -> dict:
           f"win rate {format_number(truth_rate['value'])} {format_ci(truth_rate['ci95'])}")
     figures = {"truth_win_rate": truth_rate["value"], "files": {}}
     for path in results:
-        report = compare([path], labels_path=truth_path, label_field="preferred")
+        report = compare([path], labels=LabelSource((truth_path,), "preferred"))
         judges = ", ".join(report["files"][0]["judges"])
         print(f"\n{path.name} (judge {judges}; {report['files'][0]['ok']} ok of "
               f"{report['files'][0]['records']} pairs)")

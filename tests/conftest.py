@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.data.sources import LabelSource
 from evaluator.rubrics.load import load_rubric
 from evaluator.run.task import Judge, RunOptions, Task
 
@@ -55,6 +56,15 @@ def tiny_backend():
     backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random", device="cpu"))
     yield backend
     backend.close()
+
+
+def label_source(labels, field: str | None, id_column: str = "case_id",
+                 scale=None) -> LabelSource:
+    """The :class:`LabelSource` a command builds from ``--labels`` (one path, or a list),
+    ``--label-field``, ``--label-id-column`` and ``--label-scale`` (values)."""
+    paths = labels if isinstance(labels, (list, tuple)) else [labels]
+    return LabelSource(tuple(Path(p) for p in paths), field, id_column,
+                       None if scale is None else tuple(scale))
 
 
 def run_options(**options) -> tuple[Task, Judge, RunOptions]:

@@ -28,6 +28,7 @@ from evaluator.analysis.designs import PRIORITY_WARNING, active_draw, population
 from evaluator.analysis.gates import gate_table, parse_gate
 from evaluator.analysis.review import build_review, write_review
 from evaluator.cli.main import cli
+from tests.conftest import label_source
 from tests.label_world import SECRET, fill_sheet, read_rows, world, write_results, write_rows
 from tests.test_score_mode import write_records
 
@@ -74,7 +75,8 @@ def _plain(path, table=TABLE, ids=IDS):
 
 
 def _agree(results, labels, **kwargs):
-    return agreement(results, labels, "grade", criteria=["accuracy"], resamples=200, **kwargs)
+    return agreement(results, label_source(labels, "grade"), criteria=["accuracy"], resamples=200,
+                     **kwargs)
 
 
 def _cli(results, labels, *extra):
@@ -132,8 +134,8 @@ def test_a_priority_sheet_from_review_warns_before_any_figure(priority_sheet, tm
     plain.write_text("".join(json.dumps({"case_id": c, "accuracy.label": truth[c]}) + "\n"
                              for c in sorted(drawn)))
     kwargs = {"criteria": ["accuracy"], "resamples": 200, "gates": [parse_gate("accuracy>=4")]}
-    from_sheet = agreement(results, filled, "accuracy.label", **kwargs)
-    from_plain = agreement(results, plain, "accuracy.label", **kwargs)
+    from_sheet = agreement(results, label_source(filled, "accuracy.label"), **kwargs)
+    from_plain = agreement(results, label_source(plain, "accuracy.label"), **kwargs)
     assert from_sheet["criteria"] == from_plain["criteria"]
     assert from_sheet["gates"] == from_plain["gates"]
     assert from_plain["design"]["kind"] is None and from_plain["warnings"] == []
@@ -388,8 +390,8 @@ def test_the_report_page_shows_the_design_and_weighted_counts(tmp_path):
 
     results, ok_ids = _run(tmp_path)
     active = _sheet(tmp_path / "s.csv", ok_ids)
-    report = build_report([results], worst_n=0, labels=[active], label_field="grade",
-                          agreement_resamples=100)
+    report = build_report([results], worst_n=0, agreement_resamples=100,
+                          labels=label_source([active], "grade"))
     html = render_html(report, plots=False)
     assert "design: active, 12 of N = 40 cases drawn" in html
     assert "design-weighted, estimated counts in the run: sums of 1/pi" in html
@@ -399,8 +401,8 @@ def test_the_report_page_shows_the_design_and_weighted_counts(tmp_path):
         {"case_id": cid, "rubric": "trial_eligibility", "judge": "hand", "rank": "1",
          "reason": "lowest confidence", "min_confidence": "0.3", "max_spread": "",
          "gate_margin": "", "grade": str(label)} for cid, (_, label, _) in zip(IDS, TABLE)])
-    report = build_report([results], worst_n=0, labels=[legacy], label_field="grade",
-                          agreement_resamples=100)
+    report = build_report([results], worst_n=0, agreement_resamples=100,
+                          labels=label_source([legacy], "grade"))
     html = render_html(report, plots=False)
     assert "these labels come from a &#39;priority&#39; worksheet" in html
     assert "WARNING: these labels" not in html
@@ -431,9 +433,11 @@ def test_a_random_sheet_with_rows_deleted_is_said_to_be_no_longer_the_draw(tmp_p
                                    "--design", "random", "--n", "20", "--seed", "2"])
     assert run.exit_code == 0, run.output
     filled = fill_sheet(tmp_path / "s" / "review.csv", tmp_path / "f.csv", truth)
-    report = agreement(results, filled, "accuracy.label", criteria=["accuracy"], resamples=200)
+    report = agreement(results, label_source(filled, "accuracy.label"), criteria=["accuracy"],
+                       resamples=200)
     assert not any("not the draw" in note for note in report["design"]["notes"])
     rows = read_rows(filled)
     edited = write_rows(tmp_path / "e.csv", [r for r in rows if r["accuracy.label"] != "5"])
-    report = agreement(results, edited, "accuracy.label", criteria=["accuracy"], resamples=200)
+    report = agreement(results, label_source(edited, "accuracy.label"), criteria=["accuracy"],
+                       resamples=200)
     assert any("rows were deleted, added or edited" in n for n in report["design"]["notes"])

@@ -18,11 +18,12 @@ from click.testing import CliRunner
 
 from evaluator.analysis.agreement import AgreementError, agreement, criterion_agreement
 from evaluator.cli.main import cli
+from evaluator.data.sources import CaseSource
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.run.runner import evaluate
 from evaluator.run.task import Judge, RunOptions, Task
-from tests.conftest import SHARED_DATA, refused_in_one_line, write_jsonl
+from tests.conftest import SHARED_DATA, label_source, refused_in_one_line, write_jsonl
 from tests.label_world import world, write_results, write_rows
 
 needs_trial_data = pytest.mark.skipif(not SHARED_DATA.is_file(),
@@ -72,7 +73,7 @@ def test_figures_match_direct_library_calls(trial_data, trial_results):
     from scipy.stats import kendalltau, spearmanr
     from sklearn.metrics import cohen_kappa_score
 
-    report = agreement(trial_results, SHARED_DATA, "expert_qrel", resamples=200)
+    report = agreement(trial_results, label_source(SHARED_DATA, "expert_qrel"), resamples=200)
     assert report["joined"] == len(trial_data) == 109
     assert report["unmatched_results"] == report["unmatched_labels"] == 0
     assert list(report["criteria"]) == ["hallucination", "accuracy", "clarity"]
@@ -94,7 +95,7 @@ def test_figures_match_direct_library_calls(trial_data, trial_results):
     assert low < acc["spearman"]["value"] < high
     assert sum(map(sum, acc["confusion"]["matrix"])) == 109
     # Seeded: the same call gives the same intervals.
-    again = agreement(trial_results, SHARED_DATA, "expert_qrel", resamples=200,
+    again = agreement(trial_results, label_source(SHARED_DATA, "expert_qrel"), resamples=200,
                       criteria=["accuracy"])
     assert again["criteria"]["accuracy"] == acc
 
@@ -138,7 +139,7 @@ def test_failed_results_are_counted_not_scored(tmp_path):
                       RunOptions(tmp_path / "results.jsonl"))
     labels = write_jsonl(tmp_path / "labels.jsonl", [
         {"case_id": r["case_id"], "expert_qrel": r["expert_qrel"]} for r in rows[1:]])
-    report = agreement(result.results_path, labels, "expert_qrel", resamples=100)
+    report = agreement(result.results_path, label_source(labels, "expert_qrel"), resamples=100)
     assert report["joined"] == 4          # c1..c4: c0 has no label, c5 failed
     assert report["unmatched_results"] == 1 and report["not_ok_labelled"] == 1
     assert report["not_ok_status_counts"] == {"invalid_output": 1}
@@ -149,8 +150,8 @@ def test_csv_labels_and_id_column(tmp_path):
     results = _small_results(tmp_path, SMALL)
     labels = tmp_path / "labels.csv"
     labels.write_text("id,grade\n" + "".join(f"c{i},{1 + i % 2}\n" for i in range(6)))
-    report = agreement(results, labels, "grade", id_column="id", criteria=["accuracy"],
-                       resamples=100)
+    report = agreement(results, label_source(labels, "grade", id_column="id"),
+                       criteria=["accuracy"], resamples=100)
     assert report["joined"] == 6 and list(report["criteria"]) == ["accuracy"]
 
 
@@ -190,7 +191,7 @@ def test_load_labels_rejects_duplicates(tmp_path):
 
     path = write_jsonl(tmp_path / "l.jsonl", [{"case_id": "a", "y": 1}, {"case_id": "a", "y": 2}])
     with pytest.raises(AgreementError, match="lines 1 and 2 have the same case id"):
-        load_labels(path, "y")
+        load_labels(label_source(path, "y"))
 
 
 # --- issue 17: figures that cannot mislead, and judge-bias diagnostics --------------------
@@ -227,7 +228,8 @@ def scripted_results(rows: list[dict], out_dir, score, reasoning=lambda i, s: "o
 def test_constant_judge_is_said_first_and_every_statistic_marked(tmp_path):
     rows = synthetic_rows(46, label=lambda i: 1 + (i % 5 < 2))
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 2)
-    report = agreement(results, cases, "expert_qrel", criteria=["accuracy"], resamples=200)
+    report = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
+                       resamples=200)
     acc = report["criteria"]["accuracy"]
     assert "same value (2) to all 46 cases" in acc["warnings"][0]
     # The issue's example: within-one 1.000 against 1-2 labels, exact = share of 2-labels.
@@ -251,7 +253,7 @@ def test_two_values_of_a_wide_scale_are_warned_and_fixed_figures_marked(tmp_path
     # the label and a 5 never is, so within-one is the judge's share of 1s.
     rows = synthetic_rows(40, label=lambda i: 1 + (i % 2))
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 5 if i % 4 else 1)
-    acc = agreement(results, cases, "expert_qrel", criteria=["accuracy"],
+    acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
                     resamples=200)["criteria"]["accuracy"]
     assert any("only 2 of the 5 values of its scale (1, 5)" in w for w in acc["warnings"])
     assert acc["within_one"]["value"] == pytest.approx(0.25)
@@ -326,7 +328,7 @@ def test_circular_label_is_named_never_its_values(tmp_path):
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 1 + 3 * (i % 3 == 0))
     labels = write_jsonl(tmp_path / "labels.jsonl", [
         {"case_id": r["case_id"], "grade": r["expert_qrel"]} for r in rows])
-    report = agreement(results, labels, "grade", resamples=100)
+    report = agreement(results, label_source(labels, "grade"), resamples=100)
     assert [c["field"] for c in report["circular"]] == ["ground_truth_label"]
     assert report["circular"][0]["one_to_one"]
     assert "'ground_truth_label' the judge is shown" in report["warnings"][0]
@@ -341,7 +343,7 @@ def test_circular_label_is_named_never_its_values(tmp_path):
     rows = synthetic_rows(30, label=lambda i: 1 + (i % 3 == 0),
                           ground_truth=lambda i: names[1 + (i % 2)])
     results, cases = scripted_results(rows, tmp_path / "control", score=lambda i: 2)
-    report = agreement(results, cases, "expert_qrel", resamples=100)
+    report = agreement(results, label_source(cases, "expert_qrel"), resamples=100)
     assert report["circular"] == [] and report["warnings"] == []
 
 
@@ -359,7 +361,7 @@ def test_circular_fields_rules():
 def test_confusion_axes_from_the_rubric_and_the_label_scale(tmp_path):
     rows = synthetic_rows(12, label=lambda i: 1 + (i % 2))
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 2 + (i % 3 == 0))
-    acc = agreement(results, cases, "expert_qrel", criteria=["accuracy"],
+    acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
                     resamples=100)["criteria"]["accuracy"]
     confusion = acc["confusion"]
     # Judge axis: the rubric's 1-5 (1, 4, 5 never chosen are shown); labels: 1, 2 only (no
@@ -367,8 +369,8 @@ def test_confusion_axes_from_the_rubric_and_the_label_scale(tmp_path):
     assert confusion["judge_values"] == [1, 2, 3, 4, 5]
     assert confusion["label_values"] == [1, 2]
     assert confusion["matrix"] == [[0, 4, 2, 0, 0], [0, 4, 2, 0, 0]]
-    declared = agreement(results, cases, "expert_qrel", criteria=["accuracy"], resamples=100,
-                         label_scale=[0.0, 1.0, 2.0])["criteria"]["accuracy"]["confusion"]
+    declared = agreement(results, label_source(cases, "expert_qrel", scale=[0.0, 1.0, 2.0]),
+                         criteria=["accuracy"], resamples=100)["criteria"]["accuracy"]["confusion"]
     assert declared["label_values"] == [0, 1, 2] and declared["matrix"][0] == [0] * 5
     runner = CliRunner()
     base = ["agree", str(results), "--labels", str(cases), "--label-field", "expert_qrel",
@@ -416,7 +418,8 @@ def test_length_biased_judge_shows_in_the_verbosity_figures(tmp_path):
 
     results, cases = scripted_results(rows, tmp_path, score,
                                       reasoning=lambda i, s: "because " * (4 * s))
-    report = agreement(results, cases, "expert_qrel", criteria=["accuracy"], resamples=100)
+    report = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
+                       resamples=100)
     assert report["text_field"] == "workflow_answer"
     verbosity = report["criteria"]["accuracy"]["verbosity"]
     text = verbosity["text_chars"]
@@ -434,7 +437,8 @@ def test_length_biased_judge_shows_in_the_verbosity_figures(tmp_path):
     assert "word word" not in done.output
     # Control: an unbiased judge (the label) shows no length effect.
     fair, cases = scripted_results(rows, tmp_path / "fair", score=lambda i: 1 + 3 * (i % 2))
-    fair_text = agreement(fair, cases, "expert_qrel", criteria=["accuracy"], resamples=100)[
+    fair_text = agreement(fair, label_source(cases, "expert_qrel"), criteria=["accuracy"],
+                          resamples=100)[
         "criteria"]["accuracy"]["verbosity"]["text_chars"]["correlation"]
     assert fair_text["ci95"][0] < 0 < fair_text["ci95"][1]
 
@@ -445,8 +449,8 @@ def test_subgroup_biased_judge_is_a_finding_with_a_ci(tmp_path):
                           group=lambda i: "model-a" if i % 2 else "model-b")
     results, cases = scripted_results(
         rows, tmp_path, score=lambda i: min(5, 1 + (i % 4 < 2) + 2 * (i % 2)))
-    acc = agreement(results, cases, "expert_qrel", criteria=["accuracy"], resamples=100,
-                    by="generator_model")["criteria"]["accuracy"]
+    acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
+                    resamples=100, by="generator_model")["criteria"]["accuracy"]
     a = acc["subgroups"]["model-a"]
     assert a["n"] == 24 and a["mean_score"] - acc["subgroups"]["model-b"]["mean_score"] == 2
     assert a["vs_rest"]["score"]["difference"] == pytest.approx(2.0)
@@ -491,7 +495,8 @@ def test_case_fields_from_another_file_are_refused_in_a_note(tmp_path):
     rows = synthetic_rows(10, label=lambda i: 1 + (i % 2))
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 1 + (i % 3))
     other = write_jsonl(tmp_path / "other.jsonl", list(reversed(rows)))
-    report = agreement(results, cases, "expert_qrel", resamples=100, cases_path=other)
+    report = agreement(results, label_source(cases, "expert_qrel"), resamples=100,
+                       cases=CaseSource(other))
     assert any("does not match the run" in note for note in report["notes"])
     assert report["text_field"] is None and "text_chars" not in \
         report["criteria"]["accuracy"]["verbosity"]

@@ -26,6 +26,7 @@ from evaluator.analysis.designs import (
     uneven_weights_warning,
 )
 from evaluator.cli.main import cli
+from tests.conftest import label_source
 from tests.label_world import SECRET, fill_sheet, read_rows, world, write_results, write_rows
 
 IDS = [f"c{i:03d}" for i in range(60)]
@@ -251,10 +252,10 @@ def test_a_quoted_cell_with_line_breaks_and_an_excel_bom_read_back(tmp_path):
     path.write_text('\ufeffcase_id,input.note,grade\na,"two\nlines",3\nb,x,\nc,y,oops\n',
                     encoding="utf-8")
     with pytest.raises(Exception, match="line 5: field 'grade' is not a number"):
-        load_labels(path, "grade")
+        load_labels(label_source(path, "grade"))
     path.write_text('\ufeffcase_id,input.note,grade\na,"two\nlines",3\nb,x,\n',
                     encoding="utf-8")
-    labels = load_labels(path, "grade")
+    labels = load_labels(label_source(path, "grade"))
     assert dict(labels) == {"a": 3.0} and labels.unlabelled == 1
 
 

@@ -21,6 +21,7 @@ from evaluator.analysis.agreement import AgreementError, agreement
 from evaluator.analysis.gates import Gate, GateError, gate_table, parse_gate
 from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.cli.main import cli
+from tests.conftest import label_source
 from tests.test_score_mode import write_records
 
 # accuracy >= 4 over 20 cases: 6 TP, 2 FP, 3 FN, 9 TN (judge score, label).
@@ -123,7 +124,8 @@ def test_malformed_or_unknown_pass_exits_2_in_one_line(tmp_path):
     assert "unknown criterion 'accurcy'" in done.output
     assert len(done.output.strip().splitlines()) == 1
     with pytest.raises(AgreementError, match="unknown criterion"):
-        agreement(results, labels, "grade", gates=[parse_gate("nope>=1")], resamples=100)
+        agreement(results, label_source(labels, "grade"), gates=[parse_gate("nope>=1")],
+                  resamples=100)
 
 
 def test_gates_compare_expected_scores_in_expected_mode(tmp_path):
@@ -134,17 +136,18 @@ def test_gates_compare_expected_scores_in_expected_mode(tmp_path):
     labels = tmp_path / "l.jsonl"
     labels.write_text("".join(json.dumps({"case_id": cid, "grade": 5 if i % 2 else 2}) + "\n"
                               for i, (cid, _, _) in enumerate(rows)))
-    argmax = agreement(results, labels, "grade", criteria=["accuracy"], resamples=100,
-                       gates=[parse_gate("accuracy>=4")])["gates"][0]
+    argmax = agreement(results, label_source(labels, "grade"), criteria=["accuracy"],
+                       resamples=100, gates=[parse_gate("accuracy>=4")])["gates"][0]
     assert (argmax["tp"], argmax["fp"], argmax["fn"], argmax["tn"]) == (5, 5, 0, 0)
     assert argmax["specificity"]["value"] == 0.0  # defined: 0 of 5
-    expected = agreement(results, labels, "grade", criteria=["accuracy"], resamples=100,
-                         score_mode="expected", gates=[parse_gate("accuracy>=4")])["gates"][0]
+    expected = agreement(results, label_source(labels, "grade"), criteria=["accuracy"],
+                         resamples=100, score_mode="expected",
+                         gates=[parse_gate("accuracy>=4")])["gates"][0]
     assert (expected["tp"], expected["fp"], expected["fn"], expected["tn"]) == (5, 0, 0, 5)
     # Without distributions there is nothing to compare in expected mode.
     bare = write_records(tmp_path / "bare.jsonl", [(cid, 4, None) for cid, _, _ in rows])
     with pytest.raises(ScoreModeError, match="none of its 10 ok record"):
-        agreement(bare, labels, "grade", resamples=100, score_mode="expected")
+        agreement(bare, label_source(labels, "grade"), resamples=100, score_mode="expected")
 
 
 def test_a_gate_outside_the_compared_criteria_is_refused(tmp_path):

@@ -36,7 +36,7 @@ from evaluator.run.runner import evaluate
 from evaluator.run.task import Judge, RunOptions, Task
 from evaluator.tracking.log_run import TrackingOptions, log_run
 from evaluator.tracking.mlflow_store import MlflowMissing, TrackingError
-from tests.conftest import EXAMPLES, ROOT, write_jsonl
+from tests.conftest import EXAMPLES, ROOT, label_source, write_jsonl
 
 if not __import__("importlib.util").util.find_spec("mlflow"):
     pytest.skip("needs the mlflow extra (and the test-tools extra for its server)",
@@ -306,8 +306,8 @@ def test_labels_log_the_agreement_and_estimate_figures(here, finished):
     assert result.exit_code == 0, result.output
     metrics = client((here / "mlruns").as_uri()).get_run(result.stdout.strip()).data.metrics
     gate = parse_gate("critical_finding_concordance>=3")
-    report = agreement(finished, labels, "clinician", criteria=["critical_finding_concordance"],
-                       resamples=200, gates=[gate])
+    report = agreement(finished, label_source(labels, "clinician"),
+                       criteria=["critical_finding_concordance"], resamples=200, gates=[gate])
     stats = report["criteria"]["critical_finding_concordance"]
     prefix = "agreement/critical_finding_concordance"
     assert metrics[f"{prefix}/n"] == stats["n"] == 13
@@ -320,7 +320,7 @@ def test_labels_log_the_agreement_and_estimate_figures(here, finished):
     assert rule.startswith("critical_finding_concordance_ge_3-")
     assert metrics[f"agreement_gate/{rule}/sensitivity"] == gate_row["sensitivity"]["value"]
     assert metrics[f"agreement_gate/{rule}/tp"] == gate_row["tp"]
-    rows = estimate([finished], [labels], "clinician",
+    rows = estimate([finished], label_source([labels], "clinician"),
                     criteria=["critical_finding_concordance"], gates=[gate])["estimates"]
     by_criterion = {row["criterion"]: row for row in rows}
     row = by_criterion["critical_finding_concordance"]

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from evaluator.analysis.summary import summarize
 from evaluator.cli.main import cli
 from evaluator.data.results import read_results
+from evaluator.data.sources import CaseSource
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.report.build import ReportError, _labels, build_report, status_table
@@ -26,7 +27,7 @@ from evaluator.report.html import CSP, render_html, write_report
 from evaluator.run.runner import evaluate
 from evaluator.run.task import Judge, RunOptions, Task
 from tests import browser
-from tests.conftest import EXAMPLES, write_jsonl
+from tests.conftest import EXAMPLES, label_source, write_jsonl
 from tests.hostile_corpus import CORPUS
 
 pytest.importorskip("scipy", reason="needs the stats extra")
@@ -210,9 +211,10 @@ def test_worst_by_default_and_alias_and_unknown(two_runs):
 def test_agreement_tables_match_the_agreement_function(two_runs):
     from evaluator.analysis.agreement import agreement
 
-    report = build_report([two_runs["a"], two_runs["b"]], labels=two_runs["labels"],
-                          label_field="expert_qrel", agreement_resamples=100, worst_n=0)
-    direct = agreement(two_runs["b"], two_runs["labels"], "expert_qrel", resamples=100)
+    report = build_report([two_runs["a"], two_runs["b"]], agreement_resamples=100, worst_n=0,
+                          labels=label_source(two_runs["labels"], "expert_qrel"))
+    direct = agreement(two_runs["b"], label_source(two_runs["labels"], "expert_qrel"),
+                       resamples=100)
     assert report["agreement"]["files"][1]["result"] == direct
     html = render_html(report, plots=False)
     spearman = direct["criteria"]["accuracy"]["spearman"]
@@ -399,11 +401,13 @@ def test_show_text_reads_the_input_with_the_runs_mapping(tmp_path):
                        RunOptions(tmp_path / "results.jsonl")).results_path
     plain = render_html(build_report([results], worst_n=10, show_text=True), plots=False)
     assert f"{MARK}-answer-0" not in plain and "another --id-column" in plain
-    no_map = render_html(build_report([results], worst_n=10, show_text=True, id_column="id"),
+    no_map = render_html(build_report([results], worst_n=10, show_text=True,
+                                      cases=CaseSource(None, {}, "id")),
                          plots=False)
     assert f"{MARK}-answer-0" not in no_map and "pass the same options to the report" in no_map
-    mapped = render_html(build_report([results], worst_n=10, show_text=True, id_column="id",
-                                      mapping={"workflow_answer": "answer"}), plots=False)
+    mapped = render_html(build_report([results], worst_n=10, show_text=True,
+                                      cases=CaseSource(None, {"workflow_answer": "answer"}, "id")),
+                         plots=False)
     assert f"{MARK}-answer-0" in mapped and f"{MARK}-trial_title-2" in mapped
     assert "the file changed" not in mapped and "pass the same" not in mapped
 
@@ -509,8 +513,8 @@ needs_chromium = pytest.mark.skipif(
 def test_report_renders_in_headless_chromium(hostile_run, two_runs, tmp_path):
     image = pytest.importorskip("PIL.Image", reason="Pillow comes with matplotlib")
     page = tmp_path / "report.html"
-    write_report([two_runs["a"], two_runs["b"]], page, labels=two_runs["labels"],
-                 label_field="expert_qrel", agreement_resamples=100, worst_n=5)
+    write_report([two_runs["a"], two_runs["b"]], page, agreement_resamples=100, worst_n=5,
+                 labels=label_source(two_runs["labels"], "expert_qrel"))
     shot = browser.render(page, tmp_path / "report.png")
     assert shot.returncode == 0, shot.stderr[-2000:]
     assert shot.console == [], shot.console
@@ -584,8 +588,8 @@ def test_different_case_sets_are_said_and_common_cases_compares_like_with_like(u
     html = render_html(plain, plots=False)
     assert "judged on different case sets" in html and "--common-cases" in html
     common = build_report([runs["a"], runs["b"]], worst_n=3, common_cases=True,
-                          labels=runs["labels"], label_field="expert_qrel",
-                          agreement_resamples=100)
+                          agreement_resamples=100, labels=label_source(runs["labels"],
+                                                                       "expert_qrel"))
     assert common["common_cases"] == {"n": runs["third"], "union": runs["n"]}
     for entry in common["files"]:
         assert entry["summary"].criteria["accuracy"].n == runs["third"]
@@ -626,8 +630,8 @@ def test_agreement_warnings_methods_and_bias_figures_in_the_page(unequal_runs, t
 
 def test_agreement_rows_name_the_file_they_belong_to(unequal_runs):
     runs = unequal_runs
-    report = build_report([runs["a"], runs["c"]], worst_n=0, labels=runs["labels"],
-                          label_field="expert_qrel", agreement_resamples=100)
+    report = build_report([runs["a"], runs["c"]], worst_n=0, agreement_resamples=100,
+                          labels=label_source(runs["labels"], "expert_qrel"))
     html = render_html(report, plots=False)
     text = " ".join(parse(html).text)
     # Judge C (#2) is the constant one: its warnings and * notes say #2, never #1.

@@ -31,7 +31,7 @@ from evaluator.cli.main import cli
 from evaluator.data.results import PanelVerdict, ResultRecord, ResultWriter
 from evaluator.data.sources import LabelSource
 from evaluator.rubrics.load import load_rubric
-from tests.conftest import write_jsonl
+from tests.conftest import label_source, write_jsonl
 
 SECRET = "SECRET-PATIENT-TEXT Mrs Example, 71, metastatic"
 SURE = {4: 0.95, 5: 0.05}
@@ -159,7 +159,7 @@ def test_several_results_files_judges_disagreeing_is_a_signal(results, tmp_path)
 
 def test_labelled_cases_are_not_proposed_again_and_empty_labels_are_not_labels(results,
                                                                               labels):
-    assert read_labelled(labels, "expert") == {"case-06": 2.0}
+    assert read_labelled(label_source(labels, "expert")) == {"case-06": 2.0}
     sheet = build_review([results], labels=LabelSource((labels,), "expert"))
     ids = [r["case_id"] for r in sheet.rows]
     assert "case-06" not in ids and "case-01" in ids

@@ -25,6 +25,7 @@ from evaluator.analysis.summary import summarize
 from evaluator.cli.main import cli
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.rubrics.load import load_rubric
+from tests.conftest import label_source
 
 CRITERIA = ("hallucination", "accuracy", "clarity")
 SECRET = "SECRET-CASE-TEXT"
@@ -134,9 +135,9 @@ def test_expected_without_any_distributions_is_one_line_exit_2(tmp_path):
 
 def test_expected_scores_agree_better_than_argmax_and_categories_are_not_applicable(coarse):
     results, labels = coarse
-    argmax = agreement(results, labels, "grade", criteria=["accuracy"], resamples=200)
-    expected = agreement(results, labels, "grade", criteria=["accuracy"], resamples=200,
-                         score_mode="expected")
+    argmax = agreement(results, label_source(labels, "grade"), criteria=["accuracy"], resamples=200)
+    expected = agreement(results, label_source(labels, "grade"), criteria=["accuracy"],
+                         resamples=200, score_mode="expected")
     a, e = argmax["criteria"]["accuracy"], expected["criteria"]["accuracy"]
     assert argmax["joined"] == 40 and expected["joined"] == 37
     assert expected["score_mode"]["left_out_no_distributions"] == 3

@@ -60,6 +60,7 @@ from evaluator.analysis.label_files import (
 from evaluator.analysis.score_mode import ScoredView, mode_block, score_view
 from evaluator.analysis.stats import require_stats
 from evaluator.data.results import ResultRecord, read_results
+from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError, pairwise_elsewhere
 
@@ -366,26 +367,25 @@ def _rubric_for(records: Sequence[ResultRecord],
                       "observed scores, no case fields (give --rubrics-dir)")
 
 
-def agreement(results_path: Path, labels_path: Path, label_field: str, *,
-              criteria: Sequence[str] = (), id_column: str = "case_id",
+def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str] = (),
               resamples: int = AGREEMENT_RESAMPLES, seed: int = AGREEMENT_SEED,
-              label_scale: Sequence[float] | None = None, rubrics_dirs: Sequence[Path] = (),
-              cases_path: Path | None = None, mapping: Mapping[str, str] | None = None,
-              case_id_column: str = "case_id", text_field: str | None = None,
-              by: str | None = None, only_ids: set[str] | None = None,
-              score_mode: str = "argmax", gates: Sequence[Gate] = ()) -> dict[str, Any]:
-    """Join a results file with a labels file and compute agreement per criterion.
+              rubrics_dirs: Sequence[Path] = (), cases: CaseSource | None = None,
+              text_field: str | None = None, by: str | None = None,
+              only_ids: set[str] | None = None, score_mode: str = "argmax",
+              gates: Sequence[Gate] = ()) -> dict[str, Any]:
+    """Join a results file with its labels file (``labels.path``) and compute agreement per
+    criterion.
 
     ``criteria`` defaults to the criterion a ``KEY.label`` field names (a review
     worksheet's column: :func:`~evaluator.analysis.label_files.rated_criteria`; another
     ``criteria`` is refused), else every integer criterion and aggregate in the ``ok``
     records. Labels in a ``KEY.label`` field are on KEY's scale in the rubric, or on
-    ``label_scale`` when given (a label off it is refused, naming its line).
+    ``labels.scale`` when given (a label off it is refused, naming its line).
     Records that are not ``ok`` are never scored: they are counted (``not_ok_labelled``).
     ``only_ids`` restricts the comparison to those case ids (``--common-cases``). The
     rubric (found by name, ``rubrics_dirs`` first) gives the judge's scale; the cases file
-    (``cases_path``, else the one the records name; read with ``mapping`` and
-    ``case_id_column``) gives the fields the judge was shown, for the circular-label check,
+    (``cases.path``, else the one the records name; read with its mapping and id column)
+    gives the fields the judge was shown, for the circular-label check,
     and ``text_field``'s length (default: the rubric's input "being evaluated") for the
     verbosity figures. ``by`` names a grouping column of the labels file.
 
@@ -399,7 +399,9 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
     the ``design`` block; a ``priority`` one puts its warning first in ``warnings``, an
     ``active`` one weights the statistics that have a weighted form (each case 1/pi)."""
     require_stats()
-    results_path, labels_path = Path(results_path), Path(labels_path)
+    results_path = Path(results_path)
+    labels_path, label_field = Path(str(labels.path)), str(labels.field)
+    label_scale = labels.scale
     records = read_results(results_path, rubrics_dirs)
     pairwise = next((r for r in records if r.pairwise is not None), None)
     if pairwise is not None:  # before the labels, which hold A/B/tie for such a file
@@ -407,8 +409,7 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
     rubric, rubric_note = _rubric_for(records, rubrics_dirs)
     if rubric is not None and rubric.pairwise:
         raise AgreementError(pairwise_elsewhere(results_path, rubric.name, "agree"))
-    labels = load_labels(labels_path, label_field, id_column, label_scale=label_scale,
-                         rubric=rubric)
+    id_column, labels = labels.id_column, load_labels(labels, rubric=rubric)
     groups = load_groups(labels_path, by, id_column) if by else None
     ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}
     not_ok = [r for r in records if r.case_id not in ok]
@@ -455,8 +456,7 @@ def agreement(results_path: Path, labels_path: Path, label_field: str, *,
             raise AgreementError(f"--text-field {text_field!r} is not an input of rubric "
                                  f"{rubric.name!r} (its inputs: {', '.join(rubric.inputs)})")
         fields, fields_note = case_fields([ok[i] for i in joined_ids], results_path, rubric,
-                                          cases_path=cases_path, mapping=mapping,
-                                          id_column=case_id_column)
+                                          cases or CaseSource())
         notes.append(fields_note)
         text_field = text_field or evaluated_field(rubric)
     warned: list[str] = list(design.warnings)

@@ -11,11 +11,12 @@ file, or one changed since the run, is said in a note instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 
 from evaluator.data.cases import Case, InputFileError, read_cases
 from evaluator.data.results import ResultRecord
+from evaluator.data.sources import CaseSource
 from evaluator.rubrics.rubric import Rubric
 
 # Input descriptions that mark the text being evaluated (every built-in rubric has one).
@@ -36,12 +37,11 @@ def _candidates(recorded: str, results_path: Path) -> list[Path]:
         [results_path.parent / path, path]))
 
 
-def case_fields(records: Iterable[ResultRecord], results_path: Path, rubric: Rubric, *,
-                cases_path: Path | None = None, mapping: Mapping[str, str] | None = None,
-                id_column: str = "case_id") -> tuple[dict[str, dict[str, str]] | None, str]:
+def case_fields(records: Iterable[ResultRecord], results_path: Path, rubric: Rubric,
+                cases: CaseSource) -> tuple[dict[str, dict[str, str]] | None, str]:
     """(case id -> {input field: text}, a note saying where they came from or why there are
-    none) for ``records``."""
-    records = [r for r in records]
+    none) for ``records``, read from ``cases`` (its path, else the one the records name)."""
+    records, cases_path = [r for r in records], cases.path
     if cases_path is None:
         named = sorted({r.input_file for r in records if r.input_file})
         if len(named) != 1:
@@ -54,7 +54,8 @@ def case_fields(records: Iterable[ResultRecord], results_path: Path, rubric: Rub
                           "--cases for the circular-label check and text lengths")
         cases_path = found[0]
     try:
-        items = read_cases(Path(cases_path), rubric, mapping=mapping, id_column=id_column)
+        items = read_cases(Path(cases_path), rubric, mapping=cases.mapping,
+                           id_column=cases.id_column)
     except InputFileError as exc:
         return None, f"cases file cannot be read ({exc}): no circular-label check"
     by_line = {item.line: item for item in items}

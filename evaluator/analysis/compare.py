@@ -26,6 +26,7 @@ from evaluator.analysis.pairwise import (
 from evaluator.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, require_stats
 from evaluator.data.pairs import same_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
+from evaluator.data.sources import LabelSource
 
 POSITION_NOTE = ("position bias: the share of decisive verdicts (both orders) that chose the "
                  "answer shown first; 0.5 = no bias, 1 = always the first")
@@ -84,13 +85,12 @@ def _criteria(paths: Sequence[Path], oks: Sequence[Sequence[ResultRecord]],
     return list(dict.fromkeys(wanted))
 
 
-def load_choice_labels(path: Path, label_field: str,
-                       id_column: str = "case_id") -> tuple[dict[str, str], int]:
+def load_choice_labels(source: LabelSource) -> tuple[dict[str, str], int]:
     """Case id -> "A", "B" or "tie" (case-insensitive; candidate terms: A is system A) from
-    a labels file (JSONL or CSV, :func:`label_files.label_rows`), and the number of rows
-    whose label is still empty. Anything else is refused naming the file, line and field,
-    never the value."""
-    path = Path(path)
+    the source's labels file (JSONL or CSV, :func:`label_files.label_rows`), and the number
+    of rows whose label is still empty. Anything else is refused naming the file, line and
+    field, never the value."""
+    path, label_field, id_column = Path(str(source.path)), str(source.field), source.id_column
     rows = label_rows(path)
     if not rows:
         raise CompareError(f"{path}: no label rows")
@@ -153,16 +153,16 @@ def _comparison(path: Path, pairs: Pairs, labels: dict[str, str] | None, resampl
 
 
 def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
-            labels_path: Path | None = None, label_field: str | None = None,
-            id_column: str = "case_id", resamples: int = BOOTSTRAP_RESAMPLES,
+            labels: LabelSource | None = None, resamples: int = BOOTSTRAP_RESAMPLES,
             seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
     """Compare pairwise results files (each one pairing, system A vs B): per file and
     choice criterion (all of the rubric's, or ``criteria``) the win rate, position
-    consistency, position bias, length bias and, with ``labels_path``, the agreement with
-    clinicians' labels (one results file only); per criterion the Bradley-Terry strengths
-    when the files cover more than two systems. Keys: ``files``, ``rubric``, ``criteria``,
-    ``comparisons``, ``bradley_terry``, ``notes`` (docs/pairwise.md)."""
+    consistency, position bias, length bias and, with ``labels`` (a file), the agreement
+    with clinicians' labels (one results file only); per criterion the Bradley-Terry
+    strengths when the files cover more than two systems. Keys: ``files``, ``rubric``,
+    ``criteria``, ``comparisons``, ``bradley_terry``, ``notes`` (docs/pairwise.md)."""
     paths = [Path(p) for p in paths]
+    labels_path = labels.path if labels is not None else None
     if not paths:
         raise CompareError("give at least one pairwise results file")
     if any(same_file(a, b) for i, a in enumerate(paths) for b in paths[i + 1:]):
@@ -170,7 +170,7 @@ def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
     if labels_path is not None and len(paths) != 1:
         raise CompareError("--labels compares one results file with its labels: give one "
                            "RESULTS file")
-    if labels_path is not None and not label_field:
+    if labels is not None and labels_path is not None and not labels.field:
         raise CompareError("--labels needs --label-field (the column holding A, B or tie)")
     require_stats()
     files, oks, rubrics = [], [], {}
@@ -194,9 +194,9 @@ def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
                            "rubric")
     rubric = rubrics[paths[0]]
     keys = _criteria(paths, oks, rubric, criteria)
-    labels = unlabelled = None
-    if labels_path is not None:
-        labels, unlabelled = load_choice_labels(labels_path, str(label_field), id_column)
+    chosen = unlabelled = None
+    if labels is not None and labels_path is not None:
+        chosen, unlabelled = load_choice_labels(labels)
     notes = [INCONSISTENT_NOTE, POSITION_NOTE, LENGTH_NOTE]
     if unlabelled:
         notes.append(f"{unlabelled} row(s) of {labels_path} are not labelled yet: left out")
@@ -208,7 +208,7 @@ def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
         battles = []
         for path, ok, info in zip(paths, oks, files, strict=True):
             pairs = pairs_from_records(ok, key)
-            comparisons.append(_comparison(path, pairs, labels, resamples, seed))
+            comparisons.append(_comparison(path, pairs, chosen, resamples, seed))
             battles.append(Battles(info["systems"]["A"], info["systems"]["B"], pairs.outcome))
         if len(systems) > 2:
             strengths.append({"criterion": key,

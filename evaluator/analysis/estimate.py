@@ -46,6 +46,7 @@ from evaluator.analysis.estimate_inputs import (
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.intervals import NO_INTERVAL, kish_n_eff, wilson_ci
 from evaluator.analysis.stats import require_stats
+from evaluator.data.sources import LabelSource
 
 
 def _label_outcome(gate: Gate | None, label: float) -> float:
@@ -211,23 +212,20 @@ def _se(ci: Sequence[float] | None) -> float | None:
     return None if not ci else (ci[1] - ci[0]) / (2 * ppi.Z95)
 
 
-def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, *,
-             criteria: Sequence[str] = (), gates: Sequence[Gate] = (),
-             id_column: str = "case_id", score_mode: str = "argmax",
-             rubrics_dirs: Sequence[Path] = (),
-             label_scale: Sequence[float] | None = None) -> dict[str, Any]:
+def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence[str] = (),
+             gates: Sequence[Gate] = (), score_mode: str = "argmax",
+             rubrics_dirs: Sequence[Path] = ()) -> dict[str, Any]:
     """Clinician-level estimates for each results file (with the labels file at the same
-    position in ``labels``; one labels file with one results file) and each criterion and
-    gate, and every pair's difference (see the module docstring). The labels are on
-    ``label_scale`` when given, else those of a ``KEY.label`` field on KEY's scale in the
+    position in ``labels.paths``; one labels file with one results file) and each criterion
+    and gate, and every pair's difference (see the module docstring). The labels are on
+    ``labels.scale`` when given, else those of a ``KEY.label`` field on KEY's scale in the
     rubric (a label off it is refused, naming its line)."""
     require_stats()
-    results = [Path(p) for p in results]
-    labels = [Path(p) for p in labels]
+    results, paths, label_field = [Path(p) for p in results], labels.paths, str(labels.field)
     if not results:
         raise EstimateError("give at least one results file")
-    if len(labels) != len(results):
-        raise EstimateError(f"{len(results)} results file(s) and {len(labels)} --labels: give "
+    if len(paths) != len(results):
+        raise EstimateError(f"{len(results)} results file(s) and {len(paths)} --labels: give "
                             "one --labels per results file, in the same order (labels rate "
                             "one system's answers)")
     for i, path in enumerate(results):
@@ -238,9 +236,8 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
                                     "on its own)")
     names = system_names(results)
     try:
-        systems = [load_system(p, lp, name, label_field, id_column=id_column,
-                               rubrics_dirs=rubrics_dirs, label_scale=label_scale)
-                   for p, lp, name in zip(results, labels, names, strict=True)]
+        systems = [load_system(p, labels, lp, name, rubrics_dirs=rubrics_dirs)
+                   for p, lp, name in zip(results, paths, names, strict=True)]
     except DesignError as exc:
         raise EstimateError(str(exc)) from None
     rubric_names = {s.rubric.name for s in systems}

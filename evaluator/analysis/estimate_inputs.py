@@ -32,6 +32,7 @@ from evaluator.analysis.label_files import (
 )
 from evaluator.analysis.score_mode import score_view
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
+from evaluator.data.sources import LabelSource
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import (
     IntegerCriterion,
@@ -161,12 +162,13 @@ def _check_design(system: System, records: Sequence[ResultRecord]) -> None:
                if design.kind == "active" else ""))
 
 
-def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
-                id_column: str, rubrics_dirs: Sequence[Path],
-                label_scale: Sequence[float] | None = None) -> System:
-    """Read one results file and its labels (on ``label_scale``, else on the rubric's scale
-    for a ``KEY.label`` field: :func:`~evaluator.analysis.label_files.load_labels`), and
-    check the labels' design against it."""
+def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *,
+                rubrics_dirs: Sequence[Path]) -> System:
+    """Read one results file and its labels file ``labels_path``, as ``source`` says (on its
+    scale, else on the rubric's for a ``KEY.label`` field:
+    :func:`~evaluator.analysis.label_files.load_labels`), and check the labels' design
+    against it."""
+    label_field, id_column = str(source.field), source.id_column
     records = _read(path, rubrics_dirs)
     rubric = _rubric(path, records, rubrics_dirs)
     population = sorted({r.case_id for r in records if r.status == "ok" and r.scores is not None})
@@ -174,8 +176,7 @@ def load_system(path: Path, labels_path: Path, name: str, label_field: str, *,
         raise EstimateError(f"{path}: {len(population)} ok case(s); an estimate needs at "
                             "least 2")
     rows = label_rows(Path(labels_path))
-    labels = load_labels(labels_path, label_field, id_column, rows=rows,
-                         label_scale=label_scale, rubric=rubric)
+    labels = load_labels(source, labels_path, rows=rows, rubric=rubric)
     if any(abs(v) > MAX_LABEL for v in labels.values()):
         raise EstimateError(f"{labels_path}: a label in {label_field!r} is beyond "
                             f"+-{MAX_LABEL:g}: not a score or an outcome (the estimators' sums "

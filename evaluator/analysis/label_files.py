@@ -27,6 +27,7 @@ from evaluator.data.csv_files import (
     read_cell,
     semicolon_separated,
 )
+from evaluator.data.sources import LabelSource
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
 
@@ -201,20 +202,21 @@ def _empty(value: object) -> bool:
     return value is None or (isinstance(value, str) and value.strip() == "")
 
 
-def load_labels(path: Path, label_field: str, id_column: str = "case_id", *,
-                label_scale: Sequence[float] | None = None, allow_none: bool = False,
+def load_labels(source: LabelSource, path: Path | None = None, *, allow_none: bool = False,
                 rows: list[tuple[int, dict[str, Any]]] | None = None,
                 rubric: Rubric | None = None) -> Labels:
-    """Map case id -> numeric label. Every row needs the id and the label field; a label that
-    is a number (one of ``label_scale`` when given) is a label, an empty one (an empty CSV
-    cell, JSON null: a worksheet row not labelled yet, ``evaluator review``) is skipped and
-    counted, anything else is an error (so is a file with no label at all, unless
-    ``allow_none``: a worksheet nobody has filled in yet). Errors name the file, lines and
-    field, never a case id (``id_column`` may hold case text). ``rows``: the file's
-    :func:`label_rows`, when the caller has read them already (one read for every use).
-    Without ``label_scale``, the labels of a ``KEY.label`` field naming an integer criterion
-    of ``rubric`` are on its scale (:func:`rubric_label_scale`)."""
-    path = Path(path)
+    """Map case id -> numeric label, read from ``path`` (default: the source's one file) as
+    ``source`` says. Every row needs the id and the label field; a label that is a number
+    (one of the source's scale when given) is a label, an empty one (an empty CSV cell, JSON
+    null: a worksheet row not labelled yet, ``evaluator review``) is skipped and counted,
+    anything else is an error (so is a file with no label at all, unless ``allow_none``: a
+    worksheet nobody has filled in yet). Errors name the file, lines and field, never a case
+    id (the id column may hold case text). ``rows``: the file's :func:`label_rows`, when the
+    caller has read them already (one read for every use). Without a scale, the labels of a
+    ``KEY.label`` field naming an integer criterion of ``rubric`` are on its scale
+    (:func:`rubric_label_scale`)."""
+    path = Path(str(source.path if path is None else path))
+    label_field, id_column, label_scale = str(source.field), source.id_column, source.scale
     rows = label_rows(path) if rows is None else rows
     if not rows:
         raise AgreementError(f"{path}: no label rows")

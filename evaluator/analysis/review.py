@@ -269,8 +269,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     _check_gates(rubric, gates)
     labelled: dict[str, float] = {}
     if labels is not None and labels_path is not None and label_field is not None:
-        labelled = read_labelled(Path(labels_path), label_field, labels.id_column, rubric,
-                                 labels.scale)
+        labelled = read_labelled(labels, rubric)
     by_case: dict[str, list[ResultRecord]] = {}
     not_ok: set[str] = set()
     for _, records in files:
@@ -307,9 +306,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     texts: dict[str, dict[str, str]] = {}
     notes: list[str] = []
     if show_text and picked:
-        fields, note = case_fields([c.record for c in picked], files[0][0], rubric,
-                                   cases_path=cases.path, mapping=cases.mapping,
-                                   id_column=cases.id_column)
+        fields, note = case_fields([c.record for c in picked], files[0][0], rubric, cases)
         if fields is None:
             raise ReviewError(note)
         texts = fields

@@ -3,13 +3,13 @@ labels so far, where an empty label means "not labelled yet" (a half-filled work
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from evaluator.analysis.label_files import AgreementError, load_labels
 from evaluator.analysis.review_signals import ReviewError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.files import show_path
+from evaluator.data.sources import LabelSource
 from evaluator.rubrics.rubric import Rubric
 
 
@@ -26,19 +26,15 @@ def check_input_file(path: Path, what: str) -> None:
 
 
 
-def read_labelled(path: Path, label_field: str, id_column: str = "case_id",
-                  rubric: Rubric | None = None,
-                  label_scale: Sequence[float] | None = None) -> dict[str, float]:
+def read_labelled(labels: LabelSource, rubric: Rubric | None = None) -> dict[str, float]:
     """Case id -> label for every row of a labels file (CSV or JSONL) with a label, read as
     ``evaluator agree`` reads it (:func:`evaluator.analysis.agreement.load_labels`): a row
     whose label is empty (or null) is "not labelled yet" and left out, so a half-filled
     worksheet can be read; a label that is not a number (or, in a ``KEY.label`` column,
-    not on KEY's scale in ``rubric``, or on ``label_scale`` when given), a row without an id
-    and a repeated id are errors naming the line, never the id."""
-    path = Path(path)
-    check_input_file(path, "labels file")
+    not on KEY's scale in ``rubric``, or on ``labels.scale`` when given), a row without an
+    id and a repeated id are errors naming the line, never the id."""
+    check_input_file(Path(str(labels.path)), "labels file")
     try:
-        return dict(load_labels(path, label_field, id_column, allow_none=True, rubric=rubric,
-                                label_scale=label_scale))
+        return dict(load_labels(labels, allow_none=True, rubric=rubric))
     except AgreementError as exc:
         raise ReviewError(str(exc)) from None

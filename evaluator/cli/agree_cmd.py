@@ -58,11 +58,8 @@ def agree_command(results: Path, labels: LabelSource, criteria: tuple[str, ...],
     figure; an active sheet's labels weigh 1/pi in kappa, mean |judge - label|, exact and
     within-one agreement, the confusion matrix and the gates. Only 'ok' results are
     compared; case text is never shown."""
-    report = agreement(results, labels.path, str(labels.field), criteria=criteria,
-                       id_column=labels.id_column, resamples=resamples, seed=seed,
-                       label_scale=labels.scale, rubrics_dirs=rubrics_dirs,
-                       cases_path=cases.path, mapping=cases.mapping,
-                       case_id_column=cases.id_column, text_field=text_field, by=by,
+    report = agreement(results, labels, criteria=criteria, resamples=resamples, seed=seed,
+                       rubrics_dirs=rubrics_dirs, cases=cases, text_field=text_field, by=by,
                        score_mode=score_mode, gates=gates)
     click.echo(json.dumps(report, indent=2) if as_json else format_agreement(report))
 

@@ -35,10 +35,7 @@ def compare_command(results: tuple[Path, ...], criteria: tuple[str, ...],
     shown."""
     if labels is not None and labels.field is not None and labels.path is None:
         raise UserError("--label-field goes with --labels")
-    report = compare(list(results), criteria=criteria,
-                     labels_path=labels.path if labels else None,
-                     label_field=labels.field if labels else None,
-                     id_column=labels.id_column if labels else "case_id")
+    report = compare(list(results), criteria=criteria, labels=labels)
     if as_json:
         click.echo(json.dumps(report))
     else:

@@ -46,9 +46,8 @@ def estimate_command(results: tuple[Path, ...], labels: LabelSource,
     judge's quality; with several RESULTS, each pair's difference with its CI and p-value.
     Labels from `evaluator review --design random|active` carry their probabilities; labels
     from a priority sheet are refused. No case text is shown."""
-    report = estimate(list(results), list(labels.paths), str(labels.field), criteria=criteria,
-                      gates=gates, id_column=labels.id_column, score_mode=score_mode,
-                      rubrics_dirs=rubrics_dirs, label_scale=labels.scale)
+    report = estimate(list(results), labels, criteria=criteria, gates=gates,
+                      score_mode=score_mode, rubrics_dirs=rubrics_dirs)
     if as_json:
         for row in [*report["systems"], *report["estimates"], *report["differences"]]:
             click.echo(json.dumps(row))

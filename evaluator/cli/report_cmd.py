@@ -66,16 +66,10 @@ def report_command(results: tuple[Path, ...], html_path: Path, overwrite: bool,
     if labels is not None and labels.paths and not labels.field:
         raise click.UsageError("--labels needs --label-field")
     written = write_report(list(results), html_path, overwrite=overwrite,
-                           rubrics_dirs=rubrics_dirs,
-                           labels=list(labels.paths) or None if labels else None,
-                           label_field=labels.field if labels else None,
-                           estimate_criteria=estimate_criteria,
-                           label_id_column=labels.id_column if labels else "case_id",
-                           worst_by=worst_by, worst_n=worst_n, show_text=show_text,
-                           mapping=cases.mapping, id_column=cases.id_column,
-                           agreement_resamples=resamples, common_cases=common_cases,
-                           label_scale=labels.scale if labels else None, by=by,
-                           cases_path=cases.path,
+                           rubrics_dirs=rubrics_dirs, labels=labels, cases=cases,
+                           estimate_criteria=estimate_criteria, worst_by=worst_by,
+                           worst_n=worst_n, show_text=show_text,
+                           agreement_resamples=resamples, common_cases=common_cases, by=by,
                            text_field=text_field, score_mode=score_mode,
                            low_confidence=low_confidence)
     click.echo(f"report: {written}" + (" (contains case text)" if show_text else ""), err=True)

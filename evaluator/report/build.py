@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, get_args
@@ -47,6 +48,7 @@ from evaluator.common.errors import UserError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.common.version import __version__
 from evaluator.data.results import ResultRecord, Status, read_results
+from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.report.text import attach_text
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError, pairwise_elsewhere
@@ -260,27 +262,25 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
     return rubric, files
 
 
-def _agreement(files: list[dict[str, Any]], labels: Sequence[Path], label_field: str,
-               id_column: str, resamples: int, options: Mapping[str, Any]) -> dict[str, Any]:
-    for path in dict.fromkeys(labels):  # a bad labels file stops the report
-        load_labels(Path(path), label_field, id_column, label_scale=options.get("label_scale"),
-                    rubric=files[0]["rubric"])
+def _agreement(files: list[dict[str, Any]], labels: LabelSource, resamples: int,
+               options: Mapping[str, Any]) -> dict[str, Any]:
+    for path in dict.fromkeys(labels.paths):  # a bad labels file stops the report
+        load_labels(labels, path, rubric=files[0]["rubric"])
     per_file = []
-    for entry, path in zip(files, _labels_per_file(labels, files), strict=True):
+    for entry, path in zip(files, _labels_per_file(labels.paths, files), strict=True):
         try:
-            result = agreement(Path(entry["path"]), Path(path), label_field,
-                               id_column=id_column, resamples=resamples,
-                               only_ids=entry.get("common_ids"),
+            result = agreement(Path(entry["path"]), replace(labels, paths=(path,)),
+                               resamples=resamples, only_ids=entry.get("common_ids"),
                                score_mode=entry["view"].mode, **options)
             per_file.append({"label": entry["label"], "result": result, "note": None})
         except AgreementError as exc:  # no overlap for this file: said in the page
             per_file.append({"label": entry["label"], "result": None, "note": str(exc)})
-    shown = ", ".join(str(p) for p in dict.fromkeys(labels))
+    shown = ", ".join(str(p) for p in dict.fromkeys(labels.paths))
     if all(item["result"] is None for item in per_file):
         raise ReportError(f"no case id of any results file is in {shown} (column "
-                          f"{id_column!r}); check --label-id-column")
+                          f"{labels.id_column!r}); check --label-id-column")
     joined = {item["result"]["joined"] for item in per_file if item["result"]}
-    return {"labels": shown, "label_field": label_field, "id_column": id_column,
+    return {"labels": shown, "label_field": labels.field, "id_column": labels.id_column,
             "resamples": resamples, "note": SAME_SCALE_NOTE, "files": per_file,
             "by": options.get("by"), "n_differs": len(joined) > 1}
 
@@ -296,18 +296,15 @@ def _labels_per_file(labels: Sequence[Path], files: Sequence[Any]) -> list[Path]
     return [Path(p) for p in labels]
 
 
-def _estimates(files: list[dict[str, Any]], labels: Sequence[Path], label_field: str,
-               id_column: str, criteria: Sequence[str], score_mode: str,
-               rubrics_dirs: Sequence[Path],
-               label_scale: Sequence[float] | None = None) -> dict[str, Any]:
+def _estimates(files: list[dict[str, Any]], labels: LabelSource, criteria: Sequence[str],
+               score_mode: str, rubrics_dirs: Sequence[Path]) -> dict[str, Any]:
     """Clinician-level estimates (:func:`evaluator.analysis.estimate.estimate`) beside each
     file's judge-only mean, and with one labels file per file, the differences; an estimate
     that cannot be made is a note on the page, never a failed report."""
-    per_file = _labels_per_file(labels, files)
+    per_file = replace(labels, paths=tuple(_labels_per_file(labels.paths, files)))
     try:
-        result = estimate([Path(f["path"]) for f in files], per_file, label_field,
-                          criteria=criteria, id_column=id_column, score_mode=score_mode,
-                          rubrics_dirs=rubrics_dirs, label_scale=label_scale)
+        result = estimate([Path(f["path"]) for f in files], per_file, criteria=criteria,
+                          score_mode=score_mode, rubrics_dirs=rubrics_dirs)
     except (AgreementError, ScoreModeError) as exc:
         return {"note": f"no clinician-level estimate: {exc}", "rows": [], "differences": []}
     by_path = {str(f["path"]): f["label"] for f in files}
@@ -315,7 +312,7 @@ def _estimates(files: list[dict[str, Any]], labels: Sequence[Path], label_field:
         for key, path_key in (("label", "file"), ("a_label", "a_file"), ("b_label", "b_file")):
             if path_key in row:
                 row[key] = by_path.get(row[path_key], row[path_key])
-    shared = len(labels) == 1 and len(files) > 1
+    shared = len(labels.paths) == 1 and len(files) > 1
     return {"note": None, "rows": result["estimates"], "systems": result["systems"],
             "differences": [] if shared else result["differences"],
             "shared_note": ("one labels file for every results file (several judges of the "
@@ -349,37 +346,33 @@ def _case_sets(files: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
-                 labels: Path | Sequence[Path] | None = None,
-                 label_field: str | None = None,
-                 estimate_criteria: Sequence[str] = (),
-                 label_id_column: str = "case_id", worst_by: str | None = None,
+                 labels: LabelSource | None = None, cases: CaseSource | None = None,
+                 estimate_criteria: Sequence[str] = (), worst_by: str | None = None,
                  worst_n: int = DEFAULT_WORST, show_text: bool = False,
-                 mapping: Mapping[str, str] | None = None, id_column: str = "case_id",
                  agreement_resamples: int = 1000, common_cases: bool = False,
-                 label_scale: Sequence[float] | None = None, by: str | None = None,
-                 cases_path: Path | None = None, text_field: str | None = None,
+                 by: str | None = None, text_field: str | None = None,
                  score_mode: str = "argmax",
                  low_confidence: int = DEFAULT_LOW_CONFIDENCE) -> dict[str, Any]:
     """Gather everything the HTML report shows for ``results`` (files of one rubric).
 
-    ``labels`` (one file for all results files, or one per file in order: several systems)
-    + ``label_field`` add agreement tables and clinician-level estimates (PPI++, with the
+    ``labels`` (one file for all results files, or one per file in order: several systems,
+    with its field) add agreement tables and clinician-level estimates (PPI++, with the
     differences between systems; ``estimate_criteria`` the criteria the labels rate,
     default KEY of a KEY.label field); ``worst_by`` picks the key the worst
     ``worst_n`` cases are ranked by (lowest first; default: the first pass-threshold key,
     else the first scored key). ``show_text`` adds case text, read from each record's
-    ``input_file`` with ``mapping`` / ``id_column`` as the run used them, and the judge's
-    own text. ``common_cases`` computes every file's statistics over the cases judged ok
-    in all files. With labels: ``label_scale`` (the labels' values), ``by`` (a grouping
-    column of the labels file), ``cases_path`` and ``text_field`` are passed to
-    :func:`evaluator.analysis.agreement.agreement` (with ``mapping`` and ``id_column`` for
-    reading the cases). ``score_mode`` (``argmax`` or ``expected``, see
+    ``input_file`` with the mapping and id column of ``cases`` as the run used them, and the
+    judge's own text. ``common_cases`` computes every file's statistics over the cases
+    judged ok in all files. With labels: ``by`` (a grouping column of the labels file),
+    ``cases`` and ``text_field`` are passed to
+    :func:`evaluator.analysis.agreement.agreement`. ``score_mode`` (``argmax`` or ``expected``, see
     :mod:`evaluator.analysis.score_mode`) says which scores every figure uses;
     ``low_confidence`` how many lowest-confidence scores are listed per file. Raises
     :class:`ReportError` for unusable input (and
     :class:`evaluator.analysis.score_mode.ScoreModeError` for expected scores of a file
     without distributions)."""
-    if labels and not label_field:
+    cases = cases or CaseSource()
+    if labels is not None and labels.paths and not labels.field:
         raise ReportError("--labels needs --label-field")
     rubric, files = _load(results, rubrics_dirs, score_mode, low_confidence)
     case_sets = _case_sets(files)
@@ -405,19 +398,14 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
                            "by_file": [{"label": f["label"],
                                         "rows": _worst_rows(files, i, worst_key, worst_n)}
                                        for i, f in enumerate(files)]}
-    label_files = ([] if labels is None else [Path(labels)] if isinstance(labels, (str, Path))
-                   else [Path(p) for p in labels])
-    if label_files:
+    if labels is not None and labels.paths:
         report["agreement"] = _agreement(
-            files, label_files, str(label_field), label_id_column, agreement_resamples,
-            {"label_scale": label_scale, "by": by, "rubrics_dirs": tuple(rubrics_dirs),
-             "cases_path": cases_path, "mapping": mapping, "case_id_column": id_column,
-             "text_field": text_field})
-        report["estimates"] = _estimates(files, label_files, str(label_field),
-                                         label_id_column, estimate_criteria, score_mode,
-                                         rubrics_dirs, label_scale)
+            files, labels, agreement_resamples, {"by": by, "rubrics_dirs": tuple(rubrics_dirs),
+                                                 "cases": cases, "text_field": text_field})
+        report["estimates"] = _estimates(files, labels, estimate_criteria, score_mode,
+                                         rubrics_dirs)
     if show_text:
-        attach_text(report, mapping=mapping, id_column=id_column)
+        attach_text(report, cases)
     else:
         # The records behind the rows hold the judge's text: not even reachable then.
         for row in _rows_with_records(report):

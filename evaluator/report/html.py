@@ -128,10 +128,9 @@ def write_report(results: Sequence[Path], output: Path, *, overwrite: bool = Fal
     ``results``, a labels file or a case file the records name, or a symbolic link
     (:class:`evaluator.data.files.OutputRefused`)."""
     output = Path(output)
-    labels = options.get("labels")
-    labels = [] if not labels else [labels] if isinstance(labels, (str, Path)) else labels
-    sources = ([Path(p) for p in results] + [Path(p) for p in labels]
-               + ([Path(options["cases_path"])] if options.get("cases_path") else []))
+    labels, cases = options.get("labels"), options.get("cases")
+    sources = ([Path(p) for p in results] + list(labels.paths if labels else ())
+               + ([cases.path] if cases and cases.path else []))
     check_target(output, sources, overwrite, REPORT_TARGET)
     report = build_report(results, **options)
     # The case files the runs read (named in the records) are inputs too.

@@ -17,6 +17,7 @@ from typing import Any
 from evaluator.common.readable import check_regular_file
 from evaluator.data.cases import Case, InputFileError, InputProblem, read_cases
 from evaluator.data.results import ResultRecord
+from evaluator.data.sources import CaseSource
 from evaluator.rubrics.rubric import ItemsCriterion, Rubric, StringField
 from evaluator.run.manifest import manifest_path_for, recorded_input_hashes, sha256_file
 
@@ -114,12 +115,12 @@ def case_text(record: ResultRecord, results_path: Path,
     return list(item.fields.items()), None
 
 
-def attach_text(report: dict[str, Any], *, mapping: Mapping[str, str] | None = None,
-                id_column: str = "case_id") -> None:
+def attach_text(report: dict[str, Any], cases: CaseSource) -> None:
     """Add ``text``, ``text_note`` and ``judge_text`` to the worst-case rows and
-    ``judge_text`` to the failed cases of a :func:`evaluator.report.build.build_report` result."""
+    ``judge_text`` to the failed cases of a :func:`evaluator.report.build.build_report`
+    result, each case read as ``cases`` says (its mapping and id column)."""
     rubric: Rubric = report["rubric"]
-    files = _InputFiles(rubric, mapping, id_column)
+    files = _InputFiles(rubric, cases.mapping, cases.id_column)
     paths = {entry["label"]: Path(entry["path"]) for entry in report["files"]}
     if report.get("worst"):
         for group in report["worst"]["by_file"]:

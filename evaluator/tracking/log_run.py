@@ -169,17 +169,13 @@ def _label_figures(results: Path, labels: LabelOptions, rubrics_dirs: Sequence[P
     estimate that cannot be made (labels from a priority worksheet, no criterion the labels
     rate) is a note, as on the HTML report; agreement errors are the user's to fix."""
     source, path = labels.source, Path(str(labels.source.path))
-    report = agreement(results, path, str(source.field), criteria=labels.criteria,
-                       id_column=source.id_column, resamples=labels.resamples,
-                       seed=labels.seed, label_scale=source.scale,
-                       rubrics_dirs=rubrics_dirs, gates=labels.gates)
+    report = agreement(results, source, criteria=labels.criteria, resamples=labels.resamples,
+                       seed=labels.seed, rubrics_dirs=rubrics_dirs, gates=labels.gates)
     metrics = agreement_metrics(report)
     notes = [f"agreement: {warning}" for warning in report.get("warnings") or []]
     try:
-        estimates = estimate([results], [path], str(source.field),
-                             criteria=labels.criteria, gates=labels.gates,
-                             id_column=source.id_column, rubrics_dirs=rubrics_dirs,
-                             label_scale=source.scale)
+        estimates = estimate([results], source, criteria=labels.criteria,
+                             gates=labels.gates, rubrics_dirs=rubrics_dirs)
         metrics.update(estimate_metrics(estimates))
     except (AgreementError, ScoreModeError) as exc:
         notes.append(f"no clinician-level estimate logged: {exc}")
@@ -252,11 +248,8 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
             labels = options.labels
             files.append(write_report(
                 [results], staged / "report.html", rubrics_dirs=options.rubrics_dirs,
-                labels=list(labels.source.paths) if labels else None,
-                label_field=labels.source.field if labels else None,
+                labels=labels.source if labels else None,
                 estimate_criteria=labels.criteria if labels else (),
-                label_id_column=labels.source.id_column if labels else "case_id",
-                label_scale=labels.source.scale if labels else None,
                 agreement_resamples=labels.resamples if labels else AGREEMENT_RESAMPLES))
         else:
             notes.append(f"no report.html: the HTML report needs the report extra: "
