@@ -6,7 +6,6 @@ import json
 import logging
 import shlex
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -132,7 +131,8 @@ class RunDisplay:
             self.bar.close()
 
     def interrupted(self, exc: KeyboardInterrupt) -> str:
-        """The line that says where the finished results are."""
+        """The line that says where the finished results are (the bar closed first)."""
+        self.close()
         what = (f"terminated ({exc.signal_name})" if isinstance(exc, Terminated)
                 else "interrupted")
         written = next((p for p in (self.current, self.output_path)
@@ -233,9 +233,6 @@ def run_command(rubric: str, input_path: Path, output_name: str, judges: tuple[s
     ray_options = _ray_options(engine, address, replicas, gpus_per_replica)
     tracking = _tracking(to_mlflow, tracking_uri, experiment, run_name, rubrics_dirs)
     display = RunDisplay(output_path, id_column, no_progress)
-    task = Task(rubric=rubric, input_path=input_path, rubrics_dirs=rubrics_dirs,
-                mapping=mapping, id_column=id_column, limit=limit, versus=versus,
-                answer_column=answer_column, systems=system_names)
     judge = Judge(name=judges[0] if judges else None, models_path=models_file,
                   samples=samples, temperature=temperature, reduce=reduce)
     how = RunOptions(output_path=output_path, batch_size=batch_size, force_new=force_new,
@@ -247,7 +244,9 @@ def run_command(rubric: str, input_path: Path, output_name: str, judges: tuple[s
         jury = resolve_jury(judges, models_file)
         # Loaded here (as the run would first thing) to choose the rubric's kind once.
         loaded = load_rubric(rubric, rubrics_dirs)
-        task = replace(task, rubric=loaded)
+        task = Task(rubric=loaded, input_path=input_path, rubrics_dirs=rubrics_dirs,
+                    mapping=mapping, id_column=id_column, limit=limit, versus=versus,
+                    answer_column=answer_column, systems=system_names)
         if jury is None:
             result = evaluate(task, judge, how)
         else:
@@ -255,7 +254,6 @@ def run_command(rubric: str, input_path: Path, output_name: str, judges: tuple[s
             result = evaluate_jury(task, jury[0], jury[1], judge, how,
                                    on_member=display.on_member)
     except KeyboardInterrupt as exc:  # not an error: says where the finished results are
-        display.close()
         click.echo(display.interrupted(exc), err=True)
         sys.exit(interrupted_exit_code(exc))
     finally:  # before any error's line (the CLI's entry point prints it)
