@@ -206,10 +206,9 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
                                "RayOptions(backend_factory=...) instead of a backend")
     kind = run_kind(rubric_obj)  # the rubric's kind, chosen once
     systems = kind.systems(task, judge, rubric_obj)
-    if task.versus is not None:
-        check_path_name(Path(task.versus), "--versus")
     # A picklable factory: the Ray engine reads the input again on the driver's node.
     if task.versus is not None:
+        check_path_name(Path(task.versus), "--versus")
         items = partial(iter_pairs, input_path, Path(task.versus), rubric_obj,
                         answer_column=task.answer_column or "", mapping=task.mapping,
                         id_column=task.id_column, limit=task.limit)
