@@ -70,11 +70,11 @@ def kind_tests(tree: ast.AST) -> list[int]:
         return "rubric" in name
     lines = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and node.attr == "pairwise"
-                and rubric_like(node.value)):
-            lines.append(node.lineno)
-        elif (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute)
-              and node.left.attr == "kind" and rubric_like(node.left.value)):
+        flag = (isinstance(node, ast.Attribute) and node.attr == "pairwise"
+                and rubric_like(node.value))
+        compared = (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute)
+                    and node.left.attr == "kind" and rubric_like(node.left.value))
+        if flag or compared:
             lines.append(node.lineno)
     return lines
 

@@ -34,9 +34,9 @@ def finish(batch: Sequence[Case], setup: RunSetup, backend: Backend,
     chats = [setup.chat(order) for case in batch
              for order in ordered_cases(setup.rubric, case)]
     judged = [judge_generation(setup.rubric, setup.output_model, generation,
-                               dict(case_id="", rubric="", judge="",
-                                    max_new_tokens=setup.sampling.max_new_tokens,
-                                    prompt_hash=prompt_hash(chat)))
+                               {"case_id": "", "rubric": "", "judge": "",
+                                "max_new_tokens": setup.sampling.max_new_tokens,
+                                "prompt_hash": prompt_hash(chat)})
               for generation, chat in zip(generations, chats, strict=True)]
     probabilities = choice_probabilities(setup, backend, generations, judged)
     records = []
