@@ -402,12 +402,12 @@ def test_no_progress_hides_the_weight_loading_bar(tmp_path, hidden):
 # --- what is not a user error -------------------------------------------------------------
 
 def test_a_bug_is_an_internal_error_exit_70_without_case_text(tmp_path, cases, monkeypatch):
-    from evaluator.run import runner
+    from evaluator.analysis.kinds import absolute
 
     def broken(*args, **kwargs):
         raise KeyError(MARKER)  # as if a bug put case text in an exception
 
-    monkeypatch.setattr(runner, "summarize", broken)
+    monkeypatch.setattr(absolute, "summarize", broken)
     result = _invoke(_run_args(tmp_path, cases, _models(tmp_path)))
     assert result.exit_code == EXIT_INTERNAL
     # The run had started (one line said how many cases were read); then one error line.

@@ -51,6 +51,7 @@ from evaluator.analysis.intervals import (
     weighted_bootstrap,
     wilson_ci,
 )
+from evaluator.analysis.kinds import KINDS, analysis_kind
 from evaluator.analysis.label_files import (
     AgreementError,
     load_groups,
@@ -62,7 +63,7 @@ from evaluator.analysis.stats import require_stats
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError, pairwise_elsewhere
+from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
 
 AGREEMENT_RESAMPLES = 1000
 AGREEMENT_SEED = 20141
@@ -405,10 +406,11 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
     records = read_results(results_path, rubrics_dirs)
     pairwise = next((r for r in records if r.pairwise is not None), None)
     if pairwise is not None:  # before the labels, which hold A/B/tie for such a file
-        raise AgreementError(pairwise_elsewhere(results_path, pairwise.rubric, "agree"))
+        raise AgreementError(KINDS["pairwise"].elsewhere(results_path, pairwise.rubric, "agree"))
     rubric, rubric_note = _rubric_for(records, rubrics_dirs)
-    if rubric is not None and rubric.pairwise:
-        raise AgreementError(pairwise_elsewhere(results_path, rubric.name, "agree"))
+    if rubric is not None and (refused := analysis_kind(rubric).elsewhere(results_path,
+                                                                          rubric.name, "agree")):
+        raise AgreementError(refused)
     id_column, labels = labels.id_column, load_labels(labels, rubric=rubric)
     groups = load_groups(labels_path, by, id_column) if by else None
     ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}

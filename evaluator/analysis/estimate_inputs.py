@@ -23,6 +23,7 @@ from evaluator.analysis.designs import (
     uneven_weights_warning,
 )
 from evaluator.analysis.gates import Gate
+from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.label_files import (
     AgreementError,
     label_number,
@@ -39,7 +40,6 @@ from evaluator.rubrics.rubric import (
     ItemsCriterion,
     Rubric,
     RubricError,
-    pairwise_elsewhere,
 )
 
 NO_DESIGN_NOTE = ("records no design (a plain labels file): its labelled cases are taken as a "
@@ -109,8 +109,8 @@ def _rubric(path: Path, records: Sequence[ResultRecord], rubrics_dirs: Sequence[
     except RubricError as exc:
         raise EstimateError(f"rubric {names[0]!r} of {path} cannot be loaded ({exc}); give "
                             "--rubrics-dir") from None
-    if rubric.pairwise:
-        raise EstimateError(pairwise_elsewhere(path, rubric.name, "estimate"))
+    if refused := analysis_kind(rubric).elsewhere(path, rubric.name, "estimate"):
+        raise EstimateError(refused)
     return rubric
 
 

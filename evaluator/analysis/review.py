@@ -32,6 +32,7 @@ from evaluator.analysis.designs import (
     case_uncertainty,
     random_draw,
 )
+from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.label_files import label_criterion
 from evaluator.analysis.review_inputs import check_input_file, read_labelled
 from evaluator.analysis.review_signals import (
@@ -60,7 +61,6 @@ from evaluator.rubrics.rubric import (
     ItemsCriterion,
     Rubric,
     RubricError,
-    pairwise_elsewhere,
 )
 
 REVIEW_CSV = "review.csv"
@@ -263,8 +263,9 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     except RubricError as exc:
         raise ReviewError(f"rubric {names[0]!r} cannot be loaded ({exc}); give "
                           "--rubrics-dir") from None
-    if rubric.pairwise:
-        raise ReviewError(pairwise_elsewhere(", ".join(map(str, results)), rubric.name, "review"))
+    if refused := analysis_kind(rubric).elsewhere(", ".join(map(str, results)), rubric.name,
+                                                  "review"):
+        raise ReviewError(refused)
     chosen = _chosen_criteria(rubric, criteria)
     _check_gates(rubric, gates)
     labelled: dict[str, float] = {}

@@ -122,8 +122,6 @@ def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord], *,
     counted (``score_mode.left_out_no_distributions``), and :class:`ScoreModeError` (naming
     ``source``) is raised when no ``ok`` record has any. The panel blocks
     (``self_consistency``, ``inter_judge``) compare the verdicts as written in either mode."""
-    if rubric.pairwise:
-        return pairwise_summary(rubric, judge, records)
     integer_keys = [f.key for f in rubric.output if isinstance(f, IntegerCriterion)]
     by_key: dict[str, array[float]] = {key: array("d") for key in integer_keys}
     by_key.update({agg.name: array("d") for agg in rubric.aggregates})

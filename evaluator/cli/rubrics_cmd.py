@@ -33,7 +33,7 @@ def rubrics_command(name: str | None, show_schema: bool, rubrics_dirs: tuple[Pat
     _echo(f"file: {rubric.source_path}")
     if rubric.description:
         _echo(rubric.description)
-    if rubric.pairwise and rubric.candidates is not None:
+    if rubric.candidates is not None:  # only a pairwise rubric names candidates
         _echo(f"pairwise: compares {rubric.candidates[0]} (candidate A) with "
               f"{rubric.candidates[1]} (candidate B), judged in both orders")
     click.echo("inputs:")

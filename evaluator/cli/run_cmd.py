@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from evaluator.analysis.summary_records import PairwiseSummary
+from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.summary_text import format_summary
 from evaluator.api import (
     Judge,
@@ -35,6 +35,7 @@ from evaluator.cli.progress import library_progress_hidden
 from evaluator.cli.signals import Terminated, sigterm_as_interrupt
 from evaluator.common.errors import UserError
 from evaluator.data.files import check_path_name, show_path
+from evaluator.rubrics.load import load_rubric
 from evaluator.run.engines import ENGINES, RayOptions
 from evaluator.run.jury import member_path
 from evaluator.run.manifest import manifest_path_for
@@ -69,12 +70,12 @@ def _quiet_ray() -> None:
                                          else logging.ERROR)
 
 
-def _where(results: Path, summary: Path, pairwise: bool) -> str:
+def _where(results: Path, summary: Path, scored: bool) -> str:
     """Where a finished run's files are, and the command to read it next: the HTML report,
-    or for pairwise results (which the report refuses) the comparison."""
+    or for results the report refuses (pairwise) the comparison."""
     lines = [f"results   {show_path(results)}", f"summary   {show_path(summary)}",
              f"manifest  {show_path(manifest_path_for(results))}"]
-    if pairwise:
+    if not scored:
         return "\n".join([*lines, "the comparison (win rates, position and length bias):",
                           f"  evaluator compare {shlex.quote(str(results))}"])
     command = f"evaluator report {shlex.quote(str(results))}"
@@ -83,6 +84,62 @@ def _where(results: Path, summary: Path, pairwise: bool) -> str:
     if len(command) + len(html) + 3 <= 80:
         return "\n".join([*lines, f"  {command} {html}"])
     return "\n".join([*lines, f"  {command} \\", f"      {html}"])
+
+
+class RunDisplay:
+    """What the terminal shows of a run (stderr): the cases read, resume and jury lines, the
+    progress bar; where the results are when it is interrupted."""
+
+    def __init__(self, output_path: Path, id_column: str, no_progress: bool):
+        self.output_path = self.current = output_path  # current: a jury member's file
+        self.id_column, self.no_progress = id_column, no_progress
+        self.bar: tqdm | None = None
+        self.jury_size = 0
+
+    def on_start(self, start: RunStart) -> None:
+        """The input read and the resume planned (once per jury member): a fresh bar."""
+        self.close()
+        for path in start.moved_aside:
+            click.echo(f"--force-new: kept the previous file as {path}", err=True)
+        click.echo(f"{start.valid + start.input_errors} case(s) read: {start.valid} valid, "
+                   f"{start.input_errors} with input errors (recorded in the results)", err=True)
+        if start.null_ids:
+            # Said, not silent: a null id may be a broken export, and line-N ids change
+            # when rows are added above.
+            click.echo(f"note: {start.null_ids} row(s) have a null {self.id_column!r}: each "
+                       "is named line-N after its line number", err=True)
+        if start.already_done or start.retried:
+            click.echo(f"resuming {self.current}: {start.already_done} case(s) already done, "
+                       f"{start.retried} to judge again after a failure", err=True)
+        self.bar = tqdm(total=start.to_judge, unit="case", disable=self.no_progress or None,
+                        file=sys.stderr, dynamic_ncols=True)
+
+    def on_member(self, index: int, name: str) -> None:
+        """A jury member starts, into its own file."""
+        self.current = member_path(self.output_path, name)
+        click.echo(f"jury member {index + 1}/{self.jury_size}: {name} -> {self.current}",
+                   err=True)
+
+    def progress(self, cases: int) -> None:
+        """``cases`` more recorded."""
+        if self.bar is not None:
+            self.bar.update(cases)
+
+    def close(self) -> None:
+        """The bar ends (before any other line)."""
+        if self.bar is not None:
+            self.bar.close()
+
+    def interrupted(self, exc: KeyboardInterrupt) -> str:
+        """The line that says where the finished results are (the bar closed first)."""
+        self.close()
+        what = (f"terminated ({exc.signal_name})" if isinstance(exc, Terminated)
+                else "interrupted")
+        written = next((p for p in (self.current, self.output_path)
+                        if p.is_file() and p.stat().st_size), None)
+        where = (f"finished results are in {show_path(written)}. Re-run the same command to "
+                 "resume." if written is not None else "no results were written yet.")
+        return f"{what}; {where}"
 
 
 @click.command("run")
@@ -175,71 +232,38 @@ def run_command(rubric: str, input_path: Path, output_name: str, judges: tuple[s
     system_names = parse_systems(systems)
     ray_options = _ray_options(engine, address, replicas, gpus_per_replica)
     tracking = _tracking(to_mlflow, tracking_uri, experiment, run_name, rubrics_dirs)
-    bar: tqdm | None = None
-    current = output_path  # the file being judged into (a jury member's, in a jury)
-
-    def on_start(start: RunStart) -> None:
-        nonlocal bar
-        if bar is not None:
-            bar.close()
-        for path in start.moved_aside:
-            click.echo(f"--force-new: kept the previous file as {path}", err=True)
-        click.echo(f"{start.valid + start.input_errors} case(s) read: {start.valid} valid, "
-                   f"{start.input_errors} with input errors (recorded in the results)", err=True)
-        if start.null_ids:
-            # Said, not silent: a null id may be a broken export, and line-N ids change
-            # when rows are added above.
-            click.echo(f"note: {start.null_ids} row(s) have a null {id_column!r}: each "
-                       "is named line-N after its line number", err=True)
-        if start.already_done or start.retried:
-            click.echo(f"resuming {current}: {start.already_done} case(s) already done, "
-                       f"{start.retried} to judge again after a failure", err=True)
-        bar = tqdm(total=start.to_judge, unit="case", disable=no_progress or None,
-                   file=sys.stderr, dynamic_ncols=True)
-
-    def on_member(index: int, name: str) -> None:
-        nonlocal current
-        current = member_path(output_path, name)
-        click.echo(f"jury member {index + 1}/{len(jury[1].judges)}: {name} -> {current}",  # type: ignore[index]
-                   err=True)
-
-    task = Task(rubric=rubric, input_path=input_path, rubrics_dirs=rubrics_dirs,
-                mapping=mapping, id_column=id_column, limit=limit, versus=versus,
-                answer_column=answer_column, systems=system_names)
+    display = RunDisplay(output_path, id_column, no_progress)
     judge = Judge(name=judges[0] if judges else None, models_path=models_file,
                   samples=samples, temperature=temperature, reduce=reduce)
     how = RunOptions(output_path=output_path, batch_size=batch_size, force_new=force_new,
                      strict=strict, engine=engine, ray=ray_options, wait=wait,
-                     on_start=on_start,
-                     progress=lambda n: bar.update(n) if bar is not None else None)
+                     on_start=display.on_start, progress=display.progress)
     try:
         if engine == "ray":
             _quiet_ray()
         jury = resolve_jury(judges, models_file)
+        # Loaded here (as the run would first thing) to choose the rubric's kind once.
+        loaded = load_rubric(rubric, rubrics_dirs)
+        task = Task(rubric=loaded, input_path=input_path, rubrics_dirs=rubrics_dirs,
+                    mapping=mapping, id_column=id_column, limit=limit, versus=versus,
+                    answer_column=answer_column, systems=system_names)
         if jury is None:
             result = evaluate(task, judge, how)
         else:
-            result = evaluate_jury(task, jury[0], jury[1], judge, how, on_member=on_member)
+            display.jury_size = len(jury[1].judges)
+            result = evaluate_jury(task, jury[0], jury[1], judge, how,
+                                   on_member=display.on_member)
     except KeyboardInterrupt as exc:  # not an error: says where the finished results are
-        what = (f"terminated ({exc.signal_name})" if isinstance(exc, Terminated)
-                else "interrupted")
-        written = next((p for p in (current, output_path)
-                        if p.is_file() and p.stat().st_size), None)
-        where = (f"finished results are in {show_path(written)}. Re-run the same command to "
-                 "resume." if written is not None else "no results were written yet.")
-        if bar is not None:
-            bar.close()
-        click.echo(f"{what}; {where}", err=True)
+        click.echo(display.interrupted(exc), err=True)
         sys.exit(interrupted_exit_code(exc))
     finally:  # before any error's line (the CLI's entry point prints it)
-        if bar is not None:
-            bar.close()
+        display.close()
     # The table `evaluator summary` prints (80 columns); --json: the whole summary, as
     # written to <name>.summary.json. Where the files are goes to stderr either way.
     click.echo(json.dumps(result.summary.to_json(), indent=2) if as_json
                else format_summary(result.summary))
-    click.echo(_where(result.results_path, result.summary_path,
-                      isinstance(result.summary, PairwiseSummary)), err=True)
+    scored = analysis_kind(loaded).elsewhere(output_path, rubric, "report") is None
+    click.echo(_where(result.results_path, result.summary_path, scored), err=True)
     logged = tracking is None or _log(result.results_path, tracking)
     if result.failed:
         click.echo(f"{result.failed} case(s) have no verdict; see 'status' and 'reason' in the "

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
+from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.score_mode import ScoreModeError
-from evaluator.analysis.summary import summarize
 from evaluator.analysis.summary_text import format_summary
 from evaluator.cli.options import rubrics_dir_option, score_option
 from evaluator.data.results import read_results
@@ -33,6 +33,6 @@ def summary_command(results: Path, score_mode: str, as_json: bool,
         raise ScoreModeError(f"{results}: expected the records of one rubric and one judge "
                              f"(found {len(names)} rubric(s), {len(judges)} judge(s))")
     rubric = load_rubric(names[0], tuple(rubrics_dirs))
-    result = summarize(rubric, judges[0], records, score_mode=score_mode,
-                       source=str(results))
+    result = analysis_kind(rubric).summarize(rubric, judges[0], records,
+                                             score_mode=score_mode, source=str(results))
     click.echo(json.dumps(result.to_json(), indent=2) if as_json else format_summary(result))

@@ -35,6 +35,7 @@ from evaluator.analysis.confidence import (
     judge_confidence,
 )
 from evaluator.analysis.estimate import estimate
+from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.score_mode import (
     MODE_MEANING,
     NO_DISTRIBUTIONS,
@@ -51,7 +52,7 @@ from evaluator.data.results import ResultRecord, Status, read_results
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.report.text import attach_text
 from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError, pairwise_elsewhere
+from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
 from evaluator.run.manifest import manifest_path_for, read_manifest
 
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -235,8 +236,8 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
         rubric = load_rubric(rubric_name, tuple(rubrics_dirs))
     except RubricError as exc:
         raise ReportError(f"{first_path}: cannot load its rubric: {exc}") from None
-    if rubric.pairwise:
-        raise ReportError(pairwise_elsewhere(first_path, rubric.name, "report"))
+    if refused := analysis_kind(rubric).elsewhere(first_path, rubric.name, "report"):
+        raise ReportError(refused)
     labels = _labels([p for p, *_ in loaded], [j for *_, j in loaded])
     files = []
     for (path, records, _, judge), label in zip(loaded, labels):

@@ -53,12 +53,6 @@ class RubricError(UserError, ValueError):
     """A rubric file is missing, unreadable or invalid; the message names the file."""
 
 
-def pairwise_elsewhere(source: object, rubric_name: str, command: str) -> str:
-    """The one-line refusal of a command that reads scores, given a pairwise results file."""
-    return (f"{source} holds pairwise verdicts (rubric {rubric_name!r}): `evaluator {command}` "
-            "reads scores; compare two systems with `evaluator compare`")
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

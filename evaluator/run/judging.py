@@ -3,9 +3,9 @@
 :class:`RunSetup` holds what is the same for every case of a run (rubric, judge, output
 model, sampling, settings hash); :func:`todo_batches` cuts the cases still to judge into
 batches, in input order; :func:`judge_batch` renders and generates a batch (once per
-self-consistency sample), and :func:`finish_batch` validates its generations into records (a
-pairwise rubric's pairs in both orders: :func:`finish_pairs`, :mod:`evaluator.run.pairing`);
-:func:`write_problems` records the input problems first. The local engine
+self-consistency sample), and the rubric's kind (:class:`RunKind`, one module per kind in
+:mod:`evaluator.run.kinds`) builds each case's prompts and finishes a batch's generations
+into records (an absolute rubric's: :func:`finish_scores`); :func:`write_problems` records the input problems first. The local engine
 (:mod:`evaluator.run.local_engine`, which streams cases through an engine that can:
 :mod:`evaluator.run.streaming`) and the Ray engine (:mod:`evaluator.run.ray_engine`) are
 ways of driving these same functions, so a case gets the same record from each.
@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -42,9 +42,9 @@ from evaluator.rubrics.render import render_messages
 from evaluator.rubrics.rubric import Rubric
 from evaluator.rubrics.score_paths import ScoreSlot, choice_slots, score_slots, value_offsets
 from evaluator.run.manifest import prompt_hash
-from evaluator.run.pairing import ORDERS, ordered_cases, pair_order, pair_record
 from evaluator.run.preflight import template_errors
 from evaluator.run.resume import ResumePlan
+from evaluator.run.task import Judge, Task
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +57,31 @@ class InputRejected(UserError, ValueError):
     exit_code = 3
 
 
+class RunKind(Protocol):
+    """What a run needs of a rubric kind (:mod:`evaluator.run.kinds`)."""
+
+    def prompts(self, setup: RunSetup, case: Case) -> list[list[dict[str, str]]]:
+        """Every prompt ``case`` is judged with, in order."""
+
+    def finish(self, batch: Sequence[Case], setup: RunSetup, backend: Backend,
+               runs: Sequence[Sequence[Generation]], seconds: Sequence[float],
+               bases: Sequence[Mapping[str, Any]]) -> list[ResultRecord]:
+        """The records of ``batch`` from its generations (see :func:`finish_scores`)."""
+
+    def systems(self, task: Task, judge: Judge, rubric: Rubric) -> tuple[str, str] | None:
+        """The two candidates' names (None: not compared); refuses options the kind does
+        not take."""
+
+    def check_jury(self, jury_name: str) -> None:
+        """Raise when a jury cannot judge this kind."""
+
+
 @dataclass(frozen=True)
 class RunSetup:
     """Everything about a run that is the same for every case."""
 
     rubric: Rubric
+    kind: RunKind
     judge_name: str
     spec: JudgeSpec
     schema_text: str
@@ -81,11 +101,8 @@ class RunSetup:
             return render_messages(self.rubric, case.fields, system_role=self.spec.system_role)
 
     def chats(self, case: Case) -> list[list[dict[str, str]]]:
-        """Every prompt a case is judged with: one, or a pair's two orders (A first, then
-        B first)."""
-        if not self.rubric.pairwise:
-            return [self.chat(case)]
-        return [self.chat(order) for order in ordered_cases(self.rubric, case)]
+        """Every prompt a case is judged with (the kind's: one, or a pair's two orders)."""
+        return self.kind.prompts(self, case)
 
     def prompt_hash(self, case: Case) -> str:
         """The case's resume key: the hash of its prompt (a pair's: of both orders')."""
@@ -212,7 +229,7 @@ def case_bases(batch: Sequence[Case], chats: Sequence[Sequence[Chat]], setup: Ru
 def judge_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> list[ResultRecord]:
     """One record per case of ``batch``: rendered, generated ``setup.samples`` times
     (sample k seeded with the judge's seed + k) in one generate call per sample, then
-    :func:`finish_batch`. A backend that raises gives every case of the batch a
+    the kind's ``finish``. A backend that raises gives every case of the batch a
     ``backend_error`` record (re-run to judge them again) instead of stopping the run."""
     chats = [setup.chats(case) for case in batch]
     bases = case_bases(batch, chats, setup, len(batch))
@@ -221,19 +238,17 @@ def judge_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend) -> lis
     if isinstance(generated, str):
         return [ResultRecord(status="backend_error", reason=generated, **base) for base in bases]
     runs, elapsed = generated
-    return finish_batch(batch, setup, backend, runs, [elapsed] * len(batch), bases)
+    return setup.kind.finish(batch, setup, backend, runs, [elapsed] * len(batch), bases)
 
 
-def finish_batch(batch: Sequence[Case], setup: RunSetup, backend: Backend,
+def finish_scores(batch: Sequence[Case], setup: RunSetup, backend: Backend,
                  runs: Sequence[Sequence[Generation]], seconds: Sequence[float],
                  bases: Sequence[Mapping[str, Any]]) -> list[ResultRecord]:
     """The records of ``batch`` from its generations: ``runs[k]`` holds sample k's, one per
     prompt of each case in turn (a pair's two orders are two prompts). Validated, given
     their score distributions and, for several samples, reduced; ``seconds``: each case's
-    generation time. A pairwise rubric's records: :func:`finish_pairs`. A batch streamed
-    case by case gets the same records as one generated at once."""
-    if setup.rubric.pairwise:
-        return finish_pairs(batch, setup, backend, runs[0], seconds, bases)
+    generation time (an absolute rubric's records). A batch streamed case by case gets the
+    same records as one generated at once."""
     judged = [[judge_generation(setup.rubric, setup.output_model, generation,
                                 dict(base, batch_seconds=elapsed))
                for generation, base, elapsed in zip(gens, bases, seconds, strict=True)]
@@ -306,24 +321,3 @@ def choice_probabilities(setup: RunSetup, backend: Backend, generations: Sequenc
         out[index] = probs or None
     return out
 
-
-def finish_pairs(batch: Sequence[Case], setup: RunSetup, backend: Backend,
-                 generations: Sequence[Generation], seconds: Sequence[float],
-                 bases: Sequence[Mapping[str, Any]]) -> list[ResultRecord]:
-    """A pairwise rubric's records: each pair's two orders (:mod:`evaluator.run.pairing`,
-    generated together) validated, with each choice's probabilities."""
-    chats = [setup.chat(order) for case in batch
-             for order in ordered_cases(setup.rubric, case)]
-    judged = [judge_generation(setup.rubric, setup.output_model, generation,
-                               dict(case_id="", rubric="", judge="",
-                                    max_new_tokens=setup.sampling.max_new_tokens,
-                                    prompt_hash=prompt_hash(chat)))
-              for generation, chat in zip(generations, chats, strict=True)]
-    probabilities = choice_probabilities(setup, backend, generations, judged)
-    records = []
-    for i, case in enumerate(batch):
-        parts = [pair_order(setup.rubric, first, judged[2 * i + k], probabilities[2 * i + k])
-                 for k, first in enumerate(ORDERS)]
-        records.append(pair_record(setup.rubric, case, setup.systems, parts,
-                                   dict(bases[i], batch_seconds=seconds[i])))
-    return records

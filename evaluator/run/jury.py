@@ -20,8 +20,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.panel import combine_verdicts, reduction_of
-from evaluator.analysis.summary import summarize, summary_path_for, write_summary
+from evaluator.analysis.summary import summary_path_for, write_summary
 from evaluator.analysis.summary_records import RunSummary
 from evaluator.data.files import (
     PRIVATE_DIR,
@@ -37,6 +38,7 @@ from evaluator.data.results import ResultRecord, one_rubric, read_results, rewri
 from evaluator.judges.models_file import JudgeConfigError, JurySpec
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import Rubric
+from evaluator.run.kinds import run_kind
 from evaluator.run.manifest import (
     canonical_hash,
     lock_path_for,
@@ -164,9 +166,7 @@ def evaluate_jury(task: Task, jury_name: str, jury: JurySpec, judge: Judge, run:
     check_path_name(task.input_path, "--input")
     rubric_obj = (task.rubric if isinstance(task.rubric, Rubric)
                   else load_rubric(task.rubric, task.rubrics_dirs))
-    if rubric_obj.pairwise:
-        raise JudgeConfigError(f"jury {jury_name!r}: a pairwise rubric is judged by one judge "
-                               "(in both orders); run it once per judge, with --model NAME")
+    run_kind(rubric_obj).check_jury(jury_name)
     reduce = judge.reduce or jury.reduce
     settings = {"jury": jury_name, "judges": list(jury.judges),
                 "reduction": reduction_of(reduce)}
@@ -210,7 +210,8 @@ def evaluate_jury(task: Task, jury_name: str, jury: JurySpec, judge: Judge, run:
                          "results_file": str(path.relative_to(output_path.parent)),
                          "settings_hash": digest}
                         for judge, path, digest in zip(jury.judges, paths, member_hashes)]})
-        summary = summarize(rubric_obj, jury_name, records).model_copy(
+        kind = analysis_kind(rubric_obj)
+        summary = kind.summarize(rubric_obj, jury_name, records).model_copy(
             update={"results_file": output_path.name})
         write_summary(summary_path, summary)
     return JuryResult(output_path, summary_path, summary, members)

@@ -22,13 +22,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.panel import reduction_of
-from evaluator.analysis.summary import summarize, summary_path_for, write_summary
+from evaluator.analysis.summary import summary_path_for, write_summary
 from evaluator.analysis.summary_records import RunSummary
 from evaluator.common.errors import UserError
 from evaluator.data.cases import Case, InputProblem, UniqueIds, iter_cases
 from evaluator.data.files import check_path_name, exclusive_lock
-from evaluator.data.pairs import iter_pairs, same_file
+from evaluator.data.pairs import iter_pairs
 from evaluator.data.results import iter_records, one_rubric
 from evaluator.judges.backends import Sampling
 from evaluator.judges.backends.base import BackendUnavailable
@@ -39,6 +40,7 @@ from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_
 from evaluator.run import local_engine
 from evaluator.run.engines import ENGINES, RayOptions
 from evaluator.run.judging import InputRejected, RunSetup
+from evaluator.run.kinds import run_kind
 from evaluator.run.manifest import (
     build_settings,
     lock_path_for,
@@ -203,11 +205,11 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
     if ray_engine is not None and judge.backend is not None:
         raise JudgeConfigError("--engine ray loads the judge in each replica: pass "
                                "RayOptions(backend_factory=...) instead of a backend")
-    systems = _pair_settings(task, judge, rubric_obj)
-    if task.versus is not None:
-        check_path_name(Path(task.versus), "--versus")
+    kind = run_kind(rubric_obj)  # the rubric's kind, chosen once
+    systems = kind.systems(task, judge, rubric_obj)
     # A picklable factory: the Ray engine reads the input again on the driver's node.
     if task.versus is not None:
+        check_path_name(Path(task.versus), "--versus")
         items = partial(iter_pairs, input_path, Path(task.versus), rubric_obj,
                         answer_column=task.answer_column or "", mapping=task.mapping,
                         id_column=task.id_column, limit=task.limit)
@@ -235,7 +237,7 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
                                   chat_template_kwargs=template_kwargs, panel=panel)
     if systems is not None:
         settings["pairwise"] = {"systems": list(systems)}
-    setup = RunSetup(rubric_obj, judge_name, judge_spec, schema_text,
+    setup = RunSetup(rubric_obj, kind, judge_name, judge_spec, schema_text,
                      build_output_model(rubric_obj), sampling, template_kwargs,
                      settings_hash(settings), str(input_path), judge.samples, reduce,
                      systems or ("A", "B"))
@@ -247,47 +249,6 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
     with exclusive_lock(lock_path_for(output_path), output_path, wait=run.wait):
         check_output_paths(output_path, inputs)  # again, now that no run can change it
         return _run_locked(setup, settings, model, items, task, judge, run, ray_engine)
-
-
-def _pair_settings(task: Task, judge: Judge, rubric: Rubric) -> tuple[str, str] | None:
-    """A pairwise rubric's two system names (None for an absolute rubric); the options that
-    only a pairwise run takes are refused elsewhere, in one line."""
-    pair_options = [name for name, value in (("--versus", task.versus),
-                                             ("--answer-column", task.answer_column),
-                                             ("--systems", task.systems)) if value]
-    if not rubric.pairwise:
-        if pair_options:
-            raise JudgeConfigError(f"{', '.join(pair_options)}: only for a pairwise rubric; "
-                                   f"{rubric.name!r} scores one text (see `evaluator rubrics`)")
-        return None
-    if judge.samples > 1:
-        raise JudgeConfigError("--samples: a pairwise rubric judges each pair once in each "
-                               "order; self-consistency samples are for absolute rubrics")
-    if (task.versus is None) != (task.answer_column is None):
-        raise JudgeConfigError("--versus FILE and --answer-column COLUMN go together: the "
-                               "second file, and the column holding each file's answer")
-    if task.versus is not None and same_file(Path(task.versus), Path(task.input_path)):
-        raise JudgeConfigError(f"{task.versus}: --versus is the --input file itself; give the "
-                               "other system's answers")
-    if task.systems is not None:
-        systems = tuple(task.systems)
-    elif task.versus is not None:
-        systems = (Path(task.input_path).stem, Path(task.versus).stem)
-    else:
-        first, second = rubric.candidates or ("A", "B")
-        mapping = dict(task.mapping or {})
-        systems = (mapping.get(first, first), mapping.get(second, second))
-    if len(systems) != 2 or any(not name.strip() or len(name) > 100 or not name.isprintable()
-                                for name in systems):
-        given = ("--systems: give" if task.systems is not None else
-                 "the candidates' names come from the file (or column) names, which do not "
-                 "fit: give them with --systems,")
-        raise JudgeConfigError(f"{given} two names, A,B (printable, at most 100 "
-                               "characters each)")
-    if systems[0] == systems[1]:
-        raise JudgeConfigError(f"both candidates would be called {systems[0]!r}; name them "
-                               "with --systems A,B")
-    return systems[0], systems[1]
 
 
 def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any],
@@ -351,9 +312,9 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
                 log.error("could not record the end of the run in %s (%s)", manifest_path,
                           exc.strerror or type(exc).__name__)
 
-    records = iter_records(output_path, one_rubric(setup.rubric))
-    summary = summarize(setup.rubric, setup.judge_name, records).model_copy(
-        update={"results_file": output_path.name})
+    summary = analysis_kind(setup.rubric).summarize(
+        setup.rubric, setup.judge_name, iter_records(output_path, one_rubric(setup.rubric))
+    ).model_copy(update={"results_file": output_path.name})
     summary_path = summary_path_for(output_path)
     with _stop_on_full_disk(output_path):
         write_summary(summary_path, summary)

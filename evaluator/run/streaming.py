@@ -3,8 +3,8 @@
 :func:`judge_stream` hands a :class:`~evaluator.judges.backends.StreamingBackend` one
 request per prompt of each case (a pair's two orders, ``--samples`` k times), reading the
 input only as the engine frees a slot, and makes a case's record the moment its last
-generation ends, with :func:`evaluator.run.judging.finish_batch` — the same function a batch
-ends in, so a streamed case gets the record a batched one does (only ``batch_seconds``, here
+generation ends, with the rubric kind's ``finish`` — the same function a batch ends
+in, so a streamed case gets the record a batched one does (only ``batch_seconds``, here
 the case's own time in the engine, and ``batch_size``, the requests in flight, differ).
 
 A crash loses at most the cases in flight: every record is written as it is made. A backend
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from evaluator.data.cases import Case
 from evaluator.data.results import ResultRecord
 from evaluator.judges.backends import Generation, Request, StreamingBackend
-from evaluator.run.judging import RunSetup, case_bases, finish_batch
+from evaluator.run.judging import RunSetup, case_bases
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,8 @@ class _Flight:
         runs = [list(run) for run in case.runs]
         if any(g is None for run in runs for g in run):  # a key handed back twice
             raise RuntimeError("the engine returned a request twice")
-        return finish_batch([case.case], self.setup, backend, runs, [elapsed], bases)[0]
+        return self.setup.kind.finish([case.case], self.setup, backend, runs, [elapsed],
+                                      bases)[0]
 
     def fail(self, reason: str) -> list[ResultRecord]:
         """``backend_error`` records for every case still in the engine."""

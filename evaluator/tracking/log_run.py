@@ -30,9 +30,10 @@ from typing import Any
 from evaluator.analysis.agreement import AGREEMENT_RESAMPLES, AGREEMENT_SEED, agreement
 from evaluator.analysis.estimate import estimate
 from evaluator.analysis.gates import Gate
+from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.label_files import AgreementError
 from evaluator.analysis.score_mode import ScoreModeError
-from evaluator.analysis.summary import summarize, summary_path_for
+from evaluator.analysis.summary import summary_path_for
 from evaluator.analysis.summary_records import RunSummary
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.results import ResultRecord, read_results
@@ -218,7 +219,8 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
     if not records:
         raise TrackingError(f"{results}: no result records in the file")
     rubric, judge = _rubric_and_judge(records, results, options.rubrics_dirs)
-    summary = summarize(rubric, judge, records, source=str(results)).model_copy(
+    summary = analysis_kind(rubric).summarize(rubric, judge, records,
+                                              source=str(results)).model_copy(
         update={"results_file": results.name})
     notes = _summary_notes(results, summary, manifest, rubric)
     metrics = summary_metrics(summary)
@@ -241,7 +243,7 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
                                              encoding="utf-8")
         (staged / "manifest.json").write_bytes(manifest_path_for(results).read_bytes())
         files = [staged / "summary.json", staged / "manifest.json"]
-        if rubric.pairwise:
+        if analysis_kind(rubric).elsewhere(results, rubric.name, "report"):
             notes.append("no report.html: the HTML report shows scores; a pairwise file's "
                          "figures are in `evaluator compare`")
         elif plots_available():

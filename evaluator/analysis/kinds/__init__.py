@@ -1,0 +1,34 @@
+"""Rubric kinds, analysis side: one module per kind (``absolute``, ``pairwise``), each an
+:class:`AnalysisKind`, chosen once from ``rubric.kind`` by :func:`analysis_kind`. The run
+side of the same kinds: :mod:`evaluator.run.kinds`. Adding a kind: docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from evaluator.analysis.kinds import absolute, pairwise
+from evaluator.analysis.summary_records import RunSummary
+from evaluator.data.results import ResultRecord
+from evaluator.rubrics.rubric import Rubric
+
+
+class AnalysisKind(Protocol):
+    """What the analysis and the reports need of a rubric kind."""
+
+    def summarize(self, rubric: Rubric, judge: str, records: Iterable[ResultRecord], *,
+                  score_mode: str = "argmax", source: str = "the results") -> RunSummary:
+        """The results' summary (``summary.json``), in one pass over ``records``."""
+
+    def elsewhere(self, source: object, rubric_name: str, command: str) -> str | None:
+        """None when ``evaluator command`` (agree, review, estimate, report: they read
+        scores) reads this kind's results; else the one line that refuses ``source``."""
+
+
+KINDS: dict[str, AnalysisKind] = {"absolute": absolute, "pairwise": pairwise}
+
+
+def analysis_kind(rubric: Rubric) -> AnalysisKind:
+    """The analysis side of ``rubric``'s kind."""
+    return KINDS[rubric.kind]
