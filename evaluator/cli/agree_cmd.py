@@ -64,6 +64,6 @@ def agree_command(results: Path, labels: LabelSource, criteria: tuple[str, ...],
                        cases_path=cases.path, mapping=cases.mapping,
                        case_id_column=cases.id_column, text_field=text_field, by=by,
                        score_mode=score_mode, gates=gates)
-    click.echo(json.dumps(report, indent=2) if as_json else format_agreement(report))
+    click.echo(json.dumps(report.to_json(), indent=2) if as_json else format_agreement(report))
 
 

@@ -279,7 +279,7 @@ def _agreement(files: list[dict[str, Any]], labels: Sequence[Path], label_field:
     if all(item["result"] is None for item in per_file):
         raise ReportError(f"no case id of any results file is in {shown} (column "
                           f"{id_column!r}); check --label-id-column")
-    joined = {item["result"]["joined"] for item in per_file if item["result"]}
+    joined = {item["result"].joined for item in per_file if item["result"]}
     return {"labels": shown, "label_field": label_field, "id_column": id_column,
             "resamples": resamples, "note": SAME_SCALE_NOTE, "files": per_file,
             "by": options.get("by"), "n_differs": len(joined) > 1}
