@@ -321,7 +321,7 @@ def test_labels_log_the_agreement_and_estimate_figures(here, finished):
     assert metrics[f"agreement_gate/{rule}/sensitivity"] == gate_row["sensitivity"]["value"]
     assert metrics[f"agreement_gate/{rule}/tp"] == gate_row["tp"]
     rows = estimate([finished], [labels], "clinician",
-                    criteria=["critical_finding_concordance"], gates=[gate])["estimates"]
+                    criteria=["critical_finding_concordance"], gates=[gate]).estimates
     by_criterion = {row["criterion"]: row for row in rows}
     row = by_criterion["critical_finding_concordance"]
     assert metrics["estimate/critical_finding_concordance/ppi"] == row["ppi_estimate"]

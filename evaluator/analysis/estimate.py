@@ -43,6 +43,7 @@ from evaluator.analysis.estimate_inputs import (
     scale_note,
     system_names,
 )
+from evaluator.analysis.estimate_records import EstimateReport
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.intervals import NO_INTERVAL, kish_n_eff, wilson_ci
 from evaluator.analysis.stats import require_stats
@@ -215,7 +216,7 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
              criteria: Sequence[str] = (), gates: Sequence[Gate] = (),
              id_column: str = "case_id", score_mode: str = "argmax",
              rubrics_dirs: Sequence[Path] = (),
-             label_scale: Sequence[float] | None = None) -> dict[str, Any]:
+             label_scale: Sequence[float] | None = None) -> EstimateReport:
     """Clinician-level estimates for each results file (with the labels file at the same
     position in ``labels``; one labels file with one results file) and each criterion and
     gate, and every pair's difference (see the module docstring). The labels are on
@@ -269,17 +270,15 @@ def estimate(results: Sequence[Path], labels: Sequence[Path], label_field: str, 
             for b in systems[i + 1:]:
                 differences.append(difference(a, b, key, gate, per_system))
     scale = scale_note(systems, keys)
-    return {
-        "label_field": label_field, "score_mode": score_mode,
-        "systems": [{"type": "system", "system": s.name, "file": str(s.path),
+    return EstimateReport(
+        label_field=label_field, score_mode=score_mode,
+        systems=[{"type": "system", "system": s.name, "file": str(s.path),
                      "labels": str(s.labels_path),
                      "n_cases": len(s.population), "n_labelled": len(s.labelled),
                      "unlabelled_rows": s.unlabelled_rows, "design": s.design.kind or "none",
                      "design_text": s.design.describe(), "notes": s.notes,
                      "scale_note": scale}
                     for s in systems],
-        "estimates": rows, "differences": differences,
-        "scale_note": scale,
-    }
+        estimates=rows, differences=differences, scale_note=scale)
 
 

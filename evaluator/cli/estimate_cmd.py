@@ -50,7 +50,7 @@ def estimate_command(results: tuple[Path, ...], labels: LabelSource,
                       gates=gates, id_column=labels.id_column, score_mode=score_mode,
                       rubrics_dirs=rubrics_dirs, label_scale=labels.scale)
     if as_json:
-        for row in [*report["systems"], *report["estimates"], *report["differences"]]:
+        for row in [*report.systems, *report.estimates, *report.differences]:
             click.echo(json.dumps(row))
     else:
         click.echo(format_estimate(report))

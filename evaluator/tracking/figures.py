@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
 from evaluator.analysis.agreement_records import AgreementReport
+from evaluator.analysis.estimate_records import EstimateReport
 from evaluator.analysis.summary_records import PairwiseSummary, RunSummary, ScoreStats
 from evaluator.data.results import Status
 from evaluator.tracking.names import metric_key
@@ -176,11 +177,11 @@ def agreement_metrics(report: AgreementReport) -> Metrics:
     return out
 
 
-def estimate_metrics(report: Mapping[str, Any]) -> Metrics:
+def estimate_metrics(report: EstimateReport) -> Metrics:
     """The metrics of :func:`evaluator.analysis.estimate.estimate`'s report for one results
     file (one system): one block per criterion and per ``--pass`` gate."""
     out: Metrics = {}
-    for row in report.get("estimates") or []:
+    for row in report.estimates:
         prefix = ("estimate", row.get("criterion", ""))
         for field, name, ci_field in ESTIMATE_FIGURES:
             if ci_field is None:
