@@ -40,6 +40,6 @@ def compare_command(results: tuple[Path, ...], criteria: tuple[str, ...],
                      label_field=labels.field if labels else None,
                      id_column=labels.id_column if labels else "case_id")
     if as_json:
-        click.echo(json.dumps(report))
+        click.echo(json.dumps(report.to_json()))
     else:
         click.echo(format_comparison(report))
