@@ -136,9 +136,9 @@ def test_a_priority_sheet_from_review_warns_before_any_figure(priority_sheet, tm
     kwargs = {"criteria": ["accuracy"], "resamples": 200, "gates": [parse_gate("accuracy>=4")]}
     from_sheet = agreement(results, label_source(filled, "accuracy.label"), **kwargs)
     from_plain = agreement(results, label_source(plain, "accuracy.label"), **kwargs)
-    assert from_sheet["criteria"] == from_plain["criteria"]
-    assert from_sheet["gates"] == from_plain["gates"]
-    assert from_plain["design"]["kind"] is None and from_plain["warnings"] == []
+    assert from_sheet.criteria == from_plain.criteria
+    assert from_sheet.gates == from_plain.gates
+    assert from_plain.design["kind"] is None and from_plain.warnings == []
 
 
 def test_a_sheet_from_before_designs_is_priority_and_warned(tmp_path):
@@ -164,10 +164,10 @@ def test_a_random_design_gives_the_figures_of_no_design(tmp_path):
     random = _agree(results, _sheet(tmp_path / "random.csv", ok_ids, design="random"),
                     gates=gate)
     plain = _agree(results, _plain(tmp_path / "plain.jsonl"), gates=gate)
-    assert random["criteria"] == plain["criteria"] and random["gates"] == plain["gates"]
-    assert random["design"]["kind"] == "random" and not random["design"]["weighted"]
-    assert plain["design"]["kind"] is None
-    assert random["warnings"] == plain["warnings"] == []
+    assert random.criteria == plain.criteria and random.gates == plain.gates
+    assert random.design["kind"] == "random" and not random.design["weighted"]
+    assert plain.design["kind"] is None
+    assert random.warnings == plain.warnings == []
     text = _cli(results, tmp_path / "random.csv").output
     assert "design: random, 12 of N = 40 cases drawn, seed 7, pi = 12/40" in text
     assert "(w)" not in text and "design-weighted" not in text
@@ -179,10 +179,10 @@ def test_an_active_sheet_whose_probabilities_are_equal_is_not_reweighted(tmp_pat
     table = [(j, lab, 0.5) for j, lab, _ in TABLE]
     results, ok_ids = _run(tmp_path, table)
     report = _agree(results, _sheet(tmp_path / "s.csv", ok_ids, table=table))
-    assert not report["design"]["weighted"]
-    assert any("all equal" in note for note in report["design"]["notes"])
+    assert not report.design["weighted"]
+    assert any("all equal" in note for note in report.design["notes"])
     plain = _agree(results, _plain(tmp_path / "p.jsonl", table))
-    assert report["criteria"] == plain["criteria"]
+    assert report.criteria == plain.criteria
 
 
 # --- active: design-weighted figures against hand computations -------------------------
@@ -220,13 +220,13 @@ def test_weighted_gates_equal_a_hand_computation(tmp_path):
     results, ok_ids = _run(tmp_path)
     report = _agree(results, _sheet(tmp_path / "s.csv", ok_ids),
                     gates=[parse_gate("accuracy>=4")])
-    assert report["gates"][0] == table
+    assert report.gates[0] == table
 
 
 def test_weighted_kappa_mean_difference_and_agreement_equal_hand_computations(tmp_path):
     results, ok_ids = _run(tmp_path)
     report = _agree(results, _sheet(tmp_path / "s.csv", ok_ids))
-    design, stats = report["design"], report["criteria"]["accuracy"]
+    design, stats = report.design, report.criteria["accuracy"]
     assert design["kind"] == "active" and design["weighted"]
     assert (design["population"], design["drawn"], design["joined"]) == (40, 12, 12)
     assert design["weighted_statistics"] == list(WEIGHTED_STATISTICS)
@@ -254,7 +254,7 @@ def test_weighted_kappa_mean_difference_and_agreement_equal_hand_computations(tm
     for key in ("spearman", "kendall_tau_b", "icc_a1", "krippendorff_alpha_ordinal"):
         assert "weighted" not in stats[key]
     # The drawn-only figures are the unweighted ones.
-    plain = _agree(results, _plain(tmp_path / "p.jsonl"))["criteria"]["accuracy"]
+    plain = _agree(results, _plain(tmp_path / "p.jsonl")).criteria["accuracy"]
     for key in ("spearman", "kendall_tau_b", "icc_a1", "krippendorff_alpha_ordinal"):
         assert stats[key] == plain[key]
     assert stats["exact"]["value"] != pytest.approx(plain["exact"]["value"])
@@ -338,7 +338,7 @@ def test_expected_scores_are_weighted_with_an_active_design(tmp_path):
     results, ok_ids = _run(tmp_path)
     sheet = _sheet(tmp_path / "s.csv", ok_ids)
     report = _agree(results, sheet, score_mode="expected", gates=[parse_gate("accuracy>=4")])
-    stats = report["criteria"]["accuracy"]
+    stats = report.criteria["accuracy"]
     # Expected score: judge j with {j: 0.7, 3: 0.3} -> 0.7 j + 0.9 (3 stays 3).
     expected = [0.7 * j + 0.9 if j != 3 else 3.0 for j, _, _ in TABLE]
     total = sum(1 / pi for _, _, pi in TABLE)
@@ -346,7 +346,7 @@ def test_expected_scores_are_weighted_with_an_active_design(tmp_path):
     assert stats["mean_abs_difference"]["value"] == pytest.approx(mean_abs)
     assert stats["mean_abs_difference"]["weighted"]
     assert stats["kappa_quadratic"].get("not_applicable")
-    gate = report["gates"][0]
+    gate = report.gates[0]
     tp = sum(1 / pi for e, (_, lab, pi) in zip(expected, TABLE) if e >= 4 and lab >= 4)
     assert gate["weighted"] and gate["tp"] == pytest.approx(tp)
     assert _cli(results, sheet, "--score", "expected").exit_code == 0
@@ -357,12 +357,12 @@ def test_what_makes_the_sample_less_than_the_draw_is_said(tmp_path):
     # Two rows not labelled yet, and a sheet drawn from other cases (another fingerprint).
     empty = {IDS[0]: {"grade": ""}, IDS[5]: {"grade": ""}}
     report = _agree(results, _sheet(tmp_path / "s.csv", ok_ids, **empty))
-    notes = report["design"]["notes"]
+    notes = report.design["notes"]
     assert any("2 of the 12 drawn case(s) are not joined" in note for note in notes)
-    assert report["design"]["joined"] == 10 and report["design"]["weighted"]
+    assert report.design["joined"] == 10 and report.design["weighted"]
     other = {cid: {"design_population_sha256": "ab" * 32} for cid in IDS}
     report = _agree(results, _sheet(tmp_path / "o.csv", ok_ids, **other))
-    assert any("not the 40 ok cases" in note for note in report["design"]["notes"])
+    assert any("not the 40 ok cases" in note for note in report.design["notes"])
 
 
 # --- errors: one line, exit 2, naming lines, never a case id ----------------------------
@@ -417,13 +417,13 @@ def test_unlabelled_rows_scale_the_weights_so_estimated_counts_stand_for_the_dra
                     gates=[parse_gate("accuracy>=4")])
     kept = [row for i, row in enumerate(TABLE) if i not in (0, 5)]
     scaled = [12 / 10 / pi for _, _, pi in kept]
-    table = report["gates"][0]
+    table = report.gates[0]
     assert table["tp"] + table["fp"] + table["fn"] + table["tn"] == pytest.approx(sum(scaled))
     judge, labels, _ = zip(*kept)
     unscaled = gate_table(parse_gate("accuracy>=4"), judge, labels, [1 / pi for *_, pi in kept])
     for name in ("sensitivity", "specificity", "ppv", "npv"):
         assert table[name]["value"] == pytest.approx(unscaled[name]["value"])
-    assert report["design"]["weights"]["sum"] == pytest.approx(sum(scaled))
+    assert report.design["weights"]["sum"] == pytest.approx(sum(scaled))
 
 
 def test_a_random_sheet_with_rows_deleted_is_said_to_be_no_longer_the_draw(tmp_path):
@@ -435,9 +435,9 @@ def test_a_random_sheet_with_rows_deleted_is_said_to_be_no_longer_the_draw(tmp_p
     filled = fill_sheet(tmp_path / "s" / "review.csv", tmp_path / "f.csv", truth)
     report = agreement(results, label_source(filled, "accuracy.label"), criteria=["accuracy"],
                        resamples=200)
-    assert not any("not the draw" in note for note in report["design"]["notes"])
+    assert not any("not the draw" in note for note in report.design["notes"])
     rows = read_rows(filled)
     edited = write_rows(tmp_path / "e.csv", [r for r in rows if r["accuracy.label"] != "5"])
     report = agreement(results, label_source(edited, "accuracy.label"), criteria=["accuracy"],
                        resamples=200)
-    assert any("rows were deleted, added or edited" in n for n in report["design"]["notes"])
+    assert any("rows were deleted, added or edited" in n for n in report.design["notes"])

@@ -74,12 +74,12 @@ def test_figures_match_direct_library_calls(trial_data, trial_results):
     from sklearn.metrics import cohen_kappa_score
 
     report = agreement(trial_results, label_source(SHARED_DATA, "expert_qrel"), resamples=200)
-    assert report["joined"] == len(trial_data) == 109
-    assert report["unmatched_results"] == report["unmatched_labels"] == 0
-    assert list(report["criteria"]) == ["hallucination", "accuracy", "clarity"]
+    assert report.joined == len(trial_data) == 109
+    assert report.unmatched_results == report.unmatched_labels == 0
+    assert list(report.criteria) == ["hallucination", "accuracy", "clarity"]
     judge = np.array([scripted_accuracy(r) for r in trial_data], dtype=float)
     label = np.array([r["expert_qrel"] for r in trial_data], dtype=float)
-    acc = report["criteria"]["accuracy"]
+    acc = report.criteria["accuracy"]
     assert acc["n"] == 109
     direct = spearmanr(judge, label)
     assert acc["spearman"]["value"] == pytest.approx(direct.statistic)
@@ -97,7 +97,7 @@ def test_figures_match_direct_library_calls(trial_data, trial_results):
     # Seeded: the same call gives the same intervals.
     again = agreement(trial_results, label_source(SHARED_DATA, "expert_qrel"), resamples=200,
                       criteria=["accuracy"])
-    assert again["criteria"]["accuracy"] == acc
+    assert again.criteria["accuracy"] == acc
 
 
 def test_perfect_agreement_gives_one():
@@ -140,10 +140,10 @@ def test_failed_results_are_counted_not_scored(tmp_path):
     labels = write_jsonl(tmp_path / "labels.jsonl", [
         {"case_id": r["case_id"], "expert_qrel": r["expert_qrel"]} for r in rows[1:]])
     report = agreement(result.results_path, label_source(labels, "expert_qrel"), resamples=100)
-    assert report["joined"] == 4          # c1..c4: c0 has no label, c5 failed
-    assert report["unmatched_results"] == 1 and report["not_ok_labelled"] == 1
-    assert report["not_ok_status_counts"] == {"invalid_output": 1}
-    assert report["criteria"]["accuracy"]["n"] == 4
+    assert report.joined == 4          # c1..c4: c0 has no label, c5 failed
+    assert report.unmatched_results == 1 and report.not_ok_labelled == 1
+    assert report.not_ok_status_counts == {"invalid_output": 1}
+    assert report.criteria["accuracy"]["n"] == 4
 
 
 def test_csv_labels_and_id_column(tmp_path):
@@ -152,7 +152,7 @@ def test_csv_labels_and_id_column(tmp_path):
     labels.write_text("id,grade\n" + "".join(f"c{i},{1 + i % 2}\n" for i in range(6)))
     report = agreement(results, label_source(labels, "grade", id_column="id"),
                        criteria=["accuracy"], resamples=100)
-    assert report["joined"] == 6 and list(report["criteria"]) == ["accuracy"]
+    assert report.joined == 6 and list(report.criteria) == ["accuracy"]
 
 
 def test_cli_table_json_and_errors(tmp_path):
@@ -230,7 +230,7 @@ def test_constant_judge_is_said_first_and_every_statistic_marked(tmp_path):
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 2)
     report = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
                        resamples=200)
-    acc = report["criteria"]["accuracy"]
+    acc = report.criteria["accuracy"]
     assert "same value (2) to all 46 cases" in acc["warnings"][0]
     # The example: within-one 1.000 against 1-2 labels, exact = share of 2-labels.
     assert acc["within_one"]["value"] == 1.0 and acc["within_one"]["chance"] == 1.0
@@ -254,7 +254,7 @@ def test_two_values_of_a_wide_scale_are_warned_and_fixed_figures_marked(tmp_path
     rows = synthetic_rows(40, label=lambda i: 1 + (i % 2))
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 5 if i % 4 else 1)
     acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
-                    resamples=200)["criteria"]["accuracy"]
+                    resamples=200).criteria["accuracy"]
     assert any("only 2 of the 5 values of its scale (1, 5)" in w for w in acc["warnings"])
     assert acc["within_one"]["value"] == pytest.approx(0.25)
     assert "judge's score distribution alone" in acc["within_one"]["meaningless"]
@@ -329,9 +329,9 @@ def test_circular_label_is_named_never_its_values(tmp_path):
     labels = write_jsonl(tmp_path / "labels.jsonl", [
         {"case_id": r["case_id"], "grade": r["expert_qrel"]} for r in rows])
     report = agreement(results, label_source(labels, "grade"), resamples=100)
-    assert [c["field"] for c in report["circular"]] == ["ground_truth_label"]
-    assert report["circular"][0]["one_to_one"]
-    assert "'ground_truth_label' the judge is shown" in report["warnings"][0]
+    assert [c["field"] for c in report.circular] == ["ground_truth_label"]
+    assert report.circular[0]["one_to_one"]
+    assert "'ground_truth_label' the judge is shown" in report.warnings[0]
     done = CliRunner().invoke(cli, ["agree", str(results), "--labels", str(labels),
                                     "--label-field", "grade", "--resamples", "100"])
     assert done.exit_code == 0
@@ -344,7 +344,7 @@ def test_circular_label_is_named_never_its_values(tmp_path):
                           ground_truth=lambda i: names[1 + (i % 2)])
     results, cases = scripted_results(rows, tmp_path / "control", score=lambda i: 2)
     report = agreement(results, label_source(cases, "expert_qrel"), resamples=100)
-    assert report["circular"] == [] and report["warnings"] == []
+    assert report.circular == [] and report.warnings == []
 
 
 def test_circular_fields_rules():
@@ -362,7 +362,7 @@ def test_confusion_axes_from_the_rubric_and_the_label_scale(tmp_path):
     rows = synthetic_rows(12, label=lambda i: 1 + (i % 2))
     results, cases = scripted_results(rows, tmp_path, score=lambda i: 2 + (i % 3 == 0))
     acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
-                    resamples=100)["criteria"]["accuracy"]
+                    resamples=100).criteria["accuracy"]
     confusion = acc["confusion"]
     # Judge axis: the rubric's 1-5 (1, 4, 5 never chosen are shown); labels: 1, 2 only (no
     # all-zero rows for values no label has).
@@ -370,7 +370,7 @@ def test_confusion_axes_from_the_rubric_and_the_label_scale(tmp_path):
     assert confusion["label_values"] == [1, 2]
     assert confusion["matrix"] == [[0, 4, 2, 0, 0], [0, 4, 2, 0, 0]]
     declared = agreement(results, label_source(cases, "expert_qrel", scale=[0.0, 1.0, 2.0]),
-                         criteria=["accuracy"], resamples=100)["criteria"]["accuracy"]["confusion"]
+                         criteria=["accuracy"], resamples=100).criteria["accuracy"]["confusion"]
     assert declared["label_values"] == [0, 1, 2] and declared["matrix"][0] == [0] * 5
     runner = CliRunner()
     base = ["agree", str(results), "--labels", str(cases), "--label-field", "expert_qrel",
@@ -393,15 +393,20 @@ def test_negative_zero_is_never_printed():
     # Uncorrelated data whose statistics are tiny negatives.
     judge = [1, 2, 3, 4, 5] * 4
     labels = [3, 1, 5, 2, 4, 4, 2, 5, 1, 3, 2, 4, 1, 3, 5, 5, 3, 1, 4, 2]
+    from evaluator.analysis.agreement_records import AgreementReport
     from evaluator.analysis.agreement_text import format_agreement
 
     stats = criterion_agreement(judge, labels, resamples=100)
-    text = format_agreement({"labels": "l", "label_field": "y", "results": "r", "joined": 20,
-                             "unmatched_results": 0, "unmatched_labels": 0,
-                             "not_ok_labelled": 0, "note": "n",
-                             "bootstrap": {"resamples": 100, "seed": 1,
-                                           "undefined_limit": 0.01},
-                             "criteria": {"k": stats}})
+    text = format_agreement(AgreementReport(
+        labels="l", label_field="y", results="r", joined=20, unmatched_results=0,
+        unmatched_labels=0, not_ok_labelled=0, note="n", results_ok=20, labels_total=20,
+        common_cases=None, unlabelled_rows=0, not_ok_status_counts={},
+        bootstrap={"resamples": 100, "seed": 1, "method": "BCa", "undefined_limit": 0.01},
+        label_scale=None, text_field=None, by=None, notes=[], warnings=[],
+        design={"text": "", "weighted": False}, circular=[],
+        score_mode={"mode": "argmax", "meaning": "m", "left_out_no_distributions": 0,
+                    "note": None},
+        criteria={"k": stats}, gates=[], gates_note=None))
     assert "-0.000" not in text and "-0.00 " not in text
 
 
@@ -420,8 +425,8 @@ def test_length_biased_judge_shows_in_the_verbosity_figures(tmp_path):
                                       reasoning=lambda i, s: "because " * (4 * s))
     report = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
                        resamples=100)
-    assert report["text_field"] == "workflow_answer"
-    verbosity = report["criteria"]["accuracy"]["verbosity"]
+    assert report.text_field == "workflow_answer"
+    verbosity = report.criteria["accuracy"]["verbosity"]
     text = verbosity["text_chars"]
     assert text["correlation"]["rho"] > 0.95 and text["correlation"]["ci95"][0] > 0.8
     assert text["given_label"]["rho"] > 0.9 and text["given_label"]["ci95"][0] > 0.5
@@ -438,8 +443,8 @@ def test_length_biased_judge_shows_in_the_verbosity_figures(tmp_path):
     # Control: an unbiased judge (the label) shows no length effect.
     fair, cases = scripted_results(rows, tmp_path / "fair", score=lambda i: 1 + 3 * (i % 2))
     fair_text = agreement(fair, label_source(cases, "expert_qrel"), criteria=["accuracy"],
-                          resamples=100)[
-        "criteria"]["accuracy"]["verbosity"]["text_chars"]["correlation"]
+                          resamples=100).criteria["accuracy"]["verbosity"]["text_chars"][
+        "correlation"]
     assert fair_text["ci95"][0] < 0 < fair_text["ci95"][1]
 
 
@@ -450,7 +455,7 @@ def test_subgroup_biased_judge_is_a_finding_with_a_ci(tmp_path):
     results, cases = scripted_results(
         rows, tmp_path, score=lambda i: min(5, 1 + (i % 4 < 2) + 2 * (i % 2)))
     acc = agreement(results, label_source(cases, "expert_qrel"), criteria=["accuracy"],
-                    resamples=100, by="generator_model")["criteria"]["accuracy"]
+                    resamples=100, by="generator_model").criteria["accuracy"]
     a = acc["subgroups"]["model-a"]
     assert a["n"] == 24 and a["mean_score"] - acc["subgroups"]["model-b"]["mean_score"] == 2
     assert a["vs_rest"]["score"]["difference"] == pytest.approx(2.0)
@@ -497,9 +502,9 @@ def test_case_fields_from_another_file_are_refused_in_a_note(tmp_path):
     other = write_jsonl(tmp_path / "other.jsonl", list(reversed(rows)))
     report = agreement(results, label_source(cases, "expert_qrel"), resamples=100,
                        cases=CaseSource(other))
-    assert any("does not match the run" in note for note in report["notes"])
-    assert report["text_field"] is None and "text_chars" not in \
-        report["criteria"]["accuracy"]["verbosity"]
+    assert any("does not match the run" in note for note in report.notes)
+    assert report.text_field is None and "text_chars" not in \
+        report.criteria["accuracy"]["verbosity"]
     done = CliRunner().invoke(cli, ["agree", str(results), "--labels", str(cases),
                                     "--label-field", "expert_qrel", "--text-field", "nope"])
     assert done.exit_code == 2 and "--text-field 'nope'" in done.output

@@ -200,8 +200,8 @@ def test_labels_on_another_scale_are_said_and_still_estimated(tmp_path, two_syst
     correct = {c: int(v >= 4) for c, v in truth.items()}
     labels = write_labels(tmp_path / "ok.jsonl", correct, field="correct")
     report = estimate([results], label_source([labels], "correct"), criteria=["accuracy"])
-    assert "not on 'accuracy''s scale" in report["scale_note"]
-    (row,) = report["estimates"]
+    assert "not on 'accuracy''s scale" in report.scale_note
+    (row,) = report.estimates
     assert row["ppi_estimate"] == pytest.approx(statistics.mean(correct.values()), abs=1e-9)
 
 
@@ -209,9 +209,9 @@ def test_expected_scores_are_the_predictions_with_score_expected(tmp_path, two_s
     results, truth = two_systems["A"]
     sheet = review(results, tmp_path / "s", "--design", "random", "--n", "40")
     filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
-    argmax = estimate([results], label_source([filled], "accuracy.label"))["estimates"][0]
+    argmax = estimate([results], label_source([filled], "accuracy.label")).estimates[0]
     expected = estimate([results], label_source([filled], "accuracy.label"),
-                        score_mode="expected")["estimates"][0]
+                        score_mode="expected").estimates[0]
     assert argmax["judge_mean"] != expected["judge_mean"]
     records = [json.loads(line) for line in results.read_text().splitlines()]
     mean_expected = statistics.mean(r["distributions"]["accuracy"]["expected"] for r in records)
@@ -264,9 +264,9 @@ def test_the_report_shows_each_systems_estimate_beside_its_judge_mean_and_the_di
     text = _page_text(page)
     figures = estimate([a, b], label_source(labels, "accuracy.label"))
     assert "Clinician-level estimates" in text and "Differences between systems" in text
-    for row in figures["estimates"]:
+    for row in figures.estimates:
         assert f"{row['ppi_estimate']:.3f}" in text and f"{row['judge_mean']:.3f}" in text
-    assert f"{figures['differences'][0]['estimate']:.3f}" in text and "paired" in text
+    assert f"{figures.differences[0]['estimate']:.3f}" in text and "paired" in text
     assert SECRET not in page.read_text()
     priority = fill_sheet(review(a, tmp_path / "p", "--n", "20"), tmp_path / "p.csv",
                           two_systems["A"][1])
@@ -285,7 +285,7 @@ def test_in_expected_mode_a_gate_is_predicted_by_the_judges_probability_of_passi
     sheet = review(results, tmp_path / "s", "--design", "random", "--n", "40")
     filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
     row = estimate([results], label_source([filled], "accuracy.label"),
-                   gates=[Gate("accuracy", ">=", 4)], score_mode="expected")["estimates"][1]
+                   gates=[Gate("accuracy", ">=", 4)], score_mode="expected").estimates[1]
     records = [json.loads(line) for line in results.read_text().splitlines()]
     p_pass = [sum(p for v, p in r["distributions"]["accuracy"]["probabilities"].items()
                   if int(v) >= 4) for r in records]

@@ -53,7 +53,7 @@ def test_every_case_labelled_ppi_ci_is_not_narrower_than_the_labels_own(tmp_path
     records, truth = world(60, seed=3, prefix="q")
     results = write_results(tmp_path / "A.jsonl", records)
     filled = sheet(tmp_path, results, truth, "--design", "random", "--n", "60", "--seed", "1")
-    (row,) = estimate([results], label_source([filled], "accuracy.label"))["estimates"]
+    (row,) = estimate([results], label_source([filled], "accuracy.label")).estimates
     assert row["ppi_estimate"] == pytest.approx(row["classical_estimate"])
     width = row["ppi_ci"][1] - row["ppi_ci"][0]
     assert width >= (row["classical_ci"][1] - row["classical_ci"][0]) - 1e-9
@@ -102,7 +102,7 @@ def test_labels_all_equal_never_give_a_zero_width_ci(tmp_path, system_a, labelle
         row["accuracy.label"] = "5" if i < labelled else ""
     write_rows(filled, rows)
     report = estimate([results], label_source([filled], "accuracy.label"))
-    for row in report["estimates"]:
+    for row in report.estimates:
         for key in ("ppi_ci", "classical_ci"):
             assert row[key] is None or row[key][1] > row[key][0], (key, row[key])
 

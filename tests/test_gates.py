@@ -137,12 +137,12 @@ def test_gates_compare_expected_scores_in_expected_mode(tmp_path):
     labels.write_text("".join(json.dumps({"case_id": cid, "grade": 5 if i % 2 else 2}) + "\n"
                               for i, (cid, _, _) in enumerate(rows)))
     argmax = agreement(results, label_source(labels, "grade"), criteria=["accuracy"],
-                       resamples=100, gates=[parse_gate("accuracy>=4")])["gates"][0]
+                       resamples=100, gates=[parse_gate("accuracy>=4")]).gates[0]
     assert (argmax["tp"], argmax["fp"], argmax["fn"], argmax["tn"]) == (5, 5, 0, 0)
     assert argmax["specificity"]["value"] == 0.0  # defined: 0 of 5
     expected = agreement(results, label_source(labels, "grade"), criteria=["accuracy"],
                          resamples=100, score_mode="expected",
-                         gates=[parse_gate("accuracy>=4")])["gates"][0]
+                         gates=[parse_gate("accuracy>=4")]).gates[0]
     assert (expected["tp"], expected["fp"], expected["fn"], expected["tn"]) == (5, 0, 0, 5)
     # Without distributions there is nothing to compare in expected mode.
     bare = write_records(tmp_path / "bare.jsonl", [(cid, 4, None) for cid, _, _ in rows])

@@ -308,20 +308,20 @@ def test_labels_log_the_agreement_and_estimate_figures(here, finished):
     gate = parse_gate("critical_finding_concordance>=3")
     report = agreement(finished, label_source(labels, "clinician"),
                        criteria=["critical_finding_concordance"], resamples=200, gates=[gate])
-    stats = report["criteria"]["critical_finding_concordance"]
+    stats = report.criteria["critical_finding_concordance"]
     prefix = "agreement/critical_finding_concordance"
     assert metrics[f"{prefix}/n"] == stats["n"] == 13
     for name in ("spearman", "kappa_quadratic", "krippendorff_alpha_ordinal", "exact"):
         assert metrics[f"{prefix}/{name}"] == stats[name]["value"]
         assert metrics[f"{prefix}/{name}_ci95_low"] == stats[name]["ci95"][0]
     assert metrics[f"{prefix}/spearman_p"] == stats["spearman"]["p"]
-    [gate_row] = report["gates"]
+    [gate_row] = report.gates
     rule = [k for k in metrics if k.startswith("agreement_gate/")][0].split("/")[1]
     assert rule.startswith("critical_finding_concordance_ge_3-")
     assert metrics[f"agreement_gate/{rule}/sensitivity"] == gate_row["sensitivity"]["value"]
     assert metrics[f"agreement_gate/{rule}/tp"] == gate_row["tp"]
     rows = estimate([finished], label_source([labels], "clinician"),
-                    criteria=["critical_finding_concordance"], gates=[gate])["estimates"]
+                    criteria=["critical_finding_concordance"], gates=[gate]).estimates
     by_criterion = {row["criterion"]: row for row in rows}
     row = by_criterion["critical_finding_concordance"]
     assert metrics["estimate/critical_finding_concordance/ppi"] == row["ppi_estimate"]

@@ -562,8 +562,8 @@ def test_a_judge_that_prefers_the_longer_answer_shows_a_length_bias(tmp_path, ru
         answers.append((good, poor) if i % 2 else (poor, good))
     _run(tmp_path, ScriptedJudge(rule), _pairs_file(tmp_path, answers))
     report = compare([tmp_path / "out.jsonl"], criteria=["accuracy"], resamples=500)
-    length = report["comparisons"][0]["length_bias"]
-    assert report["comparisons"][0]["position_consistency"]["value"] == 1.0
+    length = report.comparisons[0]["length_bias"]
+    assert report.comparisons[0]["position_consistency"]["value"] == 1.0
     low, high = length["slope"]["ci95"]
     longer_low, longer_high = length["longer_wins"]["ci95"]
     if biased:
@@ -581,7 +581,7 @@ def test_a_judge_that_always_prefers_the_longer_answer_is_not_hidden_by_separati
     _run(tmp_path, ScriptedJudge(lambda first, second: "A" if len(first) > len(second)
                                  else "B"), _pairs_file(tmp_path, answers))
     length = compare([tmp_path / "out.jsonl"], criteria=["accuracy"],
-                     resamples=200)["comparisons"][0]["length_bias"]
+                     resamples=200).comparisons[0]["length_bias"]
     assert length["slope"]["value"] is None and "separable" in length["note"]
     assert length["longer_wins"]["value"] == 1.0 and length["longer_wins"]["ci95"][0] > 0.85
 

@@ -217,7 +217,7 @@ def test_agreement_tables_match_the_agreement_function(two_runs):
                        resamples=100)
     assert report["agreement"]["files"][1]["result"] == direct
     html = render_html(report, plots=False)
-    spearman = direct["criteria"]["accuracy"]["spearman"]
+    spearman = direct.criteria["accuracy"]["spearman"]
     assert f"{spearman['value']:.3f}" in html
     if spearman["ci95"] is not None:
         assert f"[{spearman['ci95'][0]:.3f}, {spearman['ci95'][1]:.3f}]" in html
@@ -594,7 +594,7 @@ def test_different_case_sets_are_said_and_common_cases_compares_like_with_like(u
     for entry in common["files"]:
         assert entry["summary"].criteria["accuracy"].n == runs["third"]
         assert len(entry["values"]["accuracy"]) == runs["third"]
-    assert [item["result"]["joined"] for item in common["agreement"]["files"]] == \
+    assert [item["result"].joined for item in common["agreement"]["files"]] == \
         [runs["third"]] * 2
     assert not common["agreement"]["n_differs"]
     first_ids = {r.case_id for r in read_results(runs["b"])}

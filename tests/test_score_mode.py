@@ -138,10 +138,10 @@ def test_expected_scores_agree_better_than_argmax_and_categories_are_not_applica
     argmax = agreement(results, label_source(labels, "grade"), criteria=["accuracy"], resamples=200)
     expected = agreement(results, label_source(labels, "grade"), criteria=["accuracy"],
                          resamples=200, score_mode="expected")
-    a, e = argmax["criteria"]["accuracy"], expected["criteria"]["accuracy"]
-    assert argmax["joined"] == 40 and expected["joined"] == 37
-    assert expected["score_mode"]["left_out_no_distributions"] == 3
-    assert expected["unmatched_results"] == 0  # left out, not "without a label"
+    a, e = argmax.criteria["accuracy"], expected.criteria["accuracy"]
+    assert argmax.joined == 40 and expected.joined == 37
+    assert expected.score_mode.left_out_no_distributions == 3
+    assert expected.unmatched_results == 0  # left out, not "without a label"
     assert e["spearman"]["value"] > a["spearman"]["value"]
     assert e["icc_a1"]["value"] > a["icc_a1"]["value"]
     # |0.6 * argmax + 0.4 * label - label| = 0.6 |argmax - label|.

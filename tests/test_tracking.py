@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.analysis.agreement_records import AgreementReport
+from evaluator.analysis.estimate_records import EstimateReport
 from evaluator.tracking.figures import agreement_metrics, estimate_metrics, summary_metrics
 from evaluator.tracking.mlflow_store import destination, redact
 from evaluator.tracking.names import key_part, metric_key
@@ -169,7 +171,7 @@ def test_agreement_metrics_leave_out_meaningless_and_not_applicable_figures():
               "gates": [{"rule": "accuracy >= 4", "n": 20, "tp": 6, "fp": 2, "fn": 3, "tn": 9,
                          "sensitivity": _figure(0.667, 0.354, 0.879),
                          "ppv": {"value": None, "ci95": None, "undefined": "no pass"}}]}
-    metrics = agreement_metrics(report)
+    metrics = agreement_metrics(AgreementReport.model_construct(**report))
     assert metrics["agreement/joined"] == 20 and metrics["agreement/warnings"] == 2
     assert metrics["agreement/accuracy/spearman"] == 0.6
     assert metrics["agreement/accuracy/spearman_p"] == 0.001
@@ -187,7 +189,7 @@ def test_estimate_metrics_per_criterion_and_gate():
            "judge_bias_ci": [0.1, 0.5], "classical_estimate": 3.0, "classical_ci": [2.6, 3.4],
            "effective_labels": 40.5, "n_cases": 300, "n_labelled": 25}
     gate_row = {**row, "criterion": "accuracy>=4", "ppi_estimate": 0.6}
-    metrics = estimate_metrics({"estimates": [row, gate_row]})
+    metrics = estimate_metrics(EstimateReport.model_construct(estimates=[row, gate_row]))
     assert metrics["estimate/accuracy/ppi"] == 3.1
     assert metrics["estimate/accuracy/ppi_ci95_high"] == 3.3
     assert metrics["estimate/accuracy/judge_bias_ci95_low"] == 0.1

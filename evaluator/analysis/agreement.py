@@ -38,6 +38,7 @@ from typing import Any
 
 from evaluator.analysis import diagnostics
 from evaluator.analysis.agreement_design import AgreeDesign, agree_design
+from evaluator.analysis.agreement_records import AgreementBootstrap, AgreementReport
 from evaluator.analysis.case_fields import case_fields, evaluated_field
 from evaluator.analysis.gates import POSITIVE_CLASS, Gate, gate_table
 from evaluator.analysis.intervals import (
@@ -60,6 +61,7 @@ from evaluator.analysis.label_files import (
 )
 from evaluator.analysis.score_mode import ScoredView, mode_block, score_view
 from evaluator.analysis.stats import require_stats
+from evaluator.analysis.summary_records import ScoreModeBlock
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.rubrics.load import load_rubric
@@ -373,7 +375,7 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
               rubrics_dirs: Sequence[Path] = (), cases: CaseSource | None = None,
               text_field: str | None = None, by: str | None = None,
               only_ids: set[str] | None = None, score_mode: str = "argmax",
-              gates: Sequence[Gate] = ()) -> dict[str, Any]:
+              gates: Sequence[Gate] = ()) -> AgreementReport:
     """Join a results file with its labels file (``labels.path``) and compute agreement per
     criterion.
 
@@ -497,34 +499,23 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
             if continuous:
                 _drop_categories(stats)
         per_criterion[key] = stats
-    return {
-        "results": str(results_path),
-        "labels": str(labels_path),
-        "label_field": label_field,
-        "results_ok": len(ok),
-        "labels_total": len(labels),
-        "joined": len(joined_ids),
-        "common_cases": None if only_ids is None else len(only_ids),
-        "unmatched_results": len(ok) - view.left_out - len(joined_ids),
-        "unmatched_labels": sum(1 for case_id in labels if case_id not in ok),
-        "unlabelled_rows": labels.unlabelled,
-        "not_ok_labelled": sum(1 for r in not_ok if r.case_id in labels),
-        "not_ok_status_counts": dict(sorted(Counter(r.status for r in not_ok).items())),
-        "bootstrap": {"resamples": resamples, "seed": seed, "method": "BCa, case pairs",
-                      "undefined_limit": UNDEFINED_SHARE_LIMIT},
-        "label_scale": list(label_scale) if label_scale is not None else None,
-        "text_field": text_field if fields is not None else None,
-        "by": by,
-        "notes": notes,
-        "warnings": warned,
-        "design": design.block,
-        "circular": circular,
-        "note": SAME_SCALE_NOTE,
-        "score_mode": mode_block(score_mode, view.left_out),
-        "criteria": per_criterion,
-        "gates": [_gate(gate, paired(gate.key), design) for gate in gates],
-        "gates_note": POSITIVE_CLASS if gates else None,
-    }
+    return AgreementReport(
+        results=str(results_path), labels=str(labels_path), label_field=label_field,
+        results_ok=len(ok), labels_total=len(labels), joined=len(joined_ids),
+        common_cases=None if only_ids is None else len(only_ids),
+        unmatched_results=len(ok) - view.left_out - len(joined_ids),
+        unmatched_labels=sum(1 for case_id in labels if case_id not in ok),
+        unlabelled_rows=labels.unlabelled,
+        not_ok_labelled=sum(1 for r in not_ok if r.case_id in labels),
+        not_ok_status_counts=dict(sorted(Counter(r.status for r in not_ok).items())),
+        bootstrap=AgreementBootstrap(resamples=resamples, seed=seed, method="BCa, case pairs",
+                                     undefined_limit=UNDEFINED_SHARE_LIMIT),
+        label_scale=list(label_scale) if label_scale is not None else None,
+        text_field=text_field if fields is not None else None, by=by, notes=notes,
+        warnings=warned, design=design.block, circular=circular, note=SAME_SCALE_NOTE,
+        score_mode=ScoreModeBlock(**mode_block(score_mode, view.left_out)),
+        criteria=per_criterion, gates=[_gate(gate, paired(gate.key), design) for gate in gates],
+        gates_note=POSITIVE_CLASS if gates else None)
 
 
 def _gate(gate: Gate, pairs: tuple[list[str], list[float], list[float]],

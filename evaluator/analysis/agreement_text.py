@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from evaluator.analysis.agreement_records import AgreementReport
 from evaluator.analysis.gates import format_gates
 from evaluator.analysis.intervals import format_ci, format_number
 from evaluator.common.columns import Notes, row, whole, wrap
@@ -51,32 +52,29 @@ def _design(design: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
-def _header(report: Mapping[str, Any]) -> list[str]:
-    design = report.get("design") or {}
-    lines = [*_wrapped(f"labels {report['labels']} field {report['label_field']!r} vs "
-                       f"{report['results']}"),
+def _header(report: AgreementReport) -> list[str]:
+    design, boot, mode = report.design, report.bootstrap, report.score_mode
+    lines = [*_wrapped(f"labels {report.labels} field {report.label_field!r} vs "
+                       f"{report.results}"),
              *_design(design),
-             *_wrapped(f"n = {report['joined']} joined case(s)"
-                       + (f" (restricted to the {report['common_cases']} cases common to "
-                          "every file)" if report.get("common_cases") is not None else "")
-                       + f"; ok results without a label: {report['unmatched_results']}; "
-                       f"labels without an ok result: {report['unmatched_labels']} (of which "
-                       f"labelled but not ok: {report['not_ok_labelled']})"
-                       + (f"; rows not labelled yet (empty label): {report['unlabelled_rows']}"
-                          if report.get("unlabelled_rows") else "")),
+             *_wrapped(f"n = {report.joined} joined case(s)"
+                       + (f" (restricted to the {report.common_cases} cases common to "
+                          "every file)" if report.common_cases is not None else "")
+                       + f"; ok results without a label: {report.unmatched_results}; "
+                       f"labels without an ok result: {report.unmatched_labels} (of which "
+                       f"labelled but not ok: {report.not_ok_labelled})"
+                       + (f"; rows not labelled yet (empty label): {report.unlabelled_rows}"
+                          if report.unlabelled_rows else "")),
              *_wrapped(f"95% CIs: each row's CI note names its method; bootstrap: "
-                       f"{report['bootstrap']['resamples']} resamples over case pairs, seed "
-                       f"{report['bootstrap']['seed']}, unreliable above "
-                       f"{report['bootstrap']['undefined_limit']:.0%} undefined resamples"),
-             *_wrapped(f"note: {report['note']}")]
-    mode = report.get("score_mode")
-    if mode:
-        lines += _wrapped(f"score mode: {mode['mode']} ({mode['meaning']})")
-        if mode.get("note"):
-            lines += _wrapped(f"note: {mode['note']}")
-    lines += [line for note in report.get("notes", []) for line in _wrapped(f"note: {note}")]
+                       f"{boot.resamples} resamples over case pairs, seed {boot.seed}, "
+                       f"unreliable above {boot.undefined_limit:.0%} undefined resamples"),
+             *_wrapped(f"note: {report.note}"),
+             *_wrapped(f"score mode: {mode.mode} ({mode.meaning})")]
+    if mode.note:
+        lines += _wrapped(f"note: {mode.note}")
+    lines += [line for note in report.notes for line in _wrapped(f"note: {note}")]
     # The design's own warning is printed above, before any figure.
-    lines += [line for text in report.get("warnings", []) if text != design.get("warning")
+    lines += [line for text in report.warnings if text != design.get("warning")
               for line in _wrapped(f"WARNING: {text}")]
     return lines
 
@@ -195,11 +193,11 @@ def _subgroups(by: str, groups: Mapping[str, Any], tail: str = "") -> list[str]:
     return lines + [line for text in why for line in wrap(f"- {text}", "    ")]
 
 
-def format_agreement(report: Mapping[str, Any]) -> str:
+def format_agreement(report: AgreementReport) -> str:
     """A human-readable table of :func:`evaluator.analysis.agreement.agreement`'s result."""
     lines = _header(report)
-    tail = DRAWN_ONLY if (report.get("design") or {}).get("weighted") else ""
-    for key, stats in report["criteria"].items():
+    tail = DRAWN_ONLY if report.design["weighted"] else ""
+    for key, stats in report.criteria.items():
         lines += ["", *_wrapped(f"{key}  (n = {stats['n']})")]
         lines += [line for text in stats.get("warnings", [])
                   for line in _wrapped(f"WARNING: {text}", "  ")]
@@ -214,7 +212,6 @@ def format_agreement(report: Mapping[str, Any]) -> str:
         if stats.get("verbosity"):
             lines += _verbosity(stats["verbosity"], tail)
         if stats.get("subgroups"):
-            lines += _subgroups(report["by"], stats["subgroups"], tail)
-    lines += format_gates(report.get("gates") or [],
-                          (report.get("score_mode") or {}).get("mode", "argmax"))
+            lines += _subgroups(str(report.by), stats["subgroups"], tail)
+    lines += format_gates(report.gates, report.score_mode.mode)
     return "\n".join(lines)

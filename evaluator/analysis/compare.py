@@ -24,6 +24,7 @@ from evaluator.analysis.pairwise import (
     pairs_from_records,
 )
 from evaluator.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, require_stats
+from evaluator.common.record import Record
 from evaluator.data.pairs import same_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.data.sources import LabelSource
@@ -152,14 +153,27 @@ def _comparison(path: Path, pairs: Pairs, labels: dict[str, str] | None, resampl
     return entry
 
 
+class CompareReport(Record):
+    """:func:`compare`'s result, read by ``evaluator compare`` (its text and ``--json``): one
+    dict per file, per file and criterion (``comparisons``) and per criterion over more
+    than two systems (``bradley_terry``), and the notes on reading them."""
+
+    files: list[dict[str, Any]]
+    rubric: str
+    criteria: list[str]
+    comparisons: list[dict[str, Any]]
+    bradley_terry: list[dict[str, Any]]
+    notes: list[str]
+
+
 def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
             labels: LabelSource | None = None, resamples: int = BOOTSTRAP_RESAMPLES,
-            seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+            seed: int = BOOTSTRAP_SEED) -> CompareReport:
     """Compare pairwise results files (each one pairing, system A vs B): per file and
     choice criterion (all of the rubric's, or ``criteria``) the win rate, position
     consistency, position bias, length bias and, with ``labels`` (a file), the agreement
     with clinicians' labels (one results file only); per criterion the Bradley-Terry
-    strengths when the files cover more than two systems. Keys: ``files``, ``rubric``,
+    strengths when the files cover more than two systems. Its fields: ``files``, ``rubric``,
     ``criteria``, ``comparisons``, ``bradley_terry``, ``notes`` (docs/pairwise.md)."""
     paths = [Path(p) for p in paths]
     labels_path = labels.path if labels is not None else None
@@ -213,5 +227,5 @@ def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
         if len(systems) > 2:
             strengths.append({"criterion": key,
                               **bradley_terry(battles, resamples=resamples, seed=seed)})
-    return {"files": files, "rubric": rubric, "criteria": keys, "comparisons": comparisons,
-            "bradley_terry": strengths, "notes": notes}
+    return CompareReport(files=files, rubric=rubric, criteria=keys, comparisons=comparisons,
+                         bradley_terry=strengths, notes=notes)

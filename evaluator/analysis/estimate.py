@@ -43,6 +43,7 @@ from evaluator.analysis.estimate_inputs import (
     scale_note,
     system_names,
 )
+from evaluator.analysis.estimate_records import EstimateReport
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.intervals import NO_INTERVAL, kish_n_eff, wilson_ci
 from evaluator.analysis.stats import require_stats
@@ -214,7 +215,7 @@ def _se(ci: Sequence[float] | None) -> float | None:
 
 def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence[str] = (),
              gates: Sequence[Gate] = (), score_mode: str = "argmax",
-             rubrics_dirs: Sequence[Path] = ()) -> dict[str, Any]:
+             rubrics_dirs: Sequence[Path] = ()) -> EstimateReport:
     """Clinician-level estimates for each results file (with the labels file at the same
     position in ``labels.paths``; one labels file with one results file) and each criterion
     and gate, and every pair's difference (see the module docstring). The labels are on
@@ -266,17 +267,15 @@ def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence
             for b in systems[i + 1:]:
                 differences.append(difference(a, b, key, gate, per_system))
     scale = scale_note(systems, keys)
-    return {
-        "label_field": label_field, "score_mode": score_mode,
-        "systems": [{"type": "system", "system": s.name, "file": str(s.path),
+    return EstimateReport(
+        label_field=label_field, score_mode=score_mode,
+        systems=[{"type": "system", "system": s.name, "file": str(s.path),
                      "labels": str(s.labels_path),
                      "n_cases": len(s.population), "n_labelled": len(s.labelled),
                      "unlabelled_rows": s.unlabelled_rows, "design": s.design.kind or "none",
                      "design_text": s.design.describe(), "notes": s.notes,
                      "scale_note": scale}
                     for s in systems],
-        "estimates": rows, "differences": differences,
-        "scale_note": scale,
-    }
+        estimates=rows, differences=differences, scale_note=scale)
 
 

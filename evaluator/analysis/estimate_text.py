@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from evaluator.analysis.estimate_records import EstimateReport
 from evaluator.analysis.intervals import NO_INTERVAL, format_ci, format_number
 from evaluator.common.columns import row as table_row
 from evaluator.common.columns import wrap
@@ -76,21 +77,21 @@ def _wrapped(text: str, indent: str) -> list[str]:
 WIDTH = 80
 
 
-def format_estimate(report: Mapping[str, Any]) -> str:
+def format_estimate(report: EstimateReport) -> str:
     """The report of :func:`evaluator.analysis.estimate.estimate` as text."""
     lines = ["clinician-level estimates (95% CIs): the judge on every case, corrected by",
-             f"the labels in {report['label_field']!r} ({report['score_mode']} scores)"]
-    for system in report["systems"]:
+             f"the labels in {report.label_field!r} ({report.score_mode} scores)"]
+    for system in report.systems:
         lines += _wrapped(f"{system['system']}: {system['file']} with {system['labels']}", "")
         lines += _wrapped(system["design_text"], "  ")
         for note in system["notes"]:
             lines += _wrapped(note if note.startswith("WARNING") else f"note: {note}", "  ")
-    if report.get("scale_note"):
-        lines += _wrapped(f"note: {report['scale_note']}", "")
-    for row in report["estimates"]:
+    if report.scale_note:
+        lines += _wrapped(f"note: {report.scale_note}", "")
+    for row in report.estimates:
         lines += ["", *_estimate_lines(row)]
-    if report["differences"]:
+    if report.differences:
         lines += ["", "differences between systems (later file - earlier file)"]
-        for row in report["differences"]:
+        for row in report.differences:
             lines += _difference_line(row)
     return "\n".join(lines)

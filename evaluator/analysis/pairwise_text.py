@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from evaluator.analysis.compare import CompareReport
 from evaluator.analysis.intervals import format_ci, format_number
 from evaluator.common.columns import Notes, row, wrap
 
@@ -83,24 +84,24 @@ def _bradley_terry_lines(block: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def format_comparison(report: Mapping[str, Any]) -> str:
+def format_comparison(report: CompareReport) -> str:
     """The report of :func:`evaluator.analysis.compare.compare` as text."""
     lines: list[str] = []
-    for info in report["files"]:
+    for info in report.files:
         lines.extend(_wrapped(
             f"{info['path']}: {info['systems']['A']} (A) vs {info['systems']['B']} (B); "
             f"rubric {info['rubric']}; {info['ok']} of {info['records']} records ok", ""))
         lines.append(f"    {'figure':<22}{'value':>7}  {'95% CI':<16} {'CI':<5}counts")
         notes = Notes()
-        for entry in report["comparisons"]:
+        for entry in report.comparisons:
             if entry["file"] == info["path"]:
                 lines.extend(_comparison_lines(entry, notes))
         lines += notes.lines("CI: the method of each 95% CI, or why there is none")
         lines.append("")
-    for block in report["bradley_terry"]:
+    for block in report.bradley_terry:
         lines.extend(_bradley_terry_lines(block))
         lines.append("")
     lines.append("notes:")
-    for note in report["notes"]:
+    for note in report.notes:
         lines.extend(_wrapped(f"- {note}", "  "))
     return "\n".join(lines)

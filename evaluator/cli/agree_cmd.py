@@ -61,6 +61,6 @@ def agree_command(results: Path, labels: LabelSource, criteria: tuple[str, ...],
     report = agreement(results, labels, criteria=criteria, resamples=resamples, seed=seed,
                        rubrics_dirs=rubrics_dirs, cases=cases, text_field=text_field, by=by,
                        score_mode=score_mode, gates=gates)
-    click.echo(json.dumps(report, indent=2) if as_json else format_agreement(report))
+    click.echo(json.dumps(report.to_json(), indent=2) if as_json else format_agreement(report))
 
 

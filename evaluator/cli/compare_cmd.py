@@ -37,6 +37,6 @@ def compare_command(results: tuple[Path, ...], criteria: tuple[str, ...],
         raise UserError("--label-field goes with --labels")
     report = compare(list(results), criteria=criteria, labels=labels)
     if as_json:
-        click.echo(json.dumps(report))
+        click.echo(json.dumps(report.to_json()))
     else:
         click.echo(format_comparison(report))

@@ -49,7 +49,7 @@ def estimate_command(results: tuple[Path, ...], labels: LabelSource,
     report = estimate(list(results), labels, criteria=criteria, gates=gates,
                       score_mode=score_mode, rubrics_dirs=rubrics_dirs)
     if as_json:
-        for row in [*report["systems"], *report["estimates"], *report["differences"]]:
+        for row in [*report.systems, *report.estimates, *report.differences]:
             click.echo(json.dumps(row))
     else:
         click.echo(format_estimate(report))

@@ -280,7 +280,7 @@ def _agreement(files: list[dict[str, Any]], labels: LabelSource, resamples: int,
     if all(item["result"] is None for item in per_file):
         raise ReportError(f"no case id of any results file is in {shown} (column "
                           f"{labels.id_column!r}); check --label-id-column")
-    joined = {item["result"]["joined"] for item in per_file if item["result"]}
+    joined = {item["result"].joined for item in per_file if item["result"]}
     return {"labels": shown, "label_field": labels.field, "id_column": labels.id_column,
             "resamples": resamples, "note": SAME_SCALE_NOTE, "files": per_file,
             "by": options.get("by"), "n_differs": len(joined) > 1}
@@ -309,18 +309,18 @@ def _estimates(files: list[dict[str, Any]], labels: LabelSource, criteria: Seque
     except (AgreementError, ScoreModeError) as exc:
         return {"note": f"no clinician-level estimate: {exc}", "rows": [], "differences": []}
     by_path = {str(f["path"]): f["label"] for f in files}
-    for row in [*result["estimates"], *result["differences"]]:
+    for row in [*result.estimates, *result.differences]:
         for key, path_key in (("label", "file"), ("a_label", "a_file"), ("b_label", "b_file")):
             if path_key in row:
                 row[key] = by_path.get(row[path_key], row[path_key])
     shared = len(labels.paths) == 1 and len(files) > 1
-    return {"note": None, "rows": result["estimates"], "systems": result["systems"],
-            "differences": [] if shared else result["differences"],
+    return {"note": None, "rows": result.estimates, "systems": result.systems,
+            "differences": [] if shared else result.differences,
             "shared_note": ("one labels file for every results file (several judges of the "
                             "same answers): each judge's estimate of the same clinician-level "
                             "mean; no differences between them. For systems, give one "
                             "--labels per results file." if shared else None),
-            "scale_note": result["scale_note"]}
+            "scale_note": result.scale_note}
 
 
 def _restrict_to_common(rubric: Rubric, files: list[dict[str, Any]]) -> dict[str, Any]:

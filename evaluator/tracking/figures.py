@@ -39,6 +39,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
+from evaluator.analysis.agreement_records import AgreementReport
+from evaluator.analysis.estimate_records import EstimateReport
 from evaluator.analysis.summary_records import PairwiseSummary, RunSummary, ScoreStats
 from evaluator.data.results import Status
 from evaluator.tracking.names import metric_key
@@ -146,13 +148,13 @@ def _usable(statistic: Any) -> bool:
             and not statistic.get("not_applicable"))
 
 
-def agreement_metrics(report: Mapping[str, Any]) -> Metrics:
+def agreement_metrics(report: AgreementReport) -> Metrics:
     """The metrics of :func:`evaluator.analysis.agreement.agreement`'s report."""
     out: Metrics = {}
     for name in AGREEMENT_COUNTS:
-        _put(out, metric_key("agreement", name), report.get(name))
-    _put(out, metric_key("agreement", "warnings"), len(report.get("warnings") or []))
-    for key, stats in (report.get("criteria") or {}).items():
+        _put(out, metric_key("agreement", name), getattr(report, name))
+    _put(out, metric_key("agreement", "warnings"), len(report.warnings))
+    for key, stats in report.criteria.items():
         _put(out, metric_key("agreement", key, "n"), stats.get("n"))
         for name in AGREEMENT_STATISTICS:
             statistic = stats.get(name)
@@ -164,7 +166,7 @@ def agreement_metrics(report: Mapping[str, Any]) -> Metrics:
                 _put(out, metric_key("agreement", key, f"{name}_p"), statistic["p"])
             if "chance" in statistic:
                 _put(out, metric_key("agreement", key, f"{name}_chance"), statistic["chance"])
-    for gate in report.get("gates") or []:
+    for gate in report.gates:
         prefix = ("agreement_gate", gate.get("rule", ""))
         for name in GATE_COUNTS:
             _put(out, metric_key(*prefix, name), gate.get(name))
@@ -175,11 +177,11 @@ def agreement_metrics(report: Mapping[str, Any]) -> Metrics:
     return out
 
 
-def estimate_metrics(report: Mapping[str, Any]) -> Metrics:
+def estimate_metrics(report: EstimateReport) -> Metrics:
     """The metrics of :func:`evaluator.analysis.estimate.estimate`'s report for one results
     file (one system): one block per criterion and per ``--pass`` gate."""
     out: Metrics = {}
-    for row in report.get("estimates") or []:
+    for row in report.estimates:
         prefix = ("estimate", row.get("criterion", ""))
         for field, name, ci_field in ESTIMATE_FIGURES:
             if ci_field is None:

@@ -173,7 +173,7 @@ def _label_figures(results: Path, labels: LabelOptions, rubrics_dirs: Sequence[P
     report = agreement(results, source, criteria=labels.criteria, resamples=labels.resamples,
                        seed=labels.seed, rubrics_dirs=rubrics_dirs, gates=labels.gates)
     metrics = agreement_metrics(report)
-    notes = [f"agreement: {warning}" for warning in report.get("warnings") or []]
+    notes = [f"agreement: {warning}" for warning in report.warnings]
     try:
         estimates = estimate([results], source, criteria=labels.criteria,
                              gates=labels.gates, rubrics_dirs=rubrics_dirs)
@@ -184,7 +184,7 @@ def _label_figures(results: Path, labels: LabelOptions, rubrics_dirs: Sequence[P
               "labels.label_field": source.field, "labels.id_column": source.id_column,
               "labels.criteria": ",".join(labels.criteria) or None,
               "labels.gates": ",".join(g.rule for g in labels.gates) or None,
-              "labels.design": (report.get("design") or {}).get("kind") or "none",
+              "labels.design": report.design.get("kind") or "none",
               "labels.resamples": labels.resamples, "labels.seed": labels.seed}
     return metrics, params, notes
 
