@@ -38,6 +38,17 @@ ALLOWED: dict[str, set[str]] = {
     "__main__": {"cli"},
 }
 ORDER = list(ALLOWED)
+# analysis/'s concept sub-packages -> the other concepts each may import. Every other module
+# of analysis/ (the shared statistics: intervals, stats, designs, ...) imports none of them.
+ANALYSIS_CONCEPTS: dict[str, set[str]] = {
+    "pairwise": set(),
+    "summary": {"pairwise"},  # a pairwise rubric's summary holds its win rates
+    "kinds": {"summary"},  # each rubric kind's summary
+    "agreement": {"kinds"},  # the refusal of a pairwise rubric's results
+    "estimate": {"kinds"},
+    "review": {"agreement", "kinds"},  # sample_size: the CI agreement computes
+}
+SHARED = "(shared)"
 # Third-party libraries that are imported only inside the functions that need them.
 HEAVY = {"torch", "transformers", "vllm", "ray", "pyarrow", "numpy", "pandas", "scipy",
          "sklearn", "krippendorff", "pingouin", "statsmodels", "matplotlib", "outlines",
@@ -135,6 +146,15 @@ def graph(by_name: bool = False) -> dict[str, set[str]]:
             for name, imports in MODULES.items()}
 
 
+def analysis_part(module: str) -> str | None:
+    """The concept sub-package of analysis/ a module is in, ``SHARED`` for a module directly
+    in analysis/, None outside analysis/ (and for analysis/__init__.py)."""
+    path = MODULES[module].path.relative_to(PACKAGE)
+    if path.parts[0] != "analysis" or len(path.parts) == 2 and path.name == "__init__.py":
+        return None
+    return path.parts[1] if len(path.parts) > 2 else SHARED
+
+
 def heavy_at_top(module: str) -> bool:
     return any(target.partition(".")[0] in HEAVY
                for target, _, _, at_top in MODULES[module].found if at_top)
@@ -156,6 +176,28 @@ def test_layers_import_only_the_layers_below():
              for name, imports in MODULES.items()
              for target, line, _ in imports.internal(names)
              if layer_of(target) not in ALLOWED[layer_of(name)]]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_analysis_concepts_import_only_the_shared_statistics_and_the_concepts_named():
+    analysis = PACKAGE / "analysis"
+    unknown = sorted(p.name for p in analysis.iterdir()
+                     if (p / "__init__.py").is_file() and p.name not in ANALYSIS_CONCEPTS)
+    assert not unknown, f"analysis/ sub-packages no ANALYSIS_CONCEPTS entry names: {unknown}"
+    TopologicalSorter(ANALYSIS_CONCEPTS).prepare()  # the concepts themselves have no cycle
+    names, wrong = set(MODULES), []
+    for name, imports in MODULES.items():
+        part = analysis_part(name)
+        if part is None:
+            continue
+        targets = [(t, line) for t, line, _ in imports.internal(names)]
+        targets += [(t, 0) for t in imports.by_name if t in names]
+        for target, line in targets:
+            to = analysis_part(target)
+            if to not in (None, SHARED, part) and to not in ANALYSIS_CONCEPTS.get(part, set()):
+                may = ", ".join(sorted(ANALYSIS_CONCEPTS.get(part, set()))) or "none"
+                wrong.append(f"{name}:{line} imports {target} (analysis/{to}): {part} may "
+                             f"import the shared statistics and, of the concepts, {may}")
     assert not wrong, "\n".join(wrong)
 
 
@@ -219,10 +261,19 @@ def describe() -> str:
     for name, targets in edges.items():
         by_layer[layer_of(name)].add(name)
         uses[layer_of(name)] |= {layer_of(t) for t in targets} - {layer_of(name)}
+    parts: dict[str, set[str]] = defaultdict(set)  # analysis/'s sub-packages, shared first
+    for name in edges:
+        if analysis_part(name) is not None:
+            parts[analysis_part(name)].add(name)
     lines = []
     for layer in ORDER:
         used = ", ".join(sorted(uses[layer], key=ORDER.index)) or "-"
         lines.append(f"{layer:9} {len(by_layer[layer]):2} modules, imports: {used}")
+        for part in sorted(parts, key=lambda p: (p != SHARED, p)) if layer == "analysis" else []:
+            used = ", ".join(sorted({analysis_part(t) or "-" for n in parts[part]
+                                     for t in edges[n]} - {"-", part})) or "-"
+            where = part if part == SHARED else part + "/"
+            lines.append(f"  {where:10} {len(parts[part]):2} modules, imports: {used}")
     order = list(TopologicalSorter(edges).static_order())
     lines.append(f"{len(edges)} modules, {sum(map(len, edges.values()))} internal imports, "
                  f"no cycles (topological order found: {len(order)} modules)")

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator.analysis.distributions import criterion_paths
 from evaluator.analysis.intervals import kish_n_eff
 from evaluator.analysis.label_files import AgreementError, label_number, label_rows
-from evaluator.analysis.review_signals import criterion_paths
 from evaluator.data.results import ResultRecord
 from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion
 

@@ -164,3 +164,16 @@ def verdict_view(rubric: Rubric, record: ResultRecord, mode: ScoreMode,
             return None
         return dict(record.scores), record.aggregates
     return expected_verdict(rubric, record)
+
+
+def _item_paths(field_: ItemsCriterion, scores: Mapping[str, Any] | None) -> list[str]:
+    items = (scores or {}).get(field_.key) or []
+    return [item_path(field_.key, i, field_.score_key) for i in range(len(items))]
+
+
+def criterion_paths(field_: IntegerCriterion | ItemsCriterion,
+                    record: ResultRecord) -> list[str]:
+    """The score paths of a criterion in a record: its key, or one per item."""
+    if isinstance(field_, IntegerCriterion):
+        return [field_.key]
+    return _item_paths(field_, record.scores)

@@ -30,12 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluator.analysis import gates
-from evaluator.analysis.distributions import verdict_view
+from evaluator.analysis.distributions import criterion_paths, verdict_view
 from evaluator.analysis.gates import Gate
 from evaluator.common.errors import UserError
 from evaluator.data.results import ResultRecord, ScoreDistribution
 from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric
-from evaluator.rubrics.score_paths import item_path
 
 
 class ReviewError(UserError, ValueError):
@@ -74,11 +73,6 @@ def _width(criterion: IntegerCriterion | ItemsCriterion) -> float:
     return float(max(allowed) - min(allowed)) or 1.0
 
 
-def _item_paths(field_: ItemsCriterion, scores: Mapping[str, Any] | None) -> list[str]:
-    items = (scores or {}).get(field_.key) or []
-    return [item_path(field_.key, i, field_.score_key) for i in range(len(items))]
-
-
 def score_at(field_: IntegerCriterion | ItemsCriterion, path: str,
               scores: Mapping[str, Any] | None) -> float | None:
     """The score at ``path`` of a verdict's ``scores`` as a float (None when absent)."""
@@ -93,14 +87,6 @@ def score_at(field_: IntegerCriterion | ItemsCriterion, path: str,
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
-
-
-def criterion_paths(field_: IntegerCriterion | ItemsCriterion,
-                    record: ResultRecord) -> list[str]:
-    """The score paths of a criterion in a record: its key, or one per item."""
-    if isinstance(field_, IntegerCriterion):
-        return [field_.key]
-    return _item_paths(field_, record.scores)
 
 
 def confidence_of(dist: ScoreDistribution) -> float:
