@@ -1,4 +1,4 @@
-"""Coverage of `evaluator compare`'s 95% CIs (evaluator.analysis.pairwise, bradley_terry),
+"""Coverage of `evaluator compare`'s 95% CIs (evaluator.analysis.pairwise.pairwise, bradley_terry),
 by simulation: how often each interval holds the truth it estimates.
 
 Each replicate draws n pairs: latent qualities q_A ~ N(edge, 1), q_B ~ N(0, 1), lengths
@@ -30,9 +30,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_common import print_figures, rerun_command
-from evaluator.analysis.bradley_terry import Battles, bradley_terry
 from evaluator.analysis.logit import fit_logit
-from evaluator.analysis.pairwise import (
+from evaluator.analysis.pairwise.bradley_terry import Battles, bradley_terry
+from evaluator.analysis.pairwise.pairwise import (
     WIN_VALUE,
     length_bias,
     position_bias,

@@ -13,7 +13,7 @@ Two steps:
         --systems gpt-4o,llama-3.3-70b -o DIR/default.jsonl [-m tiny-random]
     # 2. the figures: per results file and criterion, the judge's win rate of gpt-4o,
     #    position consistency and bias, Cohen's kappa with the truth, its mean probability
-    #    of the choice it wrote; and the truth's own win rate (evaluator.analysis.compare,
+    #    of the choice it wrote; and the truth's own win rate (evaluator.analysis.pairwise.compare,
     #    the code behind `evaluator compare`)
     PYTHONPATH=. .venv/bin/python benchmarks/pairwise_devset.py analyse DIR RESULTS...
 
@@ -34,9 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_common import print_figures, rerun_command
-from evaluator.analysis.compare import compare
 from evaluator.analysis.intervals import format_ci, format_number
-from evaluator.analysis.pairwise import win_rate
+from evaluator.analysis.pairwise.compare import compare
+from evaluator.analysis.pairwise.pairwise import win_rate
 from evaluator.data.results import read_results
 from evaluator.data.sources import LabelSource
 

@@ -1,4 +1,5 @@
-"""Coverage and width of the clinician-level 95% CIs (evaluator.analysis.ppi), by simulation.
+"""Coverage and width of the clinician-level 95% CIs (evaluator.analysis.estimate.ppi), by
+simulation.
 
 Every figure docs/statistics.md quotes for `evaluator estimate` comes from this script. Each
 replicate draws a fresh population of cases with clinicians' labels and a judge's scores,
@@ -46,9 +47,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_common import rerun_command
-from evaluator.analysis import ppi
-from evaluator.analysis.agreement import agreement_share
+from evaluator.analysis.agreement.agreement import agreement_share
 from evaluator.analysis.designs import DEFAULT_FLOOR, active_draw, inclusion_probabilities
+from evaluator.analysis.estimate import ppi
 from evaluator.analysis.intervals import kish_n_eff, wilson_ci
 
 LABEL_P = np.array([0.10, 0.20, 0.30, 0.25, 0.15])

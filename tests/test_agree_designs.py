@@ -1,5 +1,5 @@
 """``evaluator agree`` (and its ``--pass`` gates) reading the labels' design
-(:mod:`evaluator.analysis.agreement_design`): a priority worksheet's warning comes before any
+(:mod:`evaluator.analysis.agreement.design`): a priority worksheet's warning comes before any
 figure; random and no design leave the figures as they are; an active worksheet's labels
 weight kappa, mean |judge - label|, exact/within-one agreement, the confusion matrix and the
 gates by 1/pi - each checked here against a hand computation, scikit-learn or scipy, and the
@@ -22,11 +22,11 @@ from click.testing import CliRunner
 from scipy.stats import binomtest
 from sklearn.metrics import cohen_kappa_score
 
-from evaluator.analysis.agreement import agreement, agreement_share
-from evaluator.analysis.agreement_design import DRAWN_ONLY_STATISTICS, WEIGHTED_STATISTICS
+from evaluator.analysis.agreement.agreement import agreement, agreement_share
+from evaluator.analysis.agreement.design import DRAWN_ONLY_STATISTICS, WEIGHTED_STATISTICS
 from evaluator.analysis.designs import PRIORITY_WARNING, active_draw, population_fingerprint
 from evaluator.analysis.gates import gate_table, parse_gate
-from evaluator.analysis.review import build_review, write_review
+from evaluator.analysis.review.review import build_review, write_review
 from evaluator.cli.main import cli
 from tests.conftest import label_source
 from tests.label_world import SECRET, fill_sheet, read_rows, world, write_results, write_rows

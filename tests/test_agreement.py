@@ -1,5 +1,5 @@
-"""``evaluator agree`` and :mod:`evaluator.analysis.agreement`: figures checked against direct library
-calls on the same joined pairs, on the real trial data with a scripted fake judge."""
+"""``evaluator agree`` and :mod:`evaluator.analysis.agreement.agreement`: figures checked against
+direct library calls on the same joined pairs, on the real trial data with a scripted fake judge."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ pytest.importorskip("pingouin", reason="needs the stats extra")
 import numpy as np
 from click.testing import CliRunner
 
-from evaluator.analysis.agreement import AgreementError, agreement, criterion_agreement
+from evaluator.analysis.agreement.agreement import AgreementError, agreement, criterion_agreement
 from evaluator.cli.main import cli
 from evaluator.data.sources import CaseSource
 from evaluator.judges.backends.fake import FakeBackend
@@ -393,8 +393,8 @@ def test_negative_zero_is_never_printed():
     # Uncorrelated data whose statistics are tiny negatives.
     judge = [1, 2, 3, 4, 5] * 4
     labels = [3, 1, 5, 2, 4, 4, 2, 5, 1, 3, 2, 4, 1, 3, 5, 5, 3, 1, 4, 2]
-    from evaluator.analysis.agreement_records import AgreementReport
-    from evaluator.analysis.agreement_text import format_agreement
+    from evaluator.analysis.agreement.records import AgreementReport
+    from evaluator.analysis.agreement.text import format_agreement
 
     stats = criterion_agreement(judge, labels, resamples=100)
     text = format_agreement(AgreementReport(

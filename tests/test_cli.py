@@ -83,7 +83,7 @@ def test_output_closed_early_is_exit_141_in_silence(capsys):
 
 def _summary(**fields):
     """A scored summary of 3 ok cases with ``fields`` (criteria, ...)."""
-    from evaluator.analysis.summary_records import Summary
+    from evaluator.analysis.summary.records import Summary
 
     mode = {"mode": "argmax", "meaning": "", "left_out_no_distributions": 0, "note": None}
     return Summary.model_validate({
@@ -93,7 +93,7 @@ def _summary(**fields):
 
 
 def test_a_key_longer_than_a_line_is_wrapped_whole():
-    from evaluator.analysis.summary_text import format_summary
+    from evaluator.analysis.summary.text import format_summary
 
     entry = {"n": 3, "mean": 2.5, "ci95": [1.25, 3.75], "sd": 0.5, "median": 2.0,
              "min": 2.0, "max": 3.0, "counts": None}
@@ -105,7 +105,7 @@ def test_a_key_longer_than_a_line_is_wrapped_whole():
 
 
 def test_a_long_criterion_name_gets_its_own_line_never_a_wider_one():
-    from evaluator.analysis.summary_text import format_summary
+    from evaluator.analysis.summary.text import format_summary
 
     entry = {"n": 3, "mean": 2.5, "ci95": [1.25, 3.75], "sd": 0.5, "median": 2.0,
              "min": 2.0, "max": 3.0, "counts": None}

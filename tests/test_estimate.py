@@ -15,8 +15,8 @@ pytest.importorskip("scipy", reason="needs the stats extra")
 
 from click.testing import CliRunner
 
-from evaluator.analysis import ppi
-from evaluator.analysis.estimate import estimate
+from evaluator.analysis.estimate import ppi
+from evaluator.analysis.estimate.estimate import estimate
 from evaluator.analysis.gates import Gate
 from evaluator.cli.main import cli
 from tests.conftest import label_source

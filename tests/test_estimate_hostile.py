@@ -13,10 +13,10 @@ pytest.importorskip("scipy", reason="needs the stats extra")
 
 from click.testing import CliRunner
 
-from evaluator.analysis import ppi
 from evaluator.analysis.designs import LabelDesign, inclusion_probabilities
-from evaluator.analysis.estimate import estimate, estimate_outcome
-from evaluator.analysis.estimate_inputs import System
+from evaluator.analysis.estimate import ppi
+from evaluator.analysis.estimate.estimate import estimate, estimate_outcome
+from evaluator.analysis.estimate.inputs import System
 from evaluator.cli.main import cli
 from tests.conftest import label_source
 from tests.label_world import SECRET, fill_sheet, read_rows, world, write_results, write_rows

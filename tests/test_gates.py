@@ -17,7 +17,7 @@ pytest.importorskip("pingouin", reason="needs the stats extra")
 from click.testing import CliRunner
 from scipy.stats import binomtest
 
-from evaluator.analysis.agreement import AgreementError, agreement
+from evaluator.analysis.agreement.agreement import AgreementError, agreement
 from evaluator.analysis.gates import Gate, GateError, gate_table, parse_gate
 from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.cli.main import cli

@@ -25,8 +25,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from evaluator.analysis.agreement import agreement
-from evaluator.analysis.estimate import estimate
+from evaluator.analysis.agreement.agreement import agreement
+from evaluator.analysis.estimate.estimate import estimate
 from evaluator.analysis.gates import parse_gate
 from evaluator.cli.main import cli
 from evaluator.judges.backends.fake import FakeBackend

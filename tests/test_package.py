@@ -13,7 +13,7 @@ def test_import_evaluator_imports_no_torch_transformers_vllm_ray_or_matplotlib()
     # Parsing a vllm judge (its engine settings included) must not import vLLM either.
     # Nor Ray: the engine options and the run command are importable without it.
     code = ("import sys, evaluator, evaluator.cli.main, evaluator.judges.backends.vllm_args, "
-            "evaluator.analysis.summary, evaluator.analysis.stats, evaluator.analysis.agreement, evaluator.cli.agree_cmd, "
+            "evaluator.analysis.summary.summary, evaluator.analysis.stats, evaluator.analysis.agreement.agreement, evaluator.cli.agree_cmd, "
             "evaluator.run.engines, evaluator.cli.run_cmd, "
             "evaluator.report.build, evaluator.report.html, evaluator.report.plots, "
             "evaluator.report.text, evaluator.cli.report_cmd; "

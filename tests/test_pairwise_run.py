@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from evaluator.analysis.pairwise.pairwise import reconcile
 from evaluator.cli.main import cli
 from evaluator.data.cases import InputFileError, InputProblem
 from evaluator.data.pairs import iter_pairs
@@ -21,7 +22,6 @@ from evaluator.judges.models_file import JudgeConfigError, JudgeSpec
 from evaluator.rubrics.load import load_rubric, load_rubric_file
 from evaluator.rubrics.rubric import RubricError
 from evaluator.rubrics.schema import output_json_schema
-from evaluator.analysis.pairwise import reconcile
 from evaluator.run.pairing import to_candidate
 from evaluator.run.runner import evaluate
 from tests.conftest import BUILTIN, ROOT, run_options, write_jsonl
@@ -508,7 +508,7 @@ def test_commands_that_read_scores_refuse_a_pairwise_file_in_one_line(tmp_path, 
 def test_the_run_summary_of_a_pairwise_rubric_shows_win_rates_and_the_swap_guard(tmp_path):
     """The summary written at the end of a run (and `evaluator summary`): per criterion the
     outcomes, A's win rate, the position consistency and bias; text within 80 columns."""
-    from evaluator.analysis.summary_text import format_summary
+    from evaluator.analysis.summary.text import format_summary
 
     answers = [(f"a good answer {i}", f"a poor answer {i}") for i in range(6)]
     honest = _run(tmp_path, ScriptedJudge(lambda first, second: "A" if "good" in first
@@ -553,7 +553,7 @@ def test_a_judge_that_prefers_the_longer_answer_shows_a_length_bias(tmp_path, ru
     cover 0 and 0.5."""
     import random
 
-    from evaluator.analysis.compare import compare
+    from evaluator.analysis.pairwise.compare import compare
 
     rng = random.Random(7)
     answers = []
@@ -575,7 +575,7 @@ def test_a_judge_that_prefers_the_longer_answer_shows_a_length_bias(tmp_path, ru
 def test_a_judge_that_always_prefers_the_longer_answer_is_not_hidden_by_separation(tmp_path):
     """Always the longer answer: the length model has no finite estimate (a note says so),
     and the longer answer's win rate, 1, shows the bias."""
-    from evaluator.analysis.compare import compare
+    from evaluator.analysis.pairwise.compare import compare
 
     answers = [("a" * (10 + 7 * i), "b" * (300 - 5 * i)) for i in range(30)]
     _run(tmp_path, ScriptedJudge(lambda first, second: "A" if len(first) > len(second)
@@ -644,7 +644,7 @@ def test_a_missing_answer_column_points_to_answer_column_not_map(tmp_path):
 def test_one_file_under_two_names_is_refused_everywhere(tmp_path):
     import os
 
-    from evaluator.analysis.compare import CompareError, compare
+    from evaluator.analysis.pairwise.compare import CompareError, compare
 
     a, _ = _two_files(tmp_path, [dict(SHARED, case_id="c0", answer="gpt")], [])
     linked = tmp_path / "linked.jsonl"
@@ -679,9 +679,9 @@ def test_a_system_name_with_a_line_break_is_not_a_valid_record(tmp_path):
 
 
 def test_long_names_and_keys_stay_whole_and_within_80_columns(tmp_path):
-    from evaluator.analysis.compare import compare
-    from evaluator.analysis.pairwise_text import format_comparison
-    from evaluator.analysis.summary_text import format_summary
+    from evaluator.analysis.pairwise.compare import compare
+    from evaluator.analysis.pairwise.text import format_comparison
+    from evaluator.analysis.summary.text import format_summary
     from tests.pairwise_world import pair_record, write_records
 
     stem = "a-system-name-long-enough-to-need-a-line-of-its-own-"
@@ -702,8 +702,8 @@ def test_long_names_and_keys_stay_whole_and_within_80_columns(tmp_path):
 
 
 def test_equal_strengths_share_a_rank_and_all_ties_get_a_wilson_interval(tmp_path):
-    from evaluator.analysis.bradley_terry import Battles, bradley_terry
-    from evaluator.analysis.pairwise import win_rate
+    from evaluator.analysis.pairwise.bradley_terry import Battles, bradley_terry
+    from evaluator.analysis.pairwise.pairwise import win_rate
 
     battles = [Battles("x", "y", ["tie"] * 10), Battles("y", "z", ["tie"] * 10),
                Battles("x", "z", ["tie"] * 10)]

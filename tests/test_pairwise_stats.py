@@ -1,4 +1,4 @@
-"""The pairwise statistics (evaluator.analysis.pairwise, bradley_terry, logit): scripted
+"""The pairwise statistics (evaluator.analysis.pairwise.pairwise, bradley_terry, logit): scripted
 judges give the figures they must (always-first: no consistency, full position bias;
 prefers-longer: a length slope whose CI excludes 0; honest: clean), the logistic fits match
 scikit-learn and statsmodels, Bradley-Terry recovers a known order and its CIs cover, and
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.analysis.bradley_terry import Battles, bradley_terry, fit_strengths
 from evaluator.analysis.logit import fit_logit
-from evaluator.analysis.pairwise import (
+from evaluator.analysis.pairwise.bradley_terry import Battles, bradley_terry, fit_strengths
+from evaluator.analysis.pairwise.pairwise import (
     label_agreement,
     length_bias,
     pairs_from_records,

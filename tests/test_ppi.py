@@ -1,4 +1,4 @@
-"""The estimators of :mod:`evaluator.analysis.ppi`, checked as statisticians check them:
+"""The estimators of :mod:`evaluator.analysis.estimate.ppi`, checked as statisticians check them:
 against the method authors' implementation (ppi-python) on the same data, and by simulation
 (do 95% CIs cover the truth in about 95% of replicates?).
 
@@ -18,8 +18,8 @@ import pytest
 np = pytest.importorskip("numpy", reason="needs the stats extra")
 pytest.importorskip("scipy", reason="needs the stats extra")
 
-from evaluator.analysis import ppi
 from evaluator.analysis.designs import DEFAULT_FLOOR, inclusion_probabilities
+from evaluator.analysis.estimate import ppi
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = Path(os.environ.get("EVALUATOR_PPI_REFERENCE", ROOT / ".cache" / "ppi-reference"))

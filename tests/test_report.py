@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evaluator.analysis.summary import summarize
+from evaluator.analysis.summary.summary import summarize
 from evaluator.cli.main import cli
 from evaluator.data.results import read_results
 from evaluator.data.sources import CaseSource
@@ -209,7 +209,7 @@ def test_worst_by_default_and_alias_and_unknown(two_runs):
 
 
 def test_agreement_tables_match_the_agreement_function(two_runs):
-    from evaluator.analysis.agreement import agreement
+    from evaluator.analysis.agreement.agreement import agreement
 
     report = build_report([two_runs["a"], two_runs["b"]], agreement_resamples=100, worst_n=0,
                           labels=label_source(two_runs["labels"], "expert_qrel"))

@@ -1,7 +1,7 @@
-"""``evaluator review`` and :mod:`evaluator.analysis.review`: the worksheet's ranking and
+"""``evaluator review`` and :mod:`evaluator.analysis.review.review`: the worksheet's ranking and
 reasons on hand-built records with distributions, labelled cases skipped, the round trip
 through ``evaluator agree``, no case text without --show-text, refusals, and the
-sample-size estimate (:mod:`evaluator.analysis.sample_size`)."""
+sample-size estimate (:mod:`evaluator.analysis.review.sample_size`)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ pytest.importorskip("pingouin", reason="needs the stats extra")
 from click.testing import CliRunner
 
 from evaluator.analysis.distributions import summarize
-from evaluator.analysis.review import (
+from evaluator.analysis.review.inputs import read_labelled
+from evaluator.analysis.review.review import (
     ReviewError,
     build_review,
     write_review,
 )
-from evaluator.analysis.review_inputs import read_labelled
-from evaluator.analysis.review_signals import parse_gate
-from evaluator.analysis.sample_size import halfwidth_estimate
+from evaluator.analysis.review.sample_size import halfwidth_estimate
+from evaluator.analysis.review.signals import parse_gate
 from evaluator.cli.main import cli
 from evaluator.data.results import PanelVerdict, ResultRecord, ResultWriter
 from evaluator.data.sources import LabelSource

@@ -1,6 +1,6 @@
 """``--score argmax|expected`` (:mod:`evaluator.analysis.score_mode`) on ``evaluator
 summary``, ``agree`` and ``report``, and the report's judge-confidence section
-(:mod:`evaluator.analysis.confidence`), on hand-built records with score distributions."""
+(:mod:`evaluator.analysis.summary.confidence`), on hand-built records with score distributions."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ pytest.importorskip("pingouin", reason="needs the stats extra")
 
 from click.testing import CliRunner
 
-from evaluator.analysis.agreement import agreement
-from evaluator.analysis.confidence import judge_confidence
+from evaluator.analysis.agreement.agreement import agreement
 from evaluator.analysis.distributions import summarize as distribution
 from evaluator.analysis.score_mode import ScoreModeError
-from evaluator.analysis.summary import summarize
+from evaluator.analysis.summary.confidence import judge_confidence
+from evaluator.analysis.summary.summary import summarize
 from evaluator.cli.main import cli
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.rubrics.load import load_rubric

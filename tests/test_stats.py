@@ -114,7 +114,7 @@ def test_pass_thresholds_are_validated(tmp_path):
 
 
 def test_summary_without_the_stats_extra(monkeypatch):
-    import evaluator.analysis.summary as summary_module
+    import evaluator.analysis.summary.summary as summary_module
     from evaluator.data.results import ResultRecord
 
     monkeypatch.setattr(summary_module, "stats_available", lambda: False)
@@ -133,7 +133,7 @@ def test_the_summary_median_from_counts_is_statistics_median():
     import statistics
     from array import array
 
-    from evaluator.analysis.summary import describe
+    from evaluator.analysis.summary.summary import describe
 
     rng = random.Random(3)
     pool = [1.0, 2.0, 2.5, 3.0, 4.0, 5.0, -1.0, 0.0]
@@ -152,7 +152,7 @@ def test_the_summary_record_writes_the_keys_of_summary_json_in_their_order(monke
     unknown field is refused."""
     import pydantic
 
-    import evaluator.analysis.summary as summary_module
+    import evaluator.analysis.summary.summary as summary_module
     from evaluator.data.results import ResultRecord
 
     records = [ResultRecord(case_id=f"c{c}", rubric="pathology_report", judge="j",

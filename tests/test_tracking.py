@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.analysis.agreement_records import AgreementReport
-from evaluator.analysis.estimate_records import EstimateReport
+from evaluator.analysis.agreement.records import AgreementReport
+from evaluator.analysis.estimate.records import EstimateReport
 from evaluator.tracking.figures import agreement_metrics, estimate_metrics, summary_metrics
 from evaluator.tracking.mlflow_store import destination, redact
 from evaluator.tracking.names import key_part, metric_key
@@ -61,7 +61,7 @@ def _figure(value, low, high):
 def _summary(**fields):
     """A summary (pairwise with ``pairwise=``) of a rubric ``x`` by judge ``qwen``, with
     ``fields``; the rest empty."""
-    from evaluator.analysis.summary_records import PairwiseSummary, Summary
+    from evaluator.analysis.summary.records import PairwiseSummary, Summary
 
     mode = {"mode": "argmax", "meaning": "", "left_out_no_distributions": 0, "note": None}
     scored = {"criteria": {}, "aggregates": {}, "aliases": {}, "pass_rates": {},
@@ -116,7 +116,7 @@ def test_a_constant_criterion_logs_no_point_as_a_ci_and_a_tag_says_why():
     (it would be the point [3, 3]); a tag named after the metric gives the summary's
     reason. A varied criterion logs its CI as before."""
     pytest.importorskip("scipy", reason="needs the stats extra")
-    from evaluator.analysis.summary import summarize
+    from evaluator.analysis.summary.summary import summarize
     from evaluator.data.results import ResultRecord
     from evaluator.rubrics.load import load_rubric
     from evaluator.tracking.figures import interval_tags

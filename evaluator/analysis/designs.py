@@ -3,7 +3,7 @@ design read back from a labels file (a filled-in worksheet).
 
 ``evaluator review --design``:
 
-* ``priority`` - the cases most worth a label (:mod:`evaluator.analysis.review_signals`:
+* ``priority`` - the cases most worth a label (:mod:`evaluator.analysis.review.signals`:
   lowest confidence, disagreeing verdicts, nearest a gate). They are chosen *for being hard*,
   with no known probability: figures from their labels describe those cases, not the run.
 * ``random`` - a simple random sample of ``n`` of the ``N`` cases, without replacement:

@@ -3,8 +3,8 @@ label cell as a number, the labels by case id (:func:`load_labels`: an empty cel
 labelled yet"), a grouping column (:func:`load_groups`) and ``--label-scale``; what a
 ``KEY.label`` field (a review worksheet's column) says: the criterion it rates
 (:func:`rated_criteria`) and the scale its labels are on (:func:`rubric_label_scale`).
-:mod:`evaluator.analysis.agreement` and :mod:`evaluator.analysis.estimate` read labels
-through it, and :mod:`evaluator.analysis.designs` a worksheet's design columns."""
+:mod:`evaluator.analysis.agreement.agreement` and :mod:`evaluator.analysis.estimate.estimate` read
+labels through it, and :mod:`evaluator.analysis.designs` a worksheet's design columns."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from evaluator.analysis.agreement import agreement
-from evaluator.analysis.agreement_text import format_agreement
+from evaluator.analysis.agreement.agreement import agreement
+from evaluator.analysis.agreement.text import format_agreement
 from evaluator.analysis.gates import Gate
 from evaluator.cli.options import (
     case_options,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from evaluator.analysis.compare import compare
-from evaluator.analysis.pairwise_text import format_comparison
+from evaluator.analysis.pairwise.compare import compare
+from evaluator.analysis.pairwise.text import format_comparison
 from evaluator.cli.options import label_options
 from evaluator.common.errors import UserError
 from evaluator.data.sources import LabelSource

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from evaluator.analysis.distributions import SCORE_MODES
-from evaluator.analysis.estimate import estimate
-from evaluator.analysis.estimate_text import format_estimate
+from evaluator.analysis.estimate.estimate import estimate
+from evaluator.analysis.estimate.text import format_estimate
 from evaluator.analysis.gates import Gate
 from evaluator.cli.options import label_options, parse_gates, rubrics_dir_option
 from evaluator.data.sources import LabelSource

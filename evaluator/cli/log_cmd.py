@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from evaluator.analysis.agreement import AGREEMENT_RESAMPLES, AGREEMENT_SEED
+from evaluator.analysis.agreement.agreement import AGREEMENT_RESAMPLES, AGREEMENT_SEED
 from evaluator.analysis.gates import Gate
 from evaluator.cli.options import label_options, parse_gates, rubrics_dir_option, tracking_options
 from evaluator.data.sources import LabelSource

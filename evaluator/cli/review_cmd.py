@@ -10,7 +10,7 @@ import click
 
 from evaluator.analysis.designs import DEFAULT_FLOOR, DESIGNS, MIN_FLOOR
 from evaluator.analysis.intervals import format_ci
-from evaluator.analysis.review import (
+from evaluator.analysis.review.review import (
     DEFAULT_N,
     PHI_WARNING,
     ReviewError,
@@ -18,8 +18,8 @@ from evaluator.analysis.review import (
     build_review,
     write_review,
 )
-from evaluator.analysis.review_signals import parse_gate
-from evaluator.analysis.sample_size import TARGET_STATISTICS
+from evaluator.analysis.review.sample_size import TARGET_STATISTICS
+from evaluator.analysis.review.signals import parse_gate
 from evaluator.cli.options import case_options, label_options, rubrics_dir_option
 from evaluator.common.columns import WIDTH, whole, wrap
 from evaluator.data.files import show_path

@@ -12,7 +12,7 @@ import click
 from tqdm import tqdm
 
 from evaluator.analysis.kinds import analysis_kind
-from evaluator.analysis.summary_text import format_summary
+from evaluator.analysis.summary.text import format_summary
 from evaluator.api import (
     Judge,
     RunOptions,

@@ -10,7 +10,7 @@ import click
 
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.score_mode import ScoreModeError
-from evaluator.analysis.summary_text import format_summary
+from evaluator.analysis.summary.text import format_summary
 from evaluator.cli.options import rubrics_dir_option, score_option
 from evaluator.data.results import read_results
 from evaluator.rubrics.load import load_rubric

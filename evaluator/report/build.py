@@ -2,11 +2,11 @@
 
 :func:`build_report` loads each results file (:func:`evaluator.data.results.read_results`),
 recomputes its summary from the records with the rubric found by name
-(:func:`evaluator.analysis.summary.summarize`), so a report needs no summary file, and gathers the
-status breakdown, failed cases, the worst cases by one criterion, agreement with labels
-(:func:`evaluator.analysis.agreement.agreement`) and the ``self_consistency`` / ``inter_judge`` blocks
-of a summary file when there are any. The result is plain data; :mod:`evaluator.report.html`
-renders it (with plots from :mod:`evaluator.report.plots`).
+(:func:`evaluator.analysis.summary.summary.summarize`), so a report needs no summary file, and
+gathers the status breakdown, failed cases, the worst cases by one criterion, agreement with labels
+(:func:`evaluator.analysis.agreement.agreement.agreement`) and the ``self_consistency`` /
+``inter_judge`` blocks of a summary file when there are any. The result is plain data;
+:mod:`evaluator.report.html` renders it (with plots from :mod:`evaluator.report.plots`).
 
 Case text (input fields, the judge's own strings and ``raw_output``, which may quote the
 case) is gathered only with ``show_text``; without it the data holds ids, numbers, statuses
@@ -23,18 +23,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, get_args
 
-from evaluator.analysis.agreement import (
+from evaluator.analysis.agreement.agreement import (
     SAME_SCALE_NOTE,
     AgreementError,
     agreement,
     load_labels,
 )
-from evaluator.analysis.confidence import (
-    DEFAULT_LOW_CONFIDENCE,
-    confidence_criteria,
-    judge_confidence,
-)
-from evaluator.analysis.estimate import estimate
+from evaluator.analysis.estimate.estimate import estimate
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.score_mode import (
     MODE_MEANING,
@@ -44,7 +39,12 @@ from evaluator.analysis.score_mode import (
     left_out_note,
     score_view,
 )
-from evaluator.analysis.summary import summarize, summary_path_for
+from evaluator.analysis.summary.confidence import (
+    DEFAULT_LOW_CONFIDENCE,
+    confidence_criteria,
+    judge_confidence,
+)
+from evaluator.analysis.summary.summary import summarize, summary_path_for
 from evaluator.common.errors import UserError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.common.version import __version__
@@ -299,7 +299,7 @@ def _labels_per_file(labels: Sequence[Path], files: Sequence[Any]) -> list[Path]
 
 def _estimates(files: list[dict[str, Any]], labels: LabelSource, criteria: Sequence[str],
                score_mode: str, rubrics_dirs: Sequence[Path]) -> dict[str, Any]:
-    """Clinician-level estimates (:func:`evaluator.analysis.estimate.estimate`) beside each
+    """Clinician-level estimates (:func:`evaluator.analysis.estimate.estimate.estimate`) beside each
     file's judge-only mean, and with one labels file per file, the differences; an estimate
     that cannot be made is a note on the page, never a failed report."""
     per_file = replace(labels, paths=tuple(_labels_per_file(labels.paths, files)))
@@ -366,8 +366,8 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
     judge's own text. ``common_cases`` computes every file's statistics over the cases
     judged ok in all files. With labels: ``by`` (a grouping column of the labels file),
     ``cases`` and ``text_field`` are passed to
-    :func:`evaluator.analysis.agreement.agreement`. ``score_mode`` (``argmax`` or ``expected``, see
-    :mod:`evaluator.analysis.score_mode`) says which scores every figure uses;
+    :func:`evaluator.analysis.agreement.agreement.agreement`. ``score_mode`` (``argmax`` or
+    ``expected``, see :mod:`evaluator.analysis.score_mode`) says which scores every figure uses;
     ``low_confidence`` how many lowest-confidence scores are listed per file. Raises
     :class:`ReportError` for unusable input (and
     :class:`evaluator.analysis.score_mode.ScoreModeError` for expected scores of a file

@@ -22,8 +22,8 @@ from typing import Any
 
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.panel import combine_verdicts, reduction_of
-from evaluator.analysis.summary import summary_path_for, write_summary
-from evaluator.analysis.summary_records import RunSummary
+from evaluator.analysis.summary.records import RunSummary
+from evaluator.analysis.summary.summary import summary_path_for, write_summary
 from evaluator.data.files import (
     PRIVATE_DIR,
     OutputRefused,

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evaluator.analysis.summary import summary_path_for
+from evaluator.analysis.summary.summary import summary_path_for
 from evaluator.common.errors import UserError
 from evaluator.data.case_ids import CaseIds
 from evaluator.data.cases import Case, InputProblem, UniqueIds

@@ -4,7 +4,7 @@
 (:mod:`evaluator.run.resume`), writes the manifest (:mod:`evaluator.run.manifest`), hands the
 cases still to judge to an engine (:mod:`evaluator.run.local_engine` or
 :mod:`evaluator.run.ray_engine`, both over :mod:`evaluator.run.judging`), and summarises the
-results file (:mod:`evaluator.analysis.summary`). This module does no I/O to the terminal;
+results file (:mod:`evaluator.analysis.summary.summary`). This module does no I/O to the terminal;
 the CLI passes callbacks.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.panel import reduction_of
-from evaluator.analysis.summary import summary_path_for, write_summary
-from evaluator.analysis.summary_records import RunSummary
+from evaluator.analysis.summary.records import RunSummary
+from evaluator.analysis.summary.summary import summary_path_for, write_summary
 from evaluator.common.errors import UserError
 from evaluator.data.cases import Case, InputProblem, UniqueIds, iter_cases
 from evaluator.data.files import check_path_name, exclusive_lock

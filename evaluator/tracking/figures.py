@@ -1,9 +1,9 @@
 """The metrics logged for a run, read from what the analysis functions return.
 
-Nothing is computed here: every value is one the summary (:func:`evaluator.analysis.summary.
-summarize`), ``evaluator agree`` (:func:`evaluator.analysis.agreement.agreement`) or
-``evaluator estimate`` (:func:`evaluator.analysis.estimate.estimate`) already gives. A figure
-that is undefined (None, not finite) is not logged; an agreement statistic the analysis marks
+Nothing is computed here: every value is one the summary (:func:`evaluator.analysis.summary.summary.
+summarize`), ``evaluator agree`` (:func:`evaluator.analysis.agreement.agreement.agreement`) or
+``evaluator estimate`` (:func:`evaluator.analysis.estimate.estimate.estimate`) already gives. A
+figure that is undefined (None, not finite) is not logged; an agreement statistic the analysis marks
 meaningless (e.g. within-one agreement fixed by the score distribution) or not applicable is
 left out too: the HTML report shows it with the reason. Names (:mod:`.names`):
 
@@ -39,9 +39,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
-from evaluator.analysis.agreement_records import AgreementReport
-from evaluator.analysis.estimate_records import EstimateReport
-from evaluator.analysis.summary_records import PairwiseSummary, RunSummary, ScoreStats
+from evaluator.analysis.agreement.records import AgreementReport
+from evaluator.analysis.estimate.records import EstimateReport
+from evaluator.analysis.summary.records import PairwiseSummary, RunSummary, ScoreStats
 from evaluator.data.results import Status
 from evaluator.tracking.names import metric_key
 
@@ -149,7 +149,7 @@ def _usable(statistic: Any) -> bool:
 
 
 def agreement_metrics(report: AgreementReport) -> Metrics:
-    """The metrics of :func:`evaluator.analysis.agreement.agreement`'s report."""
+    """The metrics of :func:`evaluator.analysis.agreement.agreement.agreement`'s report."""
     out: Metrics = {}
     for name in AGREEMENT_COUNTS:
         _put(out, metric_key("agreement", name), getattr(report, name))
@@ -178,7 +178,7 @@ def agreement_metrics(report: AgreementReport) -> Metrics:
 
 
 def estimate_metrics(report: EstimateReport) -> Metrics:
-    """The metrics of :func:`evaluator.analysis.estimate.estimate`'s report for one results
+    """The metrics of :func:`evaluator.analysis.estimate.estimate.estimate`'s report for one results
     file (one system): one block per criterion and per ``--pass`` gate."""
     out: Metrics = {}
     for row in report.estimates:

@@ -5,10 +5,10 @@ so) and logs one MLflow run:
 
 - **params** and **tags** from the manifest and the summary (:mod:`.provenance`);
 - **metrics** (:mod:`.figures`) from the summary recomputed from the records by
-  :func:`evaluator.analysis.summary.summarize`, exactly as the run and ``evaluator summary``
+  :func:`evaluator.analysis.summary.summary.summarize`, exactly as the run and ``evaluator summary``
   compute it (a summary file that differs is said in a note), and with labels, the figures
-  of ``evaluator agree`` (:func:`evaluator.analysis.agreement.agreement`) and ``evaluator
-  estimate`` (:func:`evaluator.analysis.estimate.estimate`);
+  of ``evaluator agree`` (:func:`evaluator.analysis.agreement.agreement.agreement`) and ``evaluator
+  estimate`` (:func:`evaluator.analysis.estimate.estimate.estimate`);
 - **artifacts** under ``evaluator/``: ``summary.json``, ``manifest.json`` and, with the
   ``report`` extra and a scored (not pairwise) rubric, ``report.html``
   (:func:`evaluator.report.html.write_report`, without case text); the results file itself
@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator.analysis.agreement import AGREEMENT_RESAMPLES, AGREEMENT_SEED, agreement
-from evaluator.analysis.estimate import estimate
+from evaluator.analysis.agreement.agreement import AGREEMENT_RESAMPLES, AGREEMENT_SEED, agreement
+from evaluator.analysis.estimate.estimate import estimate
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.label_files import AgreementError
 from evaluator.analysis.score_mode import ScoreModeError
-from evaluator.analysis.summary import summary_path_for
-from evaluator.analysis.summary_records import RunSummary
+from evaluator.analysis.summary.records import RunSummary
+from evaluator.analysis.summary.summary import summary_path_for
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.data.sources import LabelSource

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from evaluator.analysis.summary_records import PairwiseSummary, RunSummary
+from evaluator.analysis.summary.records import PairwiseSummary, RunSummary
 from evaluator.common.version import __version__
 from evaluator.tracking.names import key_part
 

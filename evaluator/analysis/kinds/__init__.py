@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from evaluator.analysis.kinds import absolute, pairwise
-from evaluator.analysis.summary_records import RunSummary
+from evaluator.analysis.summary.records import RunSummary
 from evaluator.data.results import ResultRecord
 from evaluator.rubrics.rubric import Rubric
 

@@ -1,9 +1,9 @@
 """The absolute kind (one text scored against the rubric), analysis side: the scored summary
-(:func:`evaluator.analysis.summary.summarize`); every command that reads scores reads it."""
+(:func:`evaluator.analysis.summary.summary.summarize`); every command that reads scores reads it."""
 
 from __future__ import annotations
 
-from evaluator.analysis.summary import summarize
+from evaluator.analysis.summary.summary import summarize
 
 
 def elsewhere(source: object, rubric_name: str, command: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evaluator.analysis.label_files import AgreementError, load_labels
-from evaluator.analysis.review_signals import ReviewError
+from evaluator.analysis.review.signals import ReviewError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.files import show_path
 from evaluator.data.sources import LabelSource
@@ -28,7 +28,7 @@ def check_input_file(path: Path, what: str) -> None:
 
 def read_labelled(labels: LabelSource, rubric: Rubric | None = None) -> dict[str, float]:
     """Case id -> label for every row of a labels file (CSV or JSONL) with a label, read as
-    ``evaluator agree`` reads it (:func:`evaluator.analysis.agreement.load_labels`): a row
+    ``evaluator agree`` reads it (:func:`evaluator.analysis.agreement.agreement.load_labels`): a row
     whose label is empty (or null) is "not labelled yet" and left out, so a half-filled
     worksheet can be read; a label that is not a number (or, in a ``KEY.label`` column,
     not on KEY's scale in ``rubric``, or on ``labels.scale`` when given), a row without an

@@ -1,4 +1,4 @@
-"""The run summary's typed records: :func:`evaluator.analysis.summary.summarize` builds
+"""The run summary's typed records: :func:`evaluator.analysis.summary.summary.summarize` builds
 them; ``summary.json``, ``evaluator summary``, the report and MLflow read them. Fields are
 in the order of the JSON written; one made with ``omitted_if_none`` is a key the JSON has
 only when it has a value."""
@@ -85,7 +85,7 @@ class ScoreModeBlock(Record):
 
 class PairwiseCriterion(Record):
     """One choice criterion's outcomes and, with the stats extra, its figures (A's win
-    rate, position consistency, position bias: :func:`evaluator.analysis.pairwise.
+    rate, position consistency, position bias: :func:`evaluator.analysis.pairwise.pairwise.
     order_figures`)."""
 
     n: int
@@ -118,7 +118,7 @@ class SummaryHeader(Record):
 
 
 class Summary(SummaryHeader):
-    """A scored rubric's summary (see :mod:`evaluator.analysis.summary`)."""
+    """A scored rubric's summary (see :mod:`evaluator.analysis.summary.summary`)."""
 
     criteria: dict[str, CriterionStats]
     aggregates: dict[str, AggregateStats]

@@ -1,4 +1,4 @@
-"""The typed result of :func:`evaluator.analysis.agreement.agreement`: ``evaluator agree``
+"""The typed result of :func:`evaluator.analysis.agreement.agreement.agreement`: ``evaluator agree``
 (its text and ``--json``), the report and MLflow read it. Fields are in the order of the
 JSON written; each criterion's statistics stay a dict keyed by statistic name."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.analysis.summary_records import ScoreModeBlock
+from evaluator.analysis.summary.records import ScoreModeBlock
 from evaluator.common.record import Record
 
 

@@ -25,7 +25,7 @@ from evaluator.analysis.intervals import (
     interval_or_reason,
 )
 from evaluator.analysis.logit import fit_logit
-from evaluator.analysis.pairwise import WIN_VALUE, bootstrap_counts
+from evaluator.analysis.pairwise.pairwise import WIN_VALUE, bootstrap_counts
 from evaluator.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 
 # Strengths closer than this are equal (the fit's own precision), and share a rank.

@@ -1,8 +1,8 @@
 """How many labelled cases an agreement CI needs: an estimate from the CI at hand.
 
 :func:`halfwidth_estimate` computes the statistic's 95% CI on the labelled cases exactly as
-``evaluator agree`` does (:func:`evaluator.analysis.agreement.criterion_agreement`: a seeded
-BCa bootstrap over case pairs for kappa and alpha, the Fisher-z fallback for a rank
+``evaluator agree`` does (:func:`evaluator.analysis.agreement.agreement.criterion_agreement`: a
+seeded BCa bootstrap over case pairs for kappa and alpha, the Fisher-z fallback for a rank
 correlation whose bootstrap is unreliable, pingouin's F interval for the ICC) and scales its
 half-width by sqrt(n / n'), the rate at which a standard error shrinks with the number of
 cases: n' = n * (half-width / target)^2. It is an **estimate**: it assumes the statistic, and
@@ -18,7 +18,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from evaluator.analysis.agreement import AGREEMENT_RESAMPLES, AGREEMENT_SEED, criterion_agreement
+from evaluator.analysis.agreement.agreement import (
+    AGREEMENT_RESAMPLES,
+    AGREEMENT_SEED,
+    criterion_agreement,
+)
 
 # --target-statistic -> (the key in criterion_agreement's result, its name).
 TARGET_STATISTICS: dict[str, tuple[str, str]] = {

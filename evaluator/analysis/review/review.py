@@ -3,13 +3,13 @@ agreement CI needs.
 
 :func:`build_review` picks the ``ok`` cases of one or more results files of one rubric by a
 design (:mod:`evaluator.analysis.designs`): ``priority`` ranks them
-(:mod:`evaluator.analysis.review_signals`: lowest confidence, disagreeing verdicts, nearest
+(:mod:`evaluator.analysis.review.signals`: lowest confidence, disagreeing verdicts, nearest
 a pass threshold, in turn) and leaves out the cases labelled already
-(:mod:`evaluator.analysis.review_inputs`); ``random`` and ``active`` draw them with known
+(:mod:`evaluator.analysis.review.inputs`); ``random`` and ``active`` draw them with known
 inclusion probabilities, which every row carries. It lays the worksheet out: per criterion the
 score, expected score, confidence and distribution, and an empty ``<key>.label`` column that
 ``evaluator agree --labels review.csv --label-field <key>.label`` reads back. With labels, it
-estimates how many more an agreement CI needs (:mod:`evaluator.analysis.sample_size`).
+estimates how many more an agreement CI needs (:mod:`evaluator.analysis.review.sample_size`).
 :func:`write_review` writes ``review.csv`` (every cell escaped for spreadsheets) and
 ``review.jsonl``. Rows never hold case text unless ``show_text``.
 """
@@ -34,8 +34,9 @@ from evaluator.analysis.designs import (
 )
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.label_files import label_criterion
-from evaluator.analysis.review_inputs import check_input_file, read_labelled
-from evaluator.analysis.review_signals import (
+from evaluator.analysis.review.inputs import check_input_file, read_labelled
+from evaluator.analysis.review.sample_size import TARGET_STATISTICS, halfwidth_estimate
+from evaluator.analysis.review.signals import (
     PassGate,
     ReviewError,
     case_candidate,
@@ -44,7 +45,6 @@ from evaluator.analysis.review_signals import (
     rank_candidates,
     score_at,
 )
-from evaluator.analysis.sample_size import TARGET_STATISTICS, halfwidth_estimate
 from evaluator.data.csv_files import csv_text
 from evaluator.data.files import (
     atomic_writer,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evaluator.analysis.estimate_records import EstimateReport
+from evaluator.analysis.estimate.records import EstimateReport
 from evaluator.analysis.intervals import NO_INTERVAL, format_ci, format_number
 from evaluator.common.columns import row as table_row
 from evaluator.common.columns import wrap
@@ -78,7 +78,7 @@ WIDTH = 80
 
 
 def format_estimate(report: EstimateReport) -> str:
-    """The report of :func:`evaluator.analysis.estimate.estimate` as text."""
+    """The report of :func:`evaluator.analysis.estimate.estimate.estimate` as text."""
     lines = ["clinician-level estimates (95% CIs): the judge on every case, corrected by",
              f"the labels in {report.label_field!r} ({report.score_mode} scores)"]
     for system in report.systems:

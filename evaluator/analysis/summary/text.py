@@ -1,4 +1,4 @@
-"""The plain-text form of :func:`evaluator.analysis.summary.summarize` (``evaluator
+"""The plain-text form of :func:`evaluator.analysis.summary.summary.summarize` (``evaluator
 summary``): the score mode first, the records it left out, statuses, then per criterion and
 aggregate n, mean with its 95% CI, SD, median, and the pass rates. Numbers and keys only."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 
 from evaluator.analysis.intervals import format_ci, format_number
-from evaluator.analysis.summary_records import (
+from evaluator.analysis.summary.records import (
     PairwiseSummary,
     PanelAgreement,
     RunSummary,

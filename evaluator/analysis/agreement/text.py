@@ -1,4 +1,4 @@
-"""The plain-text table of :func:`evaluator.analysis.agreement.agreement` (``evaluator
+"""The plain-text table of :func:`evaluator.analysis.agreement.agreement.agreement` (``evaluator
 agree``): the labels' design (a priority worksheet's warning before any figure; which
 figures are design-weighted), warnings, then per criterion n, every statistic with its CI
 and the CI's method, chance levels, the confusion matrix on the rubric's scale, and the
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evaluator.analysis.agreement_records import AgreementReport
+from evaluator.analysis.agreement.records import AgreementReport
 from evaluator.analysis.gates import format_gates
 from evaluator.analysis.intervals import format_ci, format_number
 from evaluator.common.columns import Notes, row, whole, wrap
@@ -194,7 +194,8 @@ def _subgroups(by: str, groups: Mapping[str, Any], tail: str = "") -> list[str]:
 
 
 def format_agreement(report: AgreementReport) -> str:
-    """A human-readable table of :func:`evaluator.analysis.agreement.agreement`'s result."""
+    """A human-readable table of :func:`evaluator.analysis.agreement.agreement.agreement`'s
+    result."""
     lines = _header(report)
     tail = DRAWN_ONLY if report.design["weighted"] else ""
     for key, stats in report.criteria.items():

@@ -18,7 +18,7 @@ values of its scale, statistics that chance alone makes high, labels that can be
 an input field the judge is shown; and measures the judge's biases: score against the
 evaluated text's length and the judge's own verdict length, and by subgroup (``by``).
 
-The labels file's design (:mod:`evaluator.analysis.agreement_design`) decides how the figures
+The labels file's design (:mod:`evaluator.analysis.agreement.design`) decides how the figures
 are read: labels from a ``priority`` worksheet get a warning before any figure; labels drawn
 with known, unequal probabilities (``active``) weight each case by 1/pi in kappa (scikit-learn's
 ``sample_weight``), the mean absolute difference, exact and within-one agreement (Wilson on
@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis import diagnostics
-from evaluator.analysis.agreement_design import AgreeDesign, agree_design
-from evaluator.analysis.agreement_records import AgreementBootstrap, AgreementReport
+from evaluator.analysis.agreement.design import AgreeDesign, agree_design
+from evaluator.analysis.agreement.records import AgreementBootstrap, AgreementReport
 from evaluator.analysis.case_fields import case_fields, evaluated_field
 from evaluator.analysis.gates import POSITIVE_CLASS, Gate, gate_table
 from evaluator.analysis.intervals import (
@@ -61,7 +61,7 @@ from evaluator.analysis.label_files import (
 )
 from evaluator.analysis.score_mode import ScoredView, mode_block, score_view
 from evaluator.analysis.stats import require_stats
-from evaluator.analysis.summary_records import ScoreModeBlock
+from evaluator.analysis.summary.records import ScoreModeBlock
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.rubrics.load import load_rubric
@@ -398,7 +398,7 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
     (``--pass``), each the judge's pass/fail against the labels' with the same threshold
     (:mod:`evaluator.analysis.gates`).
 
-    The labels file's design (:func:`evaluator.analysis.agreement_design.agree_design`) is
+    The labels file's design (:func:`evaluator.analysis.agreement.design.agree_design`) is
     the ``design`` block; a ``priority`` one puts its warning first in ``warnings``, an
     ``active`` one weights the statistics that have a weighted form (each case 1/pi)."""
     require_stats()

@@ -4,7 +4,7 @@ on every case and clinicians' labels on a few, and the differences between syste
 For each results file (a *system*: e.g. one generator model's answers, judged) with its
 labels file, and each criterion (and each ``--pass`` gate as a 0/1 outcome: the
 clinician-level pass rate), over the N cases with an ``ok`` verdict
-(:mod:`evaluator.analysis.ppi`):
+(:mod:`evaluator.analysis.estimate.ppi`):
 
 * judge only - the judge's mean over all N (what ``summary`` says; its bias is unknown), and
   its bias on the labelled cases, mean(judge - label);
@@ -31,9 +31,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluator.analysis import ppi
 from evaluator.analysis.designs import DesignError
-from evaluator.analysis.estimate_inputs import (
+from evaluator.analysis.estimate import ppi
+from evaluator.analysis.estimate.inputs import (
     EstimateError,
     System,
     check_gate_scales,
@@ -43,7 +43,7 @@ from evaluator.analysis.estimate_inputs import (
     scale_note,
     system_names,
 )
-from evaluator.analysis.estimate_records import EstimateReport
+from evaluator.analysis.estimate.records import EstimateReport
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.intervals import NO_INTERVAL, kish_n_eff, wilson_ci
 from evaluator.analysis.stats import require_stats

@@ -1,6 +1,6 @@
 """``evaluator compare``: pairwise results files read and checked, and every figure of
-:mod:`evaluator.analysis.pairwise` per file and choice criterion, Bradley-Terry strengths
-(:mod:`evaluator.analysis.bradley_terry`) when the files cover more than two systems, and
+:mod:`evaluator.analysis.pairwise.pairwise` per file and choice criterion, Bradley-Terry strengths
+(:mod:`evaluator.analysis.pairwise.bradley_terry`) when the files cover more than two systems, and
 the agreement with clinicians' A/B/tie labels.
 
 A file or labels file that cannot be compared is refused with :class:`CompareError`: one
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluator.analysis.bradley_terry import Battles, bradley_terry
 from evaluator.analysis.label_files import AgreementError, label_rows
-from evaluator.analysis.pairwise import (
+from evaluator.analysis.pairwise.bradley_terry import Battles, bradley_terry
+from evaluator.analysis.pairwise.pairwise import (
     INCONSISTENT_NOTE,
     Pairs,
     label_agreement,

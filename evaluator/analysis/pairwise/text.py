@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evaluator.analysis.compare import CompareReport
 from evaluator.analysis.intervals import format_ci, format_number
+from evaluator.analysis.pairwise.compare import CompareReport
 from evaluator.common.columns import Notes, row, wrap
 
 WIDTH = 80
@@ -85,7 +85,7 @@ def _bradley_terry_lines(block: Mapping[str, Any]) -> list[str]:
 
 
 def format_comparison(report: CompareReport) -> str:
-    """The report of :func:`evaluator.analysis.compare.compare` as text."""
+    """The report of :func:`evaluator.analysis.pairwise.compare.compare` as text."""
     lines: list[str] = []
     for info in report.files:
         lines.extend(_wrapped(

@@ -1,4 +1,4 @@
-"""The typed result of :func:`evaluator.analysis.estimate.estimate`: ``evaluator estimate``
+"""The typed result of :func:`evaluator.analysis.estimate.estimate.estimate`: ``evaluator estimate``
 (its text and ``--json`` lines), the report and MLflow read it. Its rows stay dicts (one
 JSON line each; the report adds each file's label to them)."""
 

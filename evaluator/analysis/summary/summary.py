@@ -3,8 +3,8 @@
 Failed cases are counted and listed by id, never imputed into the statistics. With the
 ``stats`` extra installed each criterion and aggregate also gets a seeded bootstrap 95% CI of
 its mean, and the rubric's ``pass_thresholds`` give pass rates with Wilson CIs
-(:mod:`evaluator.analysis.stats`); without it those are None and ``stats_note`` says what to install.
-A mean whose values are all equal has no CI (a point is not a 95% interval): ``ci_note``
+(:mod:`evaluator.analysis.stats`); without it those are None and ``stats_note`` says what to
+install. A mean whose values are all equal has no CI (a point is not a 95% interval): ``ci_note``
 says why.
 """
 
@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from evaluator.analysis.distributions import verdict_view
 from evaluator.analysis.intervals import interval_or_reason
-from evaluator.analysis.pairwise import (
+from evaluator.analysis.pairwise.pairwise import (
     INCONSISTENT_NOTE,
     Pairs,
     order_figures,
@@ -39,7 +39,7 @@ from evaluator.analysis.stats import (
     pass_rate,
     stats_available,
 )
-from evaluator.analysis.summary_records import (
+from evaluator.analysis.summary.records import (
     AggregateStats,
     CriterionStats,
     PairwiseBlock,
@@ -212,7 +212,7 @@ def pairwise_summary(rubric: Rubric, judge: str,
                      records: Iterable[ResultRecord]) -> PairwiseSummary:
     """A pairwise rubric's summary, in one pass: status counts and, per choice criterion,
     A's win rate over B (an inconsistent pair counted as a tie), the position consistency
-    and the position bias, each with its 95% CI (:mod:`evaluator.analysis.pairwise`;
+    and the position bias, each with its 95% CI (:mod:`evaluator.analysis.pairwise.pairwise`;
     ``evaluator compare`` adds length bias, Bradley-Terry and labels)."""
     statuses: Counter[str] = Counter()
     failed: list[str] = []

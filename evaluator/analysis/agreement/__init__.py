@@ -1,0 +1,1 @@
+"""Agreement with human labels (``evaluator agree``): figures, design, text."""

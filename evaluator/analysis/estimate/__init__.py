@@ -1,0 +1,1 @@
+"""Clinician-level estimates (``evaluator estimate``): PPI, inputs, text."""

@@ -1,0 +1,1 @@
+"""Pairwise comparisons (``evaluator compare``): statistics, Bradley-Terry, text."""

@@ -1,0 +1,1 @@
+"""The review worksheet (``evaluator review``): ranking, inputs, sample size."""

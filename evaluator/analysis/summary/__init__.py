@@ -1,0 +1,1 @@
+"""The per-run summary (``evaluator summary``): figures, records, text, confidence."""
