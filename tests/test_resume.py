@@ -48,7 +48,7 @@ def test_resume_judges_only_what_is_left(tmp_path):
     second, backend = _run(tmp_path, rows, batch_size=3)
     assert _judged(backend) == 6
     assert sorted(_ids(second.results_path)) == sorted(r["case_id"] for r in rows)
-    assert second.summary["cases"] == 10 and second.summary["status_counts"] == {"ok": 10}
+    assert second.summary.cases == 10 and second.summary.status_counts == {"ok": 10}
     before = second.results_path.read_bytes()
     third, backend = _run(tmp_path, rows)
     assert _judged(backend) == 0 and third.results_path.read_bytes() == before
