@@ -99,13 +99,13 @@ def analyse(folder: Path, results: list[Path]) -> dict:
     figures = {"truth_win_rate": truth_rate["value"], "files": {}}
     for path in results:
         report = compare([path], labels=LabelSource((truth_path,), "preferred"))
-        judges = ", ".join(report["files"][0]["judges"])
-        print(f"\n{path.name} (judge {judges}; {report['files'][0]['ok']} ok of "
-              f"{report['files'][0]['records']} pairs)")
+        judges = ", ".join(report.files[0]["judges"])
+        print(f"\n{path.name} (judge {judges}; {report.files[0]['ok']} ok of "
+              f"{report.files[0]['records']} pairs)")
         print(f"  {'criterion':<14}{'win rate gpt-4o':<24}{'consistent':>10}"
               f"{'pos. bias':>10}{'kappa':>8}{'P(chosen)':>11}")
         per_file = {}
-        for entry in report["comparisons"]:
+        for entry in report.comparisons:
             rate, consistent = entry["win_rate"], entry["position_consistency"]
             bias, labels = entry["position_bias"], entry.get("labels") or {}
             kappa = (labels.get("kappa") or {}).get("value")
