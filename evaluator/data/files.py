@@ -151,9 +151,11 @@ def _open_nofollow(path: Path, flags: int, what: str = "write") -> int:
     return fd
 
 
-def open_private_append(path: Path) -> BinaryIO:
-    """A binary append handle on ``path`` (created 0600; an existing file is set to 0600)."""
-    fd = _open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+def open_private_append(path: Path, *, readable: bool = False) -> BinaryIO:
+    """A binary append handle on ``path`` (created 0600; an existing file is set to 0600);
+    ``readable``: its descriptor also reads (``os.pread``)."""
+    fd = _open_nofollow(path, (os.O_RDWR if readable else os.O_WRONLY) | os.O_CREAT
+                        | os.O_APPEND)
     try:
         os.fchmod(fd, PRIVATE)
     except BaseException:

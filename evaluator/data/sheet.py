@@ -1,0 +1,218 @@
+"""A labelling sheet's folder: what ``evaluator review --out SHEET_DIR`` drew, recorded in
+``SHEET_DIR/sheet.json`` (:class:`SheetInfo`), and the clinicians' labels, appended to
+``SHEET_DIR/journal.jsonl`` one JSON line per saved label (:class:`JournalEntry`).
+
+The journal is the labels' only store: a save is one line, written in one ``write`` under an
+exclusive ``flock`` of the journal itself and fsynced before the save is acknowledged, so two
+servers (or two browsers on one server) on one sheet lose nothing, and a SIGKILL at any moment
+leaves at most a torn last line that was never acknowledged; it is cut off by the next append
+and skipped by :func:`read_journal`. A changed label is a new line: the last line for a
+(labeller, case, criterion) counts (:func:`latest_labels`), the history stays.
+No case text is written to either file (a comment is the labeller's own words; the page says
+it stays local and may hold PHI).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from evaluator.common.errors import UserError
+from evaluator.common.record import Record
+from evaluator.data.files import open_private_append, show_path, write_bytes_atomic
+
+SHEET_JSON = "sheet.json"
+JOURNAL = "journal.jsonl"
+SHEET_FORMAT = 1
+# A pairwise label, in terms of the run's two systems (never the screen's left/right).
+PAIRWISE_VALUES = ("A", "B", "tie")
+
+
+class SheetError(UserError, ValueError):
+    """A sheet folder that cannot be read (no sheet.json, damaged, another format)."""
+
+
+class FileRef(Record):
+    """A file the sheet was drawn from: its path as given and its SHA-256."""
+
+    path: str
+    sha256: str
+
+
+class CasesRef(FileRef):
+    """The cases file a run read and how it read it (from the run's manifest)."""
+
+    mapping: dict[str, str] = Field(default_factory=dict)
+    id_column: str = "case_id"
+    versus: str | None = None
+    answer_column: str | None = None
+
+
+class SheetInfo(Record):
+    """What a sheet is: written once by ``review`` when it draws the sheet.
+
+    ``fingerprint``: SHA-256 of ``review.jsonl`` (every journal line carries it, so labels
+    are never read against another draw). ``kind``: ``single`` (a score per criterion) or
+    ``pairwise`` (A/B/tie per criterion). ``blind``: the judge's verdict, expected score,
+    confidence, distribution and reasoning are in no file a labeller is shown (``review.csv``,
+    ``review.jsonl``) and never sent to a browser. ``criteria``: the keys a labeller rates.
+    ``labellers`` (empty: anyone) and ``assignment`` (labeller -> the case ids that labeller
+    is given; empty: every labeller every case); ``overlap``: the share of the drawn cases
+    given to every labeller (``overlap_cases``), the rest split between them."""
+
+    format: int = SHEET_FORMAT
+    fingerprint: str
+    rubric: str
+    rubric_hash: str
+    kind: Literal["single", "pairwise"] = "single"
+    design: str
+    blind: bool
+    criteria: list[str]
+    results: list[FileRef]
+    cases: CasesRef | None = None
+    labellers: list[str] = Field(default_factory=list)
+    overlap: float | None = None
+    overlap_cases: list[str] = Field(default_factory=list)
+    assignment: dict[str, list[str]] = Field(default_factory=dict)
+    seed: int | None = None
+    created: str
+
+    def cases_of(self, labeller: str, all_cases: Iterable[str]) -> list[str]:
+        """The case ids ``labeller`` is given, in sheet order."""
+        cases = list(all_cases)
+        if not self.assignment:
+            return cases
+        mine = set(self.assignment.get(labeller, ()))
+        return [c for c in cases if c in mine]
+
+
+class JournalEntry(Record):
+    """One saved label. ``value``: a number on the criterion's scale, or for a pairwise
+    sheet one of :data:`PAIRWISE_VALUES` in terms of the run's systems; None with
+    ``cannot_judge`` (the reason). ``shown_left``: on a pairwise sheet, which system ("A" or
+    "B") the page showed on the left. ``judge_seen``: the judge's verdict had been shown to
+    this labeller for this case before this save."""
+
+    labeller: str
+    time: str
+    case_id: str
+    criterion: str
+    value: float | str | None
+    cannot_judge: str | None = None
+    comment: str | None = None
+    judge_seen: bool = False
+    shown_left: Literal["A", "B"] | None = None
+    sheet: str
+    rubric_hash: str
+
+
+def now() -> str:
+    """The time a label is saved, UTC, ISO 8601 to the millisecond."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def sheet_path(sheet_dir: Path) -> Path:
+    return Path(sheet_dir) / SHEET_JSON
+
+
+def journal_path(sheet_dir: Path) -> Path:
+    return Path(sheet_dir) / JOURNAL
+
+
+def is_sheet_dir(path: Path) -> bool:
+    """``path`` is a folder holding a ``sheet.json`` (a ``--labels`` given as a sheet)."""
+    return Path(path).is_dir() and sheet_path(path).is_file()
+
+
+def write_sheet_info(sheet_dir: Path, info: SheetInfo) -> Path:
+    """Write ``sheet.json`` (0600, atomically)."""
+    target = sheet_path(sheet_dir)
+    write_bytes_atomic(target, (json.dumps(info.to_json(), indent=1, ensure_ascii=False)
+                                + "\n").encode("utf-8"))
+    return target
+
+
+def read_sheet_info(sheet_dir: Path) -> SheetInfo:
+    """``sheet.json`` of a sheet folder; :class:`SheetError` in one line when it is missing,
+    damaged or of another format."""
+    target = sheet_path(sheet_dir)
+    try:
+        raw = target.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SheetError(f"{show_path(sheet_dir)} is not a labelling sheet (no {SHEET_JSON}); "
+                         "draw one with `evaluator review RESULTS --out DIR`") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SheetError(f"cannot read {show_path(target)} ({exc})") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise SheetError(f"{show_path(target)} line {exc.lineno}: not valid JSON") from None
+    if isinstance(data, dict) and data.get("format") != SHEET_FORMAT:
+        raise SheetError(f"{show_path(target)}: sheet format {data.get('format')!r}; this "
+                         f"version reads format {SHEET_FORMAT} (draw the sheet again)")
+    try:
+        return SheetInfo.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SheetError(f"{show_path(target)}: field {where!r}: {first['msg']}") from None
+
+
+def append_label(sheet_dir: Path, entry: JournalEntry) -> None:
+    """Append ``entry`` to the sheet's journal (created 0600): under an exclusive ``flock``
+    of the journal, a torn last line (a writer killed mid-line, never acknowledged) is cut
+    off, the line is written in one ``write`` and fsynced. Returns once it is on disk."""
+    line = (json.dumps(entry.to_json(), ensure_ascii=False, separators=(",", ":"))
+            + "\n").encode("utf-8")
+    with open_private_append(journal_path(sheet_dir), readable=True) as handle:
+        fd = handle.fileno()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            size = os.fstat(fd).st_size
+            if size:
+                tail = os.pread(fd, min(size, 1 << 16), max(0, size - (1 << 16)))
+                if not tail.endswith(b"\n"):
+                    cut = tail.rfind(b"\n")
+                    os.ftruncate(fd, size - len(tail) + cut + 1 if cut >= 0 else 0)
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def read_journal(sheet_dir: Path) -> Iterator[JournalEntry]:
+    """Every complete line of the journal in order (none: no journal yet). A torn last line
+    (no newline) is skipped; a damaged complete line is a :class:`SheetError` naming the
+    line (never its content: a comment may hold PHI)."""
+    target = journal_path(sheet_dir)
+    try:
+        data = target.read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise SheetError(f"cannot read {show_path(target)} ({exc.strerror})") from None
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines[:-1], start=1):  # lines[-1]: b"" or a torn line
+        if not line.strip():
+            continue
+        try:
+            yield JournalEntry.model_validate_json(line)
+        except ValidationError:
+            raise SheetError(f"{show_path(target)} line {number}: not a journal entry "
+                             "(damaged; restore it from a backup)") from None
+
+
+def latest_labels(entries: Iterable[JournalEntry],
+                  ) -> dict[tuple[str, str, str], JournalEntry]:
+    """(labeller, case id, criterion) -> the last entry saved for it (the one that counts)."""
+    latest: dict[tuple[str, str, str], JournalEntry] = {}
+    for entry in entries:
+        latest[(entry.labeller, entry.case_id, entry.criterion)] = entry
+    return latest
