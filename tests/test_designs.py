@@ -5,6 +5,7 @@ them, and they are read back - or refused in one line - exactly."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -145,7 +146,9 @@ def test_review_writes_the_design_on_every_row_and_reads_it_back(tmp_path, resul
         assert {r["design_criterion"] for r in rows} == {""}
     else:
         assert read.criterion == "accuracy"
-        assert all(r["reason"].startswith("active draw: SD") for r in rows)
+        # The design only (issue 37: a blind sheet shows no SD of the judge's).
+        assert all(re.fullmatch(r"active draw \(probability [0-9.e-]+\)", r["reason"])
+                   for r in rows)
         assert len(set(read.probabilities.values())) > 1
     assert all(r["accuracy.label"] == "" for r in rows)
     fill_sheet(out / "review.csv", tmp_path / "filled.csv", truth)

@@ -157,8 +157,7 @@ def test_a_random_sheet_with_hand_picked_rows_added_is_refused(tmp_path, system_
     rows = read_rows(filled)
     have = {r["case_id"] for r in rows}
     picked = [c for c in sorted(truth) if c not in have and truth[c] == 5][:10]
-    extra = [{**rows[0], "case_id": c, "accuracy.label": "5", "accuracy.score": ""}
-             for c in picked]
+    extra = [{**rows[0], "case_id": c, "accuracy.label": "5"} for c in picked]
     run = invoke("estimate", results, "--labels", write_rows(tmp_path / "more.csv",
                                                              rows + extra),
                  "--label-field", "accuracy.label")

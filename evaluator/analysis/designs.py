@@ -52,6 +52,9 @@ DEFAULT_FLOOR = 0.6
 DESIGN_COLUMNS = ("design", "inclusion_probability", "design_population", "design_n",
                   "design_criterion", "design_seed", "design_floor", "design_files",
                   "design_population_sha256")
+# Every worksheet row since issue 37: the SHA-256 of the results files it was drawn from
+# (joined by ";"), so an estimate can tell labels of another system's answers on a blind sheet.
+RESULTS_SHA256 = "results_sha256"
 MIN_FLOOR = 0.01
 # Below it a probability is no draw of review's (whose floor keeps pi >= 0.01 n/N) and 1/pi
 # overflows what the estimators can weigh.

@@ -7,9 +7,11 @@ import shlex
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from evaluator.analysis.designs import DEFAULT_FLOOR, DESIGNS, MIN_FLOOR
 from evaluator.analysis.intervals import format_ci
+from evaluator.analysis.review.cases import Given, sheet_reading
 from evaluator.analysis.review.review import (
     DEFAULT_N,
     PHI_WARNING,
@@ -23,8 +25,9 @@ from evaluator.analysis.review.signals import parse_gate
 from evaluator.cli.options import case_options, label_options, rubrics_dir_option
 from evaluator.common.columns import WIDTH, whole, wrap
 from evaluator.data.files import show_path
+from evaluator.data.sheet import sheet_path
 from evaluator.data.sources import CaseSource, LabelSource
-from evaluator.run.manifest import unfinished_run
+from evaluator.run.manifest import case_reading, manifest_path_for, unfinished_run
 
 
 def _estimate_lines(sheet: ReviewSheet) -> list[str]:
@@ -57,11 +60,35 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
                    jsonl_path: Path) -> list[str]:
     """What was written and how to use it, in 80 columns; the follow-up command names the
     results file and the worksheet as they were given."""
-    lines = wrap(f"review ({sheet.design} design): {len(sheet.rows)} case(s) in "
+    kind = "pairwise " if sheet.kind == "pairwise" else ""
+    lines = wrap(f"review ({kind}{sheet.design} design): {len(sheet.rows)} case(s) in "
                  f"{show_path(csv_path)} and {show_path(jsonl_path)} ({sheet.candidates} "
                  f"unlabelled judged case(s); {sheet.labelled_skipped} labelled already, "
                  f"skipped; {sheet.not_ok} without an ok verdict)")
-    if sheet.label_columns:
+    lines += wrap(f"sheet: {show_path(sheet_path(csv_path.parent))} (what was drawn, how, and "
+                  "who labels which case)")
+    lines += wrap("blind: the sheet shows none of the judge's verdicts, confidences or "
+                  "reasoning" if sheet.blind else
+                  "not blind: the sheet shows the judge's verdicts (labels given with them in "
+                  "view may echo them)")
+    a = sheet.assignment
+    if a.labellers:
+        per = ", ".join(f"{name} {len(a.cases[name])}" for name in a.labellers)
+        lines += wrap(f"labellers: {per} case(s); {len(a.overlap_cases)} given to every "
+                      f"one (overlap {a.overlap:g})")
+        lines += wrap("label them on the labelling page:", "  ")
+        lines += _command(["evaluator", "label", show_path(csv_path.parent),
+                           *(word for name in a.labellers for word in ("--labeller", name))])
+    if sheet.label_columns and sheet.kind == "pairwise":
+        first = sheet.label_columns[0]
+        lines += wrap(f"label columns (A, B or tie; A is {sheet.rows[0].get('system_a', 'A')}"
+                      f", B {sheet.rows[0].get('system_b', 'B')}): "
+                      f"{', '.join(sheet.label_columns)}" if sheet.rows else
+                      f"label columns: {', '.join(sheet.label_columns)}")
+        lines += wrap("fill one in, then:", "  ")
+        lines += _command(["evaluator", "compare", show_path(results[0]), "--labels",
+                           show_path(csv_path), "--label-field", first])
+    elif sheet.label_columns:
         first = sheet.label_columns[0]
         command = "agree" if sheet.design == "priority" else "estimate"
         lines += wrap(f"label columns: {', '.join(sheet.label_columns)}")
@@ -111,22 +138,34 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
                    "random sample: figures about the run) or active (each case drawn with a "
                    "known probability that grows with the judge's uncertainty on the first "
                    "--criterion; --n is the expected number).")
+@click.option("--labeller", "labellers", multiple=True, metavar="NAME",
+              help="A clinician who labels the sheet (repeatable); sheet.json records who "
+                   "labels which case.")
+@click.option("--overlap", type=float, default=None, metavar="SHARE",
+              help="With 2 or more --labeller: the share of the drawn cases (0 to 1) given "
+                   "to every labeller; the rest are split between them [default: 0].")
 @click.option("--floor", type=click.FloatRange(min=MIN_FLOOR, max=1),
               default=DEFAULT_FLOOR, show_default=True,
               help="--design active: every case's probability is at least FLOOR x n/N.")
 @rubrics_dir_option
 def review_command(results: tuple[Path, ...], out_dir: Path, n: int, criteria: tuple[str, ...],
                    gates: tuple[str, ...], labels: LabelSource | None, target_halfwidth: float,
-                   target_statistic: str, show_text: bool, cases: CaseSource, force: bool, resamples: int, seed: int, design: str, floor: float,
+                   target_statistic: str, show_text: bool, cases: CaseSource, force: bool,
+                   resamples: int, seed: int, design: str, labellers: tuple[str, ...],
+                   overlap: float | None, floor: float,
                    rubrics_dirs: tuple[Path, ...]) -> None:
     """Write a worksheet (OUT/review.csv and OUT/review.jsonl) of N cases of RESULTS for a
-    clinician to label, with an empty '<criterion>.label' column per criterion for
+    clinician to label (and OUT/sheet.json), with an empty '<criterion>.label' column per
+    criterion for
     `evaluator agree` and `evaluator estimate`. --design priority (default): the cases most
     worth a clinician's time (lowest judge confidence, samples or judges disagreeing,
     closest to a --pass threshold), each row saying why; cases labelled in --labels are
     skipped, and the labels so far give an estimate of how many more a CI needs. --design
     random|active: cases drawn with known probabilities (each row carries its own), for
-    figures about the whole run. No case text unless --show-text. A run not finished yet
+    figures about the whole run; these sheets are blind (no judge verdict in them). A
+    pairwise rubric's results: --design random, A/B/tie labels for `evaluator compare`.
+    No case text unless --show-text (the cases file and reading options the run recorded
+    are used; --cases, --map, --case-id-column override them). A run not finished yet
     (still running, interrupted, killed) is refused: finish it first."""
     for path in results:
         # A sheet drawn while the run is unfinished holds only the cases judged so far:
@@ -134,11 +173,18 @@ def review_command(results: tuple[Path, ...], out_dir: Path, n: int, criteria: t
         unfinished = unfinished_run(path)
         if unfinished is not None:
             raise ReviewError(f"{show_path(path)}: {unfinished}, then draw the worksheet")
+    # How the run read its cases (its manifest), each option the user gives overriding it.
+    context = click.get_current_context()
+    given = Given(*(context.get_parameter_source(name) is ParameterSource.COMMANDLINE
+                    for name in ("cases_path", "mappings", "case_id_column")))
+    cases, cases_ref = sheet_reading(case_reading(results[0]), cases, given, read=show_text,
+                                     manifest=manifest_path_for(results[0]).name)
     sheet = build_review(
         list(results), n=n, criteria=criteria, gates=[parse_gate(g) for g in gates],
         labels=labels, show_text=show_text, cases=cases, rubrics_dirs=rubrics_dirs,
         target_halfwidth=target_halfwidth, target_statistic=target_statistic,
-        resamples=resamples, seed=seed, design=design, floor=floor)
+        resamples=resamples, seed=seed, design=design, floor=floor, labellers=labellers,
+        overlap=overlap, cases_ref=cases_ref)
     if sheet.exhausted:
         # Not an error: the labels cover the run. No sheet, no follow-up command; the
         # labels' sample-size estimate still says how far they reach.

@@ -52,6 +52,8 @@ class CasesRef(FileRef):
     mapping: dict[str, str] = Field(default_factory=dict)
     id_column: str = "case_id"
     versus: str | None = None
+    # The SHA-256 the --versus file had when the run read it (a pairwise run of two files).
+    versus_sha256: str | None = None
     answer_column: str | None = None
 
 

@@ -28,8 +28,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from evaluator.common.readable import check_regular_file
 from evaluator.data.files import lock_held, lock_path_for, write_bytes_atomic
+from evaluator.data.sheet import CasesRef
 from evaluator.judges.embedded_judge import prepare_embedded_judge
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.judges.tiny_random import build_tiny_random
@@ -186,9 +189,14 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def run_entry(input_path: Path, versus: Path | None = None) -> dict[str, Any]:
+def run_entry(input_path: Path, versus: Path | None = None, *,
+              mapping: Mapping[str, str] | None = None, id_column: str = "case_id",
+              answer_column: str | None = None) -> dict[str, Any]:
     """The descriptive part of one invocation (completed by the runner at the end).
-    ``versus``: a pairwise run's second case file."""
+    ``versus``: a pairwise run's second case file. ``reading``: how the run read its cases
+    (``--map``, ``--id-column``, ``--answer-column``) and where the files were (absolute),
+    so ``evaluator review --show-text`` and the labelling page find each case's text
+    without the user repeating them (:func:`case_reading`)."""
     entry = {
         "started": now(),
         "ended": None,
@@ -203,7 +211,57 @@ def run_entry(input_path: Path, versus: Path | None = None) -> dict[str, Any]:
     if versus is not None:
         entry["versus_file"] = str(versus)
         entry["versus_sha256"] = sha256_file(Path(versus))
+    entry["reading"] = {
+        "mapping": dict(mapping or {}), "id_column": id_column, "answer_column": answer_column,
+        "input_path": str(Path(input_path).resolve()),
+        "versus_path": None if versus is None else str(Path(versus).resolve())}
     return entry
+
+
+def _located(recorded: str, absolute: object, results_path: Path) -> str:
+    """Where a case file the run read is now: its absolute path at run time, else the path
+    as given beside the results file, else in the current folder; the first that exists,
+    else the absolute one (so a refusal names where it was)."""
+    given = Path(recorded)
+    tries = [Path(absolute)] if isinstance(absolute, str) else []
+    tries += [given] if given.is_absolute() else [results_path.parent / given, given]
+    found = next((p for p in tries if p.is_file()), tries[0])
+    return str(found.resolve())
+
+
+def case_reading(results_path: Path) -> CasesRef | None:
+    """How the latest run of ``results_path`` read its cases (its manifest's last run entry;
+    a jury's: its first member's): the cases file (path resolved as :func:`_located` says,
+    and the SHA-256 it had then), ``--map``, ``--id-column``, ``--versus`` and
+    ``--answer-column``. None when there is no manifest, or it was written before the runs
+    recorded their reading options."""
+    results_path = Path(results_path)
+    manifest = read_manifest(manifest_path_for(results_path))
+    if isinstance(manifest, Mapping) and manifest.get("kind") == "jury":
+        members = manifest.get("members")
+        first = members[0] if isinstance(members, list) and members else None
+        named = first.get("results_file") if isinstance(first, Mapping) else None
+        if not isinstance(named, str):
+            return None
+        results_path = results_path.parent / named
+        manifest = read_manifest(manifest_path_for(results_path))
+    runs = manifest.get("runs") if isinstance(manifest, Mapping) else None
+    last = runs[-1] if isinstance(runs, list) and runs else None
+    reading = last.get("reading") if isinstance(last, Mapping) else None
+    if not isinstance(reading, Mapping) or not isinstance(last.get("input_file"), str):
+        return None
+    versus = last.get("versus_file")
+    try:
+        return CasesRef(
+            path=_located(last["input_file"], reading.get("input_path"), results_path),
+            sha256=last.get("input_sha256"), mapping=reading.get("mapping") or {},
+            id_column=reading.get("id_column") or "case_id",
+            versus=(_located(versus, reading.get("versus_path"), results_path)
+                    if isinstance(versus, str) else None),
+            versus_sha256=last.get("versus_sha256") if isinstance(versus, str) else None,
+            answer_column=reading.get("answer_column"))
+    except ValidationError:  # a hand-edited manifest: as if it recorded nothing
+        return None
 
 
 def manifest_path_for(results_path: Path) -> Path:

@@ -282,7 +282,8 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
     manifest = read_manifest(manifest_path) if output_path.exists() else None
     if manifest is None or manifest.get("settings_hash") != setup.settings_hash:
         manifest = new_manifest(output_path, settings, model)
-    entry = run_entry(input_path, task.versus)
+    entry = run_entry(input_path, task.versus, mapping=task.mapping, id_column=task.id_column,
+                      answer_column=task.answer_column)
     manifest["runs"].append(entry)
     with _stop_on_full_disk(output_path):
         save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)

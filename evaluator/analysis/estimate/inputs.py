@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis.designs import (
+    RESULTS_SHA256,
     LabelDesign,
     case_uncertainty,
     population_fingerprint,
@@ -244,9 +245,11 @@ def fill_values(system: System, keys: Sequence[str], gates: Sequence[Gate],
             out.append(None if value is None else float(value))
         return out
 
+    drawn_from = _check_sheet_results(system)
     for key in keys:
         system.values[key] = _imputed(system, key, raw(key))
-        _check_sheet_scores(system, key, fallback)
+        if not drawn_from:
+            _check_sheet_scores(system, key, fallback)
     integer = {f.key for f in system.rubric.output if isinstance(f, IntegerCriterion)}
     by_id = {r.case_id: r for r in records if r.status == "ok"}
     for gate in gates:
@@ -260,6 +263,30 @@ def fill_values(system: System, keys: Sequence[str], gates: Sequence[Gate],
                     outcomes[i] = sum(prob for value, prob in dist.probabilities.items()
                                       if gate.passes(float(value))) / total
         system.values[gate.rule] = _imputed(system, gate.rule, outcomes)
+
+
+def _check_sheet_results(system: System) -> bool:
+    """A blind worksheet (issue 37) shows no verdict to compare with: its ``results_sha256``
+    column names the results files it was drawn from (their SHA-256, joined by ``;``). When
+    this results file is not one of them, the same warning as :func:`_check_sheet_scores`.
+    False when the sheet has no such column (an older sheet: its scores are compared)."""
+    import hashlib
+
+    drawn = {h for _, row in system.rows
+             for h in str(row.get(RESULTS_SHA256) or "").split(";") if h}
+    if not drawn:
+        return False
+    digest = hashlib.sha256()
+    with Path(system.path).open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    if digest.hexdigest() not in drawn:
+        system.notes.append(
+            f"WARNING: the worksheet was not drawn from {system.path} (its "
+            f"{RESULTS_SHA256!r} names other results files): was it drawn from another "
+            "results file (another system's answers)? Check that each --labels goes with its "
+            "results file")
+    return True
 
 
 def _check_sheet_scores(system: System, key: str, verdicts: Any) -> None:

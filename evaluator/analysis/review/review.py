@@ -6,16 +6,25 @@ design (:mod:`evaluator.analysis.designs`): ``priority`` ranks them
 (:mod:`evaluator.analysis.review.signals`: lowest confidence, disagreeing verdicts, nearest
 a pass threshold, in turn) and leaves out the cases labelled already
 (:mod:`evaluator.analysis.review.inputs`); ``random`` and ``active`` draw them with known
-inclusion probabilities, which every row carries. It lays the worksheet out: per criterion the
-score, expected score, confidence and distribution, and an empty ``<key>.label`` column that
-``evaluator agree --labels review.csv --label-field <key>.label`` reads back. With labels, it
+inclusion probabilities, which every row carries. It lays the worksheet out, with an empty
+``<key>.label`` column per criterion that ``evaluator agree --labels review.csv --label-field
+<key>.label`` reads back. A ``priority`` sheet (hunting the judge's failures) shows per
+criterion the judge's score, expected score, confidence and distribution; a ``random`` or
+``active`` sheet (figures about the run) is *blind*: no column or field shows the judge's
+verdict, expected score, confidence, distribution, aggregate, signals or reasoning (a label
+given with the verdict in view echoes it; agree and estimate take the judge's side from the
+results). A pairwise rubric's results are drawn ``random`` only, blind, with an ``A``/``B``/
+``tie`` ``<key>.label`` per criterion in terms of the run's two systems. With labellers,
+:mod:`evaluator.analysis.review.assignment` says who labels which case. With labels, it
 estimates how many more an agreement CI needs (:mod:`evaluator.analysis.review.sample_size`).
 :func:`write_review` writes ``review.csv`` (every cell escaped for spreadsheets) and
-``review.jsonl``. Rows never hold case text unless ``show_text``.
+``review.jsonl`` and ``sheet.json`` (:class:`~evaluator.data.sheet.SheetInfo`: what was
+drawn, how, whether blind, who labels what). Rows never hold case text unless ``show_text``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +36,7 @@ from evaluator.analysis.designs import (
     DEFAULT_FLOOR,
     DESIGN_COLUMNS,
     DESIGNS,
+    RESULTS_SHA256,
     Draw,
     active_draw,
     case_uncertainty,
@@ -34,9 +44,12 @@ from evaluator.analysis.designs import (
 )
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.label_files import label_criterion
+from evaluator.analysis.review.assignment import Assignment, assign, check_labellers
+from evaluator.analysis.review.cases import file_sha256
 from evaluator.analysis.review.inputs import check_input_file, read_labelled
 from evaluator.analysis.review.sample_size import TARGET_STATISTICS, halfwidth_estimate
 from evaluator.analysis.review.signals import (
+    Candidate,
     PassGate,
     ReviewError,
     case_candidate,
@@ -45,6 +58,7 @@ from evaluator.analysis.review.signals import (
     rank_candidates,
     score_at,
 )
+from evaluator.data.cases import Case, InputFileError
 from evaluator.data.csv_files import csv_text
 from evaluator.data.files import (
     atomic_writer,
@@ -53,10 +67,19 @@ from evaluator.data.files import (
     same_file,
     show_path,
 )
+from evaluator.data.pairs import iter_pairs
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
+from evaluator.data.sheet import (
+    CasesRef,
+    FileRef,
+    SheetInfo,
+    now,
+    sheet_path,
+)
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import (
+    ChoiceCriterion,
     IntegerCriterion,
     ItemsCriterion,
     Rubric,
@@ -68,6 +91,11 @@ REVIEW_JSONL = "review.jsonl"
 DEFAULT_N = 50
 FIXED_COLUMNS = ("case_id", "rubric", "judge", "rank", "reason", "min_confidence",
                  "max_spread", "gate_margin")
+# A blind sheet's: no signal of the judge's (its confidence, spread or gate margin).
+BLIND_COLUMNS = FIXED_COLUMNS[:5]
+# A pairwise sheet's: which system is A and which is B (the labels are in their terms).
+SYSTEM_COLUMNS = ("system_a", "system_b")
+ASSIGNED_COLUMN = "assigned_to"
 PHI_WARNING = ("WARNING: the worksheet now holds case text (PHI) from --cases: keep it "
                "inside the hospital, like the cases file itself")
 
@@ -93,6 +121,27 @@ class ReviewSheet:
     draw: Draw | None = None
     # No case left to draw: every judged case is labelled in --labels (no sheet is written).
     exhausted: bool = False
+    # What sheet.json records (:class:`~evaluator.data.sheet.SheetInfo`).
+    kind: str = "single"
+    blind: bool = False
+    rubric_hash: str = ""
+    criteria: list[str] = field(default_factory=list)
+    results: list[FileRef] = field(default_factory=list)
+    cases_ref: CasesRef | None = None
+    assignment: Assignment = field(default_factory=Assignment)
+    seed: int | None = None
+
+    def info(self, fingerprint: str) -> SheetInfo:
+        """The sheet's ``sheet.json``, for the ``review.jsonl`` whose SHA-256 is
+        ``fingerprint``."""
+        a = self.assignment
+        return SheetInfo(fingerprint=fingerprint, rubric=self.rubric,
+                         rubric_hash=self.rubric_hash, kind=self.kind,  # type: ignore[arg-type]
+                         design=self.design, blind=self.blind, criteria=list(self.criteria),
+                         results=list(self.results), cases=self.cases_ref,
+                         labellers=list(a.labellers), overlap=a.overlap,
+                         overlap_cases=list(a.overlap_cases), assignment=dict(a.cases),
+                         seed=self.seed, created=now())
 
     @property
     def nothing_to_draw(self) -> str:
@@ -208,27 +257,68 @@ def _estimates(rubric: Rubric, files: Sequence[tuple[Path, list[ResultRecord]]],
     return out
 
 
+def _chosen_choices(rubric: Rubric, criteria: Sequence[str]) -> list[ChoiceCriterion]:
+    """A pairwise rubric's choice criteria (``criteria``: those named, else every one)."""
+    choices = rubric.choices()
+    if not criteria:
+        return choices
+    by_key = {c.key: c for c in choices}
+    unknown = [k for k in criteria if k not in by_key]
+    if unknown:
+        raise ReviewError(f"unknown --criterion {', '.join(map(repr, unknown))}; rubric "
+                          f"{rubric.name!r} compares: {', '.join(by_key)}")
+    return [by_key[k] for k in dict.fromkeys(criteria)]
+
+
+def _pair_texts(ids: set[str], rubric: Rubric, ref: CasesRef) -> dict[str, dict[str, str]]:
+    """A pairwise run of two files (``--versus``): each drawn case's fields, candidate B's
+    answer from the second file, read as the run read them."""
+    try:
+        items = iter_pairs(Path(ref.path), Path(str(ref.versus)), rubric,
+                           answer_column=str(ref.answer_column), mapping=ref.mapping,
+                           id_column=ref.id_column)
+        return {item.case_id: dict(item.fields) for item in items
+                if isinstance(item, Case) and item.case_id in ids}
+    except (InputFileError, OSError) as exc:
+        raise ReviewError(f"the cases files cannot be read ({exc})") from None
+
+
+def _pairwise_refusal(results: Sequence[Path], rubric: Rubric, design: str) -> str:
+    return (f"{', '.join(map(str, results))} holds pairwise verdicts (rubric "
+            f"{rubric.name!r}): `evaluator review` draws a pairwise sheet with --design random "
+            f"only (--design {design} ranks by the judge's scores); its labels go to "
+            "`evaluator compare --labels`")
+
+
 def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Sequence[str] = (),
                  gates: Sequence[PassGate] = (), labels: LabelSource | None = None,
                  show_text: bool = False, cases: CaseSource | None = None,
                  rubrics_dirs: Sequence[Path] = (), target_halfwidth: float = 0.1,
                  target_statistic: str = "weighted_kappa", resamples: int = 1000,
                  seed: int = 20141, design: str = "priority",
-                 floor: float = DEFAULT_FLOOR) -> ReviewSheet:
+                 floor: float = DEFAULT_FLOOR, labellers: Sequence[str] = (),
+                 overlap: float | None = None,
+                 cases_ref: CasesRef | None = None) -> ReviewSheet:
     """The worksheet of the ``n`` cases most worth a clinician's time (see the module
     docstring for the ranking). ``labels``: labels
     already given (their cases are skipped; with them, :func:`halfwidth_estimate` says how
     many more labelled cases bring ``target_statistic``'s CI half-width under
     ``target_halfwidth``); they are on its scale when given, else a ``KEY.label``
     field's on KEY's scale in the rubric. ``show_text`` adds the rubric's input fields, read
-    from ``cases`` as the run read them.
+    from ``cases`` as the run read them (a pairwise run of two files: from ``cases_ref``,
+    its ``versus`` and ``answer_column``).
 
     ``design`` (:mod:`evaluator.analysis.designs`): ``priority`` (the ranking above),
     ``random`` (``n`` cases drawn at random) or ``active`` (each case drawn with a
     probability that grows with the judge's uncertainty on the first of ``criteria``; at
-    least ``floor`` * n/N); ``seed`` seeds the draw (and the estimate's bootstrap)."""
+    least ``floor`` * n/N); ``seed`` seeds the draw (and the estimate's bootstrap, and the
+    assignment). ``random`` and ``active`` sheets are blind (the module docstring).
+    ``labellers`` and ``overlap``: who labels which case
+    (:func:`~evaluator.analysis.review.assignment.assign`). ``cases_ref``: the cases file
+    and reading options recorded in ``sheet.json`` (the run's, from its manifest)."""
     if design not in DESIGNS:
         raise ReviewError(f"--design {design!r}: one of {', '.join(DESIGNS)}")
+    check_labellers(labellers, overlap)
     cases = cases or CaseSource()
     labels_path = labels.path if labels is not None else None
     label_field = labels.field if labels is not None else None
@@ -263,10 +353,14 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     except RubricError as exc:
         raise ReviewError(f"rubric {names[0]!r} cannot be loaded ({exc}); give "
                           "--rubrics-dir") from None
-    if refused := analysis_kind(rubric).elsewhere(", ".join(map(str, results)), rubric.name,
-                                                  "review"):
+    pairwise = rubric.pairwise
+    if pairwise and design != "random":
+        raise ReviewError(_pairwise_refusal(results, rubric, design))
+    if not pairwise and (refused := analysis_kind(rubric).elsewhere(
+            ", ".join(map(str, results)), rubric.name, "review")):
         raise ReviewError(refused)
-    chosen = _chosen_criteria(rubric, criteria)
+    chosen = [] if pairwise else _chosen_criteria(rubric, criteria)
+    choices = _chosen_choices(rubric, criteria) if pairwise else []
     _check_gates(rubric, gates)
     labelled: dict[str, float] = {}
     if labels is not None and labels_path is not None and label_field is not None:
@@ -279,8 +373,10 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                 by_case.setdefault(record.case_id, []).append(record)
             else:
                 not_ok.add(record.case_id)
-    candidates = [case_candidate(rubric, case_id, records, chosen, gates)
-                  for case_id, records in sorted(by_case.items()) if case_id not in labelled]
+    candidates = ([Candidate(case_id, records[0]) for case_id, records in
+                   sorted(by_case.items())] if pairwise else
+                  [case_candidate(rubric, case_id, records, chosen, gates)
+                   for case_id, records in sorted(by_case.items()) if case_id not in labelled])
     draw: Draw | None = None
     # Every judged case labelled: a sheet of 0 cases would tell the user to fill one in.
     exhausted = design == "priority" and not candidates and bool(labelled) and bool(by_case)
@@ -298,52 +394,77 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
         by_id = {c.case_id: c for c in candidates}
         picked = [by_id[c] for c in draw.chosen]
         for case in picked:
-            pi = draw.probabilities[case.case_id]
-            case.reason = (f"random draw (probability {pi:.3g})" if design == "random" else
-                           f"active draw: SD {case_uncertainty(chosen[0], by_case[case.case_id]) or 0:.2f}"
-                           f" on {chosen[0].key} (probability {pi:.3g})")
+            # The design only: the judge's uncertainty that set an active probability is
+            # its verdict's, and a blind sheet shows none of it.
+            case.reason = f"{design} draw (probability {draw.probabilities[case.case_id]:.3g})"
+    blind = design != "priority"
     without = sum(1 for c in candidates
                   if c.confidence is None and not c.spread and c.margin is None)
     texts: dict[str, dict[str, str]] = {}
     notes: list[str] = []
     if show_text and picked:
-        fields, note = case_fields([c.record for c in picked], files[0][0], rubric, cases)
-        if fields is None:
-            raise ReviewError(note)
-        texts = fields
+        if pairwise and cases_ref is not None and cases_ref.versus is not None:
+            texts = _pair_texts({c.case_id for c in picked}, rubric, cases_ref)
+        else:
+            fields, note = case_fields([c.record for c in picked], files[0][0], rubric, cases)
+            if fields is None:
+                raise ReviewError(note)
+            texts = fields
+    assignment = assign([c.case_id for c in picked], labellers, overlap, seed)
     # What agree compares: integer criteria, and the aggregates of the chosen criteria.
     aggregates = [a.name for a in rubric.aggregates if a.of in {f.key for f in chosen}]
-    label_keys = list(dict.fromkeys(
-        [f.key for f in chosen if isinstance(f, IntegerCriterion)] + aggregates))
-    columns = [*FIXED_COLUMNS, *DESIGN_COLUMNS,
-               *(f"{f.key}.{part}" for f in chosen
-                 for part in ("score", "expected", "confidence", "distribution")),
-               *(f"{name}.aggregate" for name in aggregates),
-               *(f"{k}.label" for k in label_keys),
+    label_keys = ([c.key for c in choices] if pairwise else list(dict.fromkeys(
+        [f.key for f in chosen if isinstance(f, IntegerCriterion)] + aggregates)))
+    verdict_columns = [] if blind else [
+        *(f"{f.key}.{part}" for f in chosen
+          for part in ("score", "expected", "confidence", "distribution")),
+        *(f"{name}.aggregate" for name in aggregates)]
+    hashes = [file_sha256(path) for path, _ in files]
+    drawn_from = ";".join(dict.fromkeys(hashes))
+    columns = [*(BLIND_COLUMNS if blind else FIXED_COLUMNS), *DESIGN_COLUMNS, RESULTS_SHA256,
+               *(SYSTEM_COLUMNS if pairwise else ()),
+               *((ASSIGNED_COLUMN,) if assignment.labellers else ()),
+               *verdict_columns, *(f"{k}.label" for k in label_keys),
                *((f"input.{name}" for name in rubric.inputs) if show_text else ())]
     if len(set(columns)) != len(columns):
         raise ReviewError("the rubric's keys give two worksheet columns the same name")
     rows, records_out = [], []
     for rank, case in enumerate(picked, start=1):
-        cells = {f.key: _criterion_cells(f, case.record) for f in chosen}
         record_out: dict[str, Any] = {
             "case_id": case.case_id, "rubric": case.record.rubric, "judge": case.record.judge,
-            "rank": rank, "reason": case.reason,
-            "min_confidence": _rounded(case.confidence), "max_spread": _rounded(case.spread),
-            "gate_margin": _rounded(case.margin), "criteria": cells,
-            "aggregates": {name: (case.record.aggregates or {}).get(name) for name in aggregates},
-            **{f"{k}.label": None for k in label_keys}}
+            "rank": rank, "reason": case.reason}
+        cells = {} if blind else {f.key: _criterion_cells(f, case.record) for f in chosen}
+        if not blind:
+            record_out.update({
+                "min_confidence": _rounded(case.confidence),
+                "max_spread": _rounded(case.spread), "gate_margin": _rounded(case.margin),
+                "criteria": cells,
+                "aggregates": {name: (case.record.aggregates or {}).get(name)
+                               for name in aggregates}})
+        if pairwise and case.record.pairwise is not None:
+            record_out.update({"system_a": case.record.pairwise.systems["A"],
+                               "system_b": case.record.pairwise.systems["B"]})
+        if assignment.labellers:
+            record_out[ASSIGNED_COLUMN] = assignment.of(case.case_id)
+        record_out[RESULTS_SHA256] = drawn_from
+        record_out.update({f"{k}.label": None for k in label_keys})
         record_out.update(draw.columns(case.case_id) if draw is not None else
                           {col: None for col in DESIGN_COLUMNS} | {"design": "priority"})
-        row = {col: _cell(record_out.get(col)) for col in FIXED_COLUMNS}
+        row = {col: _cell(record_out.get(col))
+               for col in (BLIND_COLUMNS if blind else FIXED_COLUMNS)}
         # Probabilities at full precision (str of a float round-trips): an estimate weights
         # by them, so a rounded one would be a wrong weight.
         row.update({col: "" if record_out.get(col) is None else str(record_out[col])
                     for col in DESIGN_COLUMNS})
+        row[RESULTS_SHA256] = drawn_from
+        row.update({col: str(record_out.get(col, "")) for col in SYSTEM_COLUMNS if pairwise})
+        if assignment.labellers:
+            row[ASSIGNED_COLUMN] = ";".join(record_out[ASSIGNED_COLUMN])
         for key, cell in cells.items():
             row.update({f"{key}.{part}": _cell(value) for part, value in cell.items()})
-        row.update({f"{name}.aggregate": _cell(record_out["aggregates"][name])
-                    for name in aggregates})
+        if not blind:
+            row.update({f"{name}.aggregate": _cell(record_out["aggregates"][name])
+                        for name in aggregates})
         row.update({f"{k}.label": "" for k in label_keys})
         if show_text:
             text = texts.get(case.case_id, {})
@@ -373,26 +494,34 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                        not_ok=len(not_ok - set(by_case)), without_signal=without,
                        show_text=show_text, label_columns=[f"{k}.label" for k in label_keys],
                        estimates=estimates, notes=notes, design=design, draw=draw,
-                       exhausted=exhausted)
-
+                       exhausted=exhausted, kind="pairwise" if pairwise else "single",
+                       blind=blind, rubric_hash=rubric.source_sha256 or "",
+                       criteria=label_keys,
+                       results=[FileRef(path=str(path), sha256=digest)
+                                for (path, _), digest in zip(files, hashes, strict=True)],
+                       cases_ref=cases_ref, assignment=assignment, seed=seed)
 
 
 def review_paths(out_dir: Path) -> tuple[Path, Path]:
-    """The worksheet's two files in ``out_dir``: CSV and JSONL."""
+    """The worksheet's two files in ``out_dir``: CSV and JSONL (``sheet.json`` beside them:
+    :func:`evaluator.data.sheet.sheet_path`)."""
     return Path(out_dir) / REVIEW_CSV, Path(out_dir) / REVIEW_JSONL
 
 
 def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
                  inputs: Sequence[Path] = ()) -> tuple[Path, Path]:
-    """Write ``review.csv`` and ``review.jsonl`` in ``out_dir`` (created 0700; files 0600).
+    """Write ``review.csv``, ``review.jsonl`` and ``sheet.json`` in ``out_dir`` (created
+    0700; files 0600). ``sheet.json`` (:meth:`ReviewSheet.info`) carries the SHA-256 of the
+    ``review.jsonl`` bytes written (its ``fingerprint``).
     An existing worksheet (a clinician may be filling it in) is replaced only with
     ``force``, and never when it is one of ``inputs`` (the labels read). Every CSV cell,
     header and case ids included, is escaped by :func:`~evaluator.data.csv_files.csv_text`
     (no cell a spreadsheet runs; the labels reader undoes it). ``review.evaluator-lock``
     in ``out_dir`` (:func:`exclusive_lock`, as a run's) is held from the checks to the end:
     a second ``review`` on the same ``--out`` is refused
-    (:class:`~evaluator.data.files.OutputBusy`), and both files are written to temporaries
-    before either is renamed into place, so they always hold the same draw. An
+    (:class:`~evaluator.data.files.OutputBusy`), and the CSV and JSONL are written to
+    temporaries before either is renamed into place, then ``sheet.json`` (also through a
+    temporary) under the same lock, so the three always describe the same draw. An
     ``exhausted`` sheet (no case left to draw) is refused: it would be a sheet of 0 cases."""
     if sheet.exhausted:
         raise ReviewError(sheet.nothing_to_draw)
@@ -400,18 +529,23 @@ def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
     if out_dir.exists() and not out_dir.is_dir():
         raise ReviewError(f"--out {show_path(out_dir)} exists and is not a folder")
     targets = review_paths(out_dir)
+    info_path = sheet_path(out_dir)
     table = csv_text([sheet.columns, *([row.get(name, "") for name in sheet.columns]
                                        for row in sheet.rows)])
-    jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in sheet.records)
+    jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in sheet.records
+                    ).encode("utf-8")
+    info = sheet.info(hashlib.sha256(jsonl).hexdigest())
+    info_bytes = (json.dumps(info.to_json(), indent=1, ensure_ascii=False) + "\n"
+                  ).encode("utf-8")
     try:
         with exclusive_lock(lock_path_for(targets[0]), targets[0], writer="`evaluator review`",
                             wait_option=None):
-            for target in targets:
+            for target in (*targets, info_path):
                 if any(Path(i).exists() and target.exists() and same_file(target, Path(i))
                        for i in inputs):
                     raise ReviewError(f"{show_path(target)} is also an input (one of the files "
                                       "read); write the new worksheet to another --out folder")
-                if target.is_symlink():  # checked for both files before either is written
+                if target.is_symlink():  # checked for all three before any is written
                     raise ReviewError(f"{show_path(target)} is a symbolic link; a worksheet is "
                                       "never written through one: remove it or choose another "
                                       "--out")
@@ -419,11 +553,15 @@ def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
                     raise ReviewError(f"{show_path(target)} exists (a worksheet that may hold "
                                       "labels already); pass --force to replace it, or choose "
                                       "another --out")
-            # Both temporaries are written in full before either is renamed into place (the
-            # JSONL's, then the CSV's): an error while writing leaves both old files.
-            with atomic_writer(targets[0]) as csv_file, atomic_writer(targets[1]) as jsonl_file:
+            # The three temporaries are written in full before any is renamed into place
+            # (the JSONL's, the CSV's, then sheet.json's, as write_sheet_info writes it): an
+            # error while writing leaves the three old files.
+            with atomic_writer(info_path) as info_file, \
+                    atomic_writer(targets[0]) as csv_file, \
+                    atomic_writer(targets[1]) as jsonl_file:
                 csv_file.write(table.encode("utf-8"))
-                jsonl_file.write(jsonl.encode("utf-8"))
+                jsonl_file.write(jsonl)
+                info_file.write(info_bytes)
     except OSError as exc:  # the folder or the disk: one line naming where
         where = show_path(exc.filename) if exc.filename else show_path(out_dir)
         raise ReviewError(f"cannot write {where} ({exc.strerror})") from None
