@@ -9,6 +9,7 @@ A labels file whose design cannot give an unbiased estimate is refused
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,8 +271,6 @@ def _check_sheet_results(system: System) -> bool:
     column names the results files it was drawn from (their SHA-256, joined by ``;``). When
     this results file is not one of them, the same warning as :func:`_check_sheet_scores`.
     False when the sheet has no such column (an older sheet: its scores are compared)."""
-    import hashlib
-
     drawn = {h for _, row in system.rows
              for h in str(row.get(RESULTS_SHA256) or "").split(";") if h}
     if not drawn:

@@ -70,6 +70,7 @@ def assign(case_ids: Sequence[str], labellers: Sequence[str], overlap: float | N
     check_labellers(labellers, overlap)
     if not labellers:
         return Assignment()
+    # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     ids = list(case_ids)
