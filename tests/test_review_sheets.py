@@ -401,3 +401,35 @@ def test_a_pairwise_run_refuses_priority_and_active_sheets(pairwise_run, tmp_pat
                      "--criterion", "accuracy")
     line = one_line_error(refused)
     assert "--design random" in line and "pairwise" in line
+
+
+def test_a_pairwise_run_of_two_files_shows_both_answers_and_checks_both_files(tmp_path):
+    shared = {"patient_profile": f"{TEXT}", "trial_id": "NCT1", "trial_title": "A trial",
+              "eligibility_criteria": "adults", "ground_truth_label": "Likely Eligible"}
+    gpt = write_jsonl(tmp_path / "gpt.jsonl", [dict(shared, case_id=f"c{i}", answer=f"gpt {i}")
+                                              for i in range(5)])
+    llama = write_jsonl(tmp_path / "llama.jsonl", [dict(shared, case_id=f"c{i}",
+                                                        answer=f"llama {i}")
+                                                   for i in range(5)])
+    out = tmp_path / "out.jsonl"
+    evaluate(*run_options(rubric="trial_eligibility_pairwise", input_path=gpt,
+                          output_path=out, judge_spec=JudgeSpec(backend="fake"),
+                          backend=FakeBackend(), versus=llama, answer_column="answer"))
+    ref = case_reading(out)
+    assert ref is not None and ref.versus == str(llama.resolve())
+    assert ref.answer_column == "answer"
+    assert ref.versus_sha256 == hashlib.sha256(llama.read_bytes()).hexdigest()
+    done = invoke("review", out, "--out", tmp_path / "s", "--design", "random", "--n", "3",
+                  "--show-text")
+    assert done.exit_code == 0, done.output
+    _, rows = read_csv(tmp_path / "s" / "review.csv")
+    for row in rows:
+        number = row["case_id"][1:]
+        assert (row["input.answer_a"], row["input.answer_b"]) == (f"gpt {number}",
+                                                                  f"llama {number}")
+        assert (row["system_a"], row["system_b"]) == ("gpt", "llama")
+    llama.write_text(llama.read_text().replace("llama 1", "llama one"))
+    refused = invoke("review", out, "--out", tmp_path / "t", "--design", "random", "--n", "3",
+                     "--show-text")
+    line = one_line_error(refused)
+    assert "llama.jsonl" in line and "changed since the run" in line

@@ -39,17 +39,20 @@ def file_sha256(path: Path) -> str:
 
 
 def _check_unchanged(path: Path, recorded: str | None, what: str, manifest: str) -> None:
+    # The --versus file has no option of review's: it is put back, or the run made again.
+    fix = ("give the file the run read with --cases" if what == "cases file" else
+           "put back the file the run read")
     if not path.is_file():
         raise ReviewError(f"{what} {show_path(path)} (the one {manifest} records) is not "
-                          "there: give the file the run read with --cases")
+                          f"there: {fix}")
     try:
         digest = file_sha256(path)
     except OSError as exc:
         raise ReviewError(f"cannot read {what} {show_path(path)} ({exc.strerror})") from None
     if recorded is not None and digest != recorded:
         raise ReviewError(f"{what} {show_path(path)} changed since the run (its SHA-256 is "
-                          f"not the one {manifest} records): give the file the run read "
-                          "with --cases, or run again on this one")
+                          f"not the one {manifest} records): {fix}, or run again on this "
+                          "one")
 
 
 def sheet_reading(recorded: CasesRef | None, given: CaseSource, which: Given, *,
