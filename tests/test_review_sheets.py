@@ -183,7 +183,7 @@ def test_the_manifest_keeps_how_the_run_read_its_cases(run, tmp_path):
 
 def test_show_text_needs_no_options_and_sheet_json_records_the_cases(run, tmp_path,
                                                                     monkeypatch):
-    results, cases = run
+    _results, cases = run
     monkeypatch.chdir(tmp_path)
     done = invoke("review", "results.jsonl", "--out", "sheet", "--design", "random", "--n",
                   "5", "--show-text")
@@ -248,7 +248,7 @@ def test_sheet_json_describes_the_draw(run, tmp_path):
     assert info.rubric == "trial_eligibility"
     assert info.rubric_hash == rubric.source_sha256 == manifest["settings"]["rubric_file_hash"]
     assert (info.kind, info.design, info.blind, info.seed) == ("single", "random", True, 5)
-    header, rows = read_csv(tmp_path / "s" / "review.csv")
+    header, _rows = read_csv(tmp_path / "s" / "review.csv")
     assert info.criteria == [c.removesuffix(".label") for c in header if c.endswith(".label")]
     assert info.criteria == ["hallucination", "accuracy", "clarity"]
     assert [(r.path, r.sha256) for r in info.results] == [
@@ -278,7 +278,7 @@ def test_overlap_gives_a_share_to_everyone_and_splits_the_rest_evenly():
     for case_id in ids:
         given = a.of(case_id)
         assert len(given) == (3 if case_id in a.overlap_cases else 1)
-    for name, cases in a.cases.items():
+    for cases in a.cases.values():
         assert cases == [c for c in ids if c in cases]  # sheet order
     assert assign(ids, ["ann", "bob", "cy"], 0.2, seed=1) == a
     many = [f"c{i:03d}" for i in range(100)]
@@ -325,6 +325,7 @@ def test_review_with_labellers_records_the_assignment(synthetic, tmp_path):
     (["--labeller", " "], "is empty"),
     (["--labeller", "x" * 65], "at most 64"),
     (["--labeller", "a\tb", "--labeller", "c"], "control character"),
+    (["--labeller", "a;b", "--labeller", "c"], "holds ';'"),
     (["--labeller", "ann", "--overlap", "0.5"], "at least two"),
     (["--overlap", "0.5"], "at least two"),
     (["--labeller", "ann", "--labeller", "bob", "--overlap", "1.5"], "from 0 to 1"),
@@ -382,7 +383,9 @@ def test_a_pairwise_run_gives_a_blind_random_sheet_compare_reads(pairwise_run, t
     info = read_sheet_info(tmp_path / "s")
     assert (info.kind, info.design, info.blind) == ("pairwise", "random", True)
     assert info.criteria == ["hallucination", "accuracy", "clarity"]
-    assert "evaluator compare" in done.output
+    assert "evaluator compare" in done.output and "A is gpt, B llama" in done.output
+    assert max(len(line) for line in done.output.splitlines()
+               if str(tmp_path) not in line) <= 80
     filled = tmp_path / "filled.csv"
     with filled.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=header)

@@ -107,7 +107,8 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
 @click.command("review")
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
-              help="Folder for review.csv and review.jsonl (created 0700; files 0600).")
+              help="Folder for review.csv, review.jsonl and sheet.json (created 0700; "
+                   "files 0600).")
 @click.option("--n", "n", type=click.IntRange(min=1), default=DEFAULT_N, show_default=True,
               help="Cases on the worksheet (--design active: the expected number).")
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
@@ -123,14 +124,16 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
               default="weighted_kappa", show_default=True,
               help="With --labels: the agreement statistic whose CI the estimate is for.")
 @click.option("--show-text", is_flag=True,
-              help="Add the cases' input fields from --cases (PHI!). Without it the "
-                   "worksheet holds ids and scores only.")
+              help="Add the cases' input fields (PHI!), read as the run read them (its "
+                   "manifest), or from --cases. Without it the worksheet holds no case "
+                   "text.")
 @case_options("for --show-text.", path_type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Replace a worksheet already in --out.")
 @click.option("--resamples", type=click.IntRange(min=100), default=1000, show_default=True,
               help="Bootstrap resamples for the estimate's CI.")
 @click.option("--seed", type=click.IntRange(min=0), default=20141, show_default=True,
-              help="Seed of the draw (--design random|active) and of the estimate's bootstrap.")
+              help="Seed of the draw (--design random|active), of the labellers' "
+                   "assignment and of the estimate's bootstrap.")
 @click.option("--design", type=click.Choice(list(DESIGNS)), default="priority",
               show_default=True,
               help="How the cases are picked: priority (the cases most worth a label: "

@@ -35,7 +35,8 @@ class Assignment:
 
 def check_labellers(labellers: Sequence[str], overlap: float | None) -> None:
     """Raise :class:`ReviewError` in one line for a bad ``--labeller`` or ``--overlap``: a
-    name empty, over :data:`MAX_NAME` characters, with a control character or given twice;
+    name empty, over :data:`MAX_NAME` characters, with a control character or a ``;``, or
+    given twice;
     ``--overlap`` outside 0..1 or with fewer than two labellers."""
     seen: set[str] = set()
     for number, name in enumerate(labellers, start=1):
@@ -48,6 +49,9 @@ def check_labellers(labellers: Sequence[str], overlap: float | None) -> None:
         if not name.isprintable():
             raise ReviewError(f"--labeller number {number} holds a control character: give "
                               "a plain name")
+        if ";" in name:  # the separator of review.csv's assigned_to column
+            raise ReviewError(f"--labeller number {number} holds ';' (it separates the "
+                              "names in review.csv): give a name without it")
         if name in seen:
             raise ReviewError(f"--labeller {name!r} is given twice: name each labeller once")
         seen.add(name)
