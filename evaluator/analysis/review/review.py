@@ -47,6 +47,11 @@ from evaluator.analysis.label_files import label_criterion
 from evaluator.analysis.review.assignment import Assignment, assign, check_labellers
 from evaluator.analysis.review.cases import file_sha256
 from evaluator.analysis.review.inputs import check_input_file, read_labelled
+from evaluator.analysis.review.pairwise_sheet import (
+    chosen_choices,
+    pair_texts,
+    pairwise_refusal,
+)
 from evaluator.analysis.review.sample_size import TARGET_STATISTICS, halfwidth_estimate
 from evaluator.analysis.review.signals import (
     Candidate,
@@ -58,7 +63,6 @@ from evaluator.analysis.review.signals import (
     rank_candidates,
     score_at,
 )
-from evaluator.data.cases import Case, InputFileError
 from evaluator.data.csv_files import csv_text
 from evaluator.data.files import (
     atomic_writer,
@@ -67,7 +71,6 @@ from evaluator.data.files import (
     same_file,
     show_path,
 )
-from evaluator.data.pairs import iter_pairs
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.data.sheet import (
     CasesRef,
@@ -79,7 +82,6 @@ from evaluator.data.sheet import (
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import (
-    ChoiceCriterion,
     IntegerCriterion,
     ItemsCriterion,
     Rubric,
@@ -257,39 +259,6 @@ def _estimates(rubric: Rubric, files: Sequence[tuple[Path, list[ResultRecord]]],
     return out
 
 
-def _chosen_choices(rubric: Rubric, criteria: Sequence[str]) -> list[ChoiceCriterion]:
-    """A pairwise rubric's choice criteria (``criteria``: those named, else every one)."""
-    choices = rubric.choices()
-    if not criteria:
-        return choices
-    by_key = {c.key: c for c in choices}
-    unknown = [k for k in criteria if k not in by_key]
-    if unknown:
-        raise ReviewError(f"unknown --criterion {', '.join(map(repr, unknown))}; rubric "
-                          f"{rubric.name!r} compares: {', '.join(by_key)}")
-    return [by_key[k] for k in dict.fromkeys(criteria)]
-
-
-def _pair_texts(ids: set[str], rubric: Rubric, ref: CasesRef) -> dict[str, dict[str, str]]:
-    """A pairwise run of two files (``--versus``): each drawn case's fields, candidate B's
-    answer from the second file, read as the run read them."""
-    try:
-        items = iter_pairs(Path(ref.path), Path(str(ref.versus)), rubric,
-                           answer_column=str(ref.answer_column), mapping=ref.mapping,
-                           id_column=ref.id_column)
-        return {item.case_id: dict(item.fields) for item in items
-                if isinstance(item, Case) and item.case_id in ids}
-    except (InputFileError, OSError) as exc:
-        raise ReviewError(f"the cases files cannot be read ({exc})") from None
-
-
-def _pairwise_refusal(results: Sequence[Path], rubric: Rubric, design: str) -> str:
-    return (f"{', '.join(map(str, results))} holds pairwise verdicts (rubric "
-            f"{rubric.name!r}): `evaluator review` draws a pairwise sheet with --design random "
-            f"only (--design {design} ranks by the judge's scores); its labels go to "
-            "`evaluator compare --labels`")
-
-
 def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Sequence[str] = (),
                  gates: Sequence[PassGate] = (), labels: LabelSource | None = None,
                  show_text: bool = False, cases: CaseSource | None = None,
@@ -355,12 +324,12 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                           "--rubrics-dir") from None
     pairwise = rubric.pairwise
     if pairwise and design != "random":
-        raise ReviewError(_pairwise_refusal(results, rubric, design))
+        raise ReviewError(pairwise_refusal(results, rubric, design))
     if not pairwise and (refused := analysis_kind(rubric).elsewhere(
             ", ".join(map(str, results)), rubric.name, "review")):
         raise ReviewError(refused)
     chosen = [] if pairwise else _chosen_criteria(rubric, criteria)
-    choices = _chosen_choices(rubric, criteria) if pairwise else []
+    choices = chosen_choices(rubric, criteria) if pairwise else []
     _check_gates(rubric, gates)
     labelled: dict[str, float] = {}
     if labels is not None and labels_path is not None and label_field is not None:
@@ -404,7 +373,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     notes: list[str] = []
     if show_text and picked:
         if pairwise and cases_ref is not None and cases_ref.versus is not None:
-            texts = _pair_texts({c.case_id for c in picked}, rubric, cases_ref)
+            texts = pair_texts({c.case_id for c in picked}, rubric, cases_ref)
         else:
             fields, note = case_fields([c.record for c in picked], files[0][0], rubric, cases)
             if fields is None:
