@@ -124,6 +124,8 @@ def test_agree_and_estimate_read_a_blind_sheet(tmp_path, synthetic):
     results, truth = synthetic
     run = invoke("review", results, "--out", tmp_path / "s", "--design", "random", "--n", "40")
     assert run.exit_code == 0, run.output
+    header, _ = read_csv(tmp_path / "s" / "review.csv")
+    assert "accuracy.score" not in header and "results_sha256" in header  # blind
     filled = fill_sheet(tmp_path / "s" / "review.csv", tmp_path / "filled.csv", truth)
     agree = invoke("agree", results, "--labels", filled, "--label-field", "accuracy.label")
     assert agree.exit_code == 0, agree.output
