@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from typing_extensions import Self
+
 from tests.browser import find_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +77,7 @@ class Server:
                     stream.close()
         return self.stderr
 
-    def __enter__(self) -> Server:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

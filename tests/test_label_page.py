@@ -65,7 +65,7 @@ def test_a_request_without_a_valid_token_is_403(sheet):
     client, token = _client(session), _token(session)
     assert client.get(f"/l/{token}/case/1").status_code == 200
     for path in ("/", "/l/", "/favicon.ico", f"/l/{token[:-1]}/case/1",
-                 f"/l/{token}x/case/1", "/l/static/label.js", f"/static/label.js"):
+                 f"/l/{token}x/case/1", "/l/static/label.js", "/static/label.js"):
         answer = client.get(path, follow_redirects=False)
         assert answer.status_code == 403, path
         assert "patient" not in answer.text.lower()

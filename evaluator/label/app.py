@@ -43,7 +43,8 @@ SECURITY_HEADERS = {
     "cross-origin-resource-policy": "same-origin",
 }
 MAX_FORM = 64 * 1024  # bytes: a form of this page is far smaller
-STATIC = {"label.js": "text/javascript; charset=utf-8", "label.css": "text/css; charset=utf-8"}
+STATIC = {"label.js": "text/javascript; charset=utf-8", "label.css": "text/css; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
 
 
 class Guard:

@@ -15,10 +15,11 @@
         : input.value.trim() !== "";
     });
   }
-  function focusSet(i) {
+  function focusSet(i, quiet) {
     if (!sets.length) { return; }
     current = Math.max(0, Math.min(sets.length - 1, i));
     sets.forEach(function (set, j) { set.classList.toggle("current", j === current); });
+    if (quiet) { return; }  // on load: the case is read first, from the top
     var text = sets[current].querySelector("input[type=text]");
     if (text) { text.focus(); } else { sets[current].scrollIntoView({block: "nearest"}); }
   }
@@ -34,7 +35,7 @@
     set.addEventListener("click", function () { current = j; focusSet(j); });
   });
   var first = sets.findIndex(function (set) { return !answered(set); });
-  focusSet(first < 0 ? 0 : first);
+  focusSet(first < 0 ? 0 : first, true);
   if (document.activeElement === document.body || !document.activeElement) {
     form.setAttribute("tabindex", "-1");
     form.focus({preventScroll: true});
