@@ -79,6 +79,9 @@ def bind(listen: Listen) -> socket.socket:
     family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it: uvicorn writes a page's headers and body apart, and
+    # with Nagle's algorithm the body would wait ~40 ms for the browser's delayed ACK.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((listen.host.strip("[]"), listen.port))
     except OSError as exc:
