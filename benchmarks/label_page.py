@@ -29,13 +29,13 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_common import (  # noqa: E402
+from benchmarks.bench_common import (
     print_figures,
     print_machine,
     rerun_command,
 )
-from tests.label_browser import Server  # noqa: E402
-from tests.label_sheets import make_single_sheet  # noqa: E402
+from tests.label_browser import Server
+from tests.label_sheets import make_single_sheet
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{kind:5} median {figures[f'{kind}_median_ms']:7.1f} ms   "
               f"p95 {figures[f'{kind}_p95_ms']:7.1f} ms   (n={len(ms)})", flush=True)
     print(f"server start (sheet + rubric + {args.cases} cases read): {start_s:.2f} s")
-    print(f"re-run: {rerun_command(argv and [sys.argv[0], *argv])}")
+    print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")
     print_figures(figures)
     return figures
 

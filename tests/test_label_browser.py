@@ -175,3 +175,23 @@ def test_a_pairwise_case_shows_two_answers_and_saves_in_terms_of_the_systems(
     assert entry.shown_left in ("A", "B")
     assert left.startswith(f"System {entry.shown_left}")
     assert entry.value == entry.shown_left
+
+
+def test_without_javascript_the_page_is_plain_forms(tmp_path, browser):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 3)
+    ctx = browser.new_context(java_script_enabled=False)
+    try:
+        with Server(sheet, ["ana"]) as server:
+            page = ctx.new_page()
+            page.goto(server.url)
+            page.check('input[name="v.accuracy"][value="2"]')
+            page.check('input[name="v.clarity"][value="5"]')
+            with page.expect_navigation():
+                page.click("#save")
+            assert page.url.endswith("/case/2")
+            assert "1 of 3 labelled" in page.locator("#progress-text").inner_text()
+    finally:
+        ctx.close()
+    assert [(e.criterion, e.value) for e in read_journal(sheet)] == [
+        ("accuracy", 2), ("clarity", 5)]

@@ -14,8 +14,11 @@ from starlette.testclient import TestClient
 
 from evaluator.cli.main import cli
 from evaluator.data.sheet import (
+    CasesRef,
+    FileRef,
     JournalEntry,
     SheetError,
+    SheetInfo,
     append_label,
     journal_path,
     now,
@@ -25,6 +28,7 @@ from evaluator.data.sheet import (
 )
 from evaluator.label.app import CSP, build_app
 from evaluator.label.session import LabelError, LabelSession, shown_left
+from evaluator.rubrics.load import load_rubric
 from tests.label_sheets import (
     CONFIDENCE,
     EXPECTED,
@@ -33,6 +37,7 @@ from tests.label_sheets import (
     SCRIPT,
     make_pairwise_sheet,
     make_single_sheet,
+    sha256,
 )
 
 HOST = "127.0.0.1:8123"
@@ -329,3 +334,61 @@ def test_the_cli_refuses_a_sheet_without_recorded_cases(tmp_path):
     result = CliRunner().invoke(cli, ["label", str(folder), "--labeller", "ana"])
     assert result.exit_code == 2
     assert "predates recorded case reading" in result.output
+
+
+def _ecg_sheet(folder):
+    """A sheet on an aggregate (a number typed in): ecg_interpretation's DiagnosisAccuracy.
+    Synthetic ECG texts."""
+    folder.mkdir()
+    cases = folder / "ecg.jsonl"
+    cases.write_text("".join(json.dumps({"case_id": f"e{i}", "generated": f"sinus rhythm {i}",
+                                         "groundtruth": "sinus rhythm"}) + "\n"
+                             for i in range(2)))
+    review = folder / "review.jsonl"
+    review.write_text('{"case_id": "e0"}\n{"case_id": "e1"}\n')
+    write_sheet_info(folder, SheetInfo(
+        fingerprint=sha256(review), rubric="ecg_interpretation",
+        rubric_hash=load_rubric("ecg_interpretation").source_sha256 or "", design="random",
+        blind=True, criteria=["DiagnosisAccuracy"], results=[FileRef(path="r", sha256="0")],
+        cases=CasesRef(path=str(cases), sha256=sha256(cases)), created=now()))
+
+
+def test_an_aggregate_is_a_number_typed_in_or_cannot_judge(tmp_path):
+    folder = tmp_path / "ecg"
+    _ecg_sheet(folder)
+    session = LabelSession(folder, ["ana"])
+    client, token = _client(session), _token(session)
+    page = client.get(f"/l/{token}/case/1").text
+    assert 'name="v.DiagnosisAccuracy"' in page and "+2 / +1 / +0 per diagnosis" in page
+    assert _post(client, token, 1, {"v.DiagnosisAccuracy": "nan"}).status_code == 400
+    assert _post(client, token, 1, {"v.DiagnosisAccuracy": "0.75"}).status_code == 303
+    _post(client, token, 2, {"v.DiagnosisAccuracy": "", "cj.DiagnosisAccuracy": "x",
+                             "reason": "no rhythm strip"})
+    assert [(e.value, e.cannot_judge) for e in read_journal(folder)] == [
+        (0.75, None), (None, "no rhythm strip")]
+
+
+def test_two_servers_on_one_sheet_lose_nothing(sheet):
+    one, two = LabelSession(sheet, ["ana"]), LabelSession(sheet, ["ben"])
+    clients = [(_client(one), _token(one, "ana")), (_client(two), _token(two, "ben"))]
+    for i in range(1, 11):
+        for client, token in clients:
+            assert _post(client, token, i, {"v.accuracy": "3", "v.clarity": "4"}
+                         ).status_code == 303
+    entries = list(read_journal(sheet))
+    assert len(entries) == 40
+    assert len({(e.labeller, e.case_id, e.criterion) for e in entries}) == 40
+
+
+def test_show_judge_on_a_pairwise_sheet_gives_the_verdict_in_screen_sides(tmp_path):
+    folder = tmp_path / "pair"
+    info = make_pairwise_sheet(folder, 2, blind=False)
+    session = LabelSession(folder, ["ana"], show_judge=True)
+    client, token = _client(session), _token(session)
+    _post(client, token, 1, {"v.critical_finding_concordance": "tie",
+                             "v.overall_equivalence": "tie"})
+    page = client.get(f"/l/{token}/case/1").text
+    judge = "A"  # the fixture's judge chose A on the first case
+    side = "left" if shown_left(info, "ana", "path-000") == judge else "right"
+    assert f"Judge: <strong>{side}</strong>" in page
+    assert "Judge: <strong>A</strong>" not in page
