@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 
 import pytest
 from click.testing import CliRunner
@@ -309,7 +310,9 @@ def test_a_changed_review_jsonl_is_refused(sheet):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--host", "0.0.0.0"], "--tls-cert and --tls-key"),
+    (["--host", "10.1.2.3"], "--tls-cert and --tls-key"),
+    (["--host", "0.0.0.0"], "listens on every address"),
+    (["--host", "127.0.0.1", "--port", "BUSY"], "cannot serve on 127.0.0.1:"),
     (["--host", "10.1.2.3", "--tls-cert", "CERT"], "--tls-cert and --tls-key"),
     (["--show-judge"], "blind sheet: --show-judge is refused"),
     (["--labeller", "zoe"], "'zoe' is not one of this sheet's labellers"),
@@ -319,8 +322,15 @@ def test_the_cli_refuses_in_one_line_with_exit_2(tmp_path, args, says):
     make_single_sheet(folder, 3, labellers=["ana"])
     cert = tmp_path / "cert.pem"
     cert.write_text("x")
-    args = [str(cert) if a == "CERT" else a for a in args]
-    result = CliRunner().invoke(cli, ["label", str(folder), "--labeller", "ana", *args])
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    swap = {"CERT": str(cert), "BUSY": str(busy.getsockname()[1])}
+    args = [swap.get(a, a) for a in args]
+    try:
+        result = CliRunner().invoke(cli, ["label", str(folder), "--labeller", "ana", *args])
+    finally:
+        busy.close()
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], result.output

@@ -57,6 +57,10 @@ def is_loopback(host: str) -> bool:
 def check_listen(listen: Listen) -> None:
     """Refuse, in one line, a non-loopback address without both TLS files, and TLS files
     that cannot be loaded."""
+    if listen.host.strip("[]") in ("0.0.0.0", "::", ""):
+        raise LabelError(f"--host {listen.host or repr('')} listens on every address, but the "
+                         "page answers only the name its links use: give that name (the "
+                         "one the certificate is issued for) or one address")
     given = [p for p in (listen.tls_cert, listen.tls_key) if p is not None]
     if not is_loopback(listen.host) and len(given) != 2:
         raise LabelError(f"--host {listen.host} serves the network: give the site's "
