@@ -372,6 +372,7 @@ def test_an_aggregate_is_a_number_typed_in_or_cannot_judge(tmp_path):
     assert 'name="v.DiagnosisAccuracy"' in page and "+2 / +1 / +0 per diagnosis" in page
     assert _post(client, token, 1, {"v.DiagnosisAccuracy": "nan"}).status_code == 400
     assert _post(client, token, 1, {"v.DiagnosisAccuracy": "0.75"}).status_code == 303
+    assert 'name="v.DiagnosisAccuracy" value="0.75"' in client.get(f"/l/{token}/case/1").text
     _post(client, token, 2, {"v.DiagnosisAccuracy": "", "cj.DiagnosisAccuracy": "x",
                              "reason": "no rhythm strip"})
     assert [(e.value, e.cannot_judge) for e in read_journal(folder)] == [

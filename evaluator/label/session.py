@@ -137,6 +137,13 @@ def _verdict_cell(cell: Any) -> str:
     return "" if cell is None else str(cell)
 
 
+def _form_value(value: float | str | None) -> str:
+    """A saved value as the form shows it: 4.0 as "4" (the scale's option), 0.75 as is."""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return "" if value is None else str(value)
+
+
 def shown_left(info: SheetInfo, labeller: str, case_id: str) -> str:
     """Which system (``A`` or ``B``) a pairwise page shows on the left for this labeller and
     case: drawn from a hash of the sheet's fingerprint, the labeller's name and the case id,
@@ -241,8 +248,7 @@ class LabelSession:
             elif c.kind == "choice":
                 chosen[c.key] = to_screen(entry.value, entry.shown_left or side or "A") or ""
             else:
-                chosen[c.key] = "" if entry.value is None else f"{entry.value:g}" \
-                    if isinstance(entry.value, float) else str(entry.value)
+                chosen[c.key] = _form_value(entry.value)
             comment = entry.comment or comment
         verdict = None
         done = case_id in person.done
