@@ -89,6 +89,7 @@ def test_a_clinician_labels_ten_cases_with_the_keyboard_and_a_reload_resumes(tmp
             _key_label(page, "35", i + 1 if i < 10 else None)
         assert page.url.endswith("/done")
         assert "All 10 cases labelled" in page.locator("h1").inner_text()
+        page.set_viewport_size({"width": 1200, "height": 320})
         _screenshot(page, "end")
     _check_journal(sheet, {"ana": 10})
     latest = latest_labels(read_journal(sheet))
