@@ -7,8 +7,11 @@ from __future__ import annotations
 import datetime
 import http.client
 import ipaddress
+import json
 import ssl
+import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -96,3 +99,46 @@ def test_with_a_certificate_it_answers_https_only(tmp_path):
             plain.close()
         assert got != 200  # plain HTTP gets no page
         assert list(read_journal(sheet)) == []
+
+
+def test_sigkill_in_the_middle_of_saves_loses_no_acknowledged_label(tmp_path):
+    """Saves sent back to back; the server SIGKILLed at an arbitrary moment among them:
+    every save it acknowledged is in the journal, nothing is there twice, and the journal
+    reads (a line torn by the kill, never acknowledged, is skipped)."""
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 10)
+    server = Server(sheet, ["ana"])
+    url = urllib.parse.urlsplit(server.url)
+    acknowledged: list[tuple[int, int]] = []
+    killer = threading.Timer(1.0, server.kill)
+    killer.start()
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        for step in range(100_000):
+            index, value = step % 10 + 1, step // 10 % 5 + 1  # a new value each round
+            body = f"v.accuracy={value}&v.clarity={value}"
+            connection.request("POST", f"{url.path}case/{index}", body=body, headers={
+                "Origin": f"http://{url.netloc}",
+                "Content-Type": "application/x-www-form-urlencoded"})
+            answer = connection.getresponse()
+            answer.read()
+            assert answer.status == 303
+            acknowledged.append((index, value))
+    except (ConnectionError, http.client.HTTPException, OSError):
+        pass  # killed
+    finally:
+        killer.join()
+        connection.close()
+        server.stop()
+    assert len(acknowledged) > 10
+    entries = list(read_journal(sheet))
+    written = [(e.case_id, e.criterion, e.value) for e in entries]
+    ids = [json.loads(line)["case_id"]
+           for line in (sheet / "review.jsonl").read_text().splitlines()]
+    expected = [(ids[i - 1], c, v) for i, v in acknowledged for c in ("accuracy", "clarity")]
+    # Each acknowledged save changed both values (the value cycles), so each is two lines,
+    # in order; at most the one save in flight at the kill follows them.
+    assert written[:len(expected)] == expected
+    assert len(written) - len(expected) <= 2
+    with Server(sheet, ["ana"]) as again:  # and it starts again on that journal
+        assert _get(again.url)[0] == 200
