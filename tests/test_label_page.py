@@ -403,3 +403,13 @@ def test_show_judge_on_a_pairwise_sheet_gives_the_verdict_in_screen_sides(tmp_pa
     side = "left" if shown_left(info, "ana", "path-000") == judge else "right"
     assert f"Judge: <strong>{side}</strong>" in page
     assert "Judge: <strong>A</strong>" not in page
+
+
+def test_a_rubric_changed_since_the_draw_or_of_another_kind_is_refused(sheet):
+    info = read_sheet_info(sheet)
+    write_sheet_info(sheet, info.model_copy(update={"rubric_hash": "0" * 64}))
+    with pytest.raises(LabelError, match="has changed since the sheet was drawn"):
+        LabelSession(sheet, ["ana"])
+    write_sheet_info(sheet, info.model_copy(update={"kind": "pairwise"}))
+    with pytest.raises(LabelError, match="does not fit rubric"):
+        LabelSession(sheet, ["ana"])
