@@ -379,3 +379,12 @@ def test_gpu_run_e2e_stage_runs_from_a_copy_of_the_project_in_any_folder(tmp_pat
     assert "stage e2e batch 3: " in stages and "stage e2e batch 2: " in stages
     assert not list(out.glob("*.jsonl"))
     _assert_no_case_text("".join(p.read_text() for p in out.iterdir()))
+
+
+def test_label_page_quick(run_quick):
+    figures, _ = run_quick("label_page")
+    assert figures["cases"] == 200 and figures["requests_each"] == 30
+    for kind in ("get", "post", "link"):
+        assert _positive(figures[f"{kind}_median_ms"])
+        assert figures[f"{kind}_p95_ms"] >= figures[f"{kind}_median_ms"]
+    assert _positive(figures["start_s"])

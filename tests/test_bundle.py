@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.label_sheets import make_single_sheet
 
 pytestmark = pytest.mark.slow
 
@@ -160,6 +161,48 @@ def test_the_bundle_installs_and_judges_a_case_in_a_namespace_with_no_network(
     manifest = json.loads((prefix / "self-test" / "results.manifest.json").read_text())
     assert manifest["model"]["weight_list"]["sha256"]
     assert (prefix / "install.log").read_text().count("signature: Good") == 1
+    _label_page_starts(prefix, tmp_path, env, attempts)
+
+
+# Run inside the namespace: start the installed `evaluator label` on loopback, read the URL
+# it prints, fetch the page once, stop it.
+LABEL_CHECK = textwrap.dedent("""\
+    import re, signal, subprocess, sys, urllib.request
+    server = subprocess.Popen([sys.argv[1], "label", sys.argv[2], "--labeller", "ana"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = None
+    for line in server.stdout:
+        found = re.match(r"^\\s+(http://127\\.0\\.0\\.1:\\d+/l/\\S+/)$", line.rstrip())
+        if found:
+            url = found.group(1)
+            break
+    try:
+        assert url, server.stderr.read()
+        with urllib.request.urlopen(url, timeout=60) as answer:
+            page = answer.read().decode()
+        assert answer.status == 200 and "Case 1 of 2" in page, page[:200]
+        print("label page: ok")
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=60)
+""")
+
+
+def _label_page_starts(prefix: Path, tmp_path: Path, env: dict[str, str],
+                       attempts: Path) -> None:
+    """The installed `evaluator label` (the label extra is in the bundle) serves a sheet's
+    page on loopback in a namespace with no network."""
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 2)
+    script = tmp_path / "label_check.py"
+    script.write_text(LABEL_CHECK)
+    lo_up = "ip link set lo up 2>/dev/null; " if shutil.which("ip") else ""
+    done = subprocess.run(["unshare", "-rn", "sh", "-c",
+                           f'{lo_up}exec "$0" "$1" "$2" "$3"', BASE_PYTHON, str(script),
+                           str(prefix / "evaluator"), str(sheet)],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0 and "label page: ok" in done.stdout, done.stderr[-3000:]
+    assert attempts.read_text() == ""
 
 
 def test_the_bundle_holds_an_sbom_a_weight_list_and_a_models_file_for_its_judges(bundle):

@@ -31,10 +31,11 @@ ALLOWED: dict[str, set[str]] = {
     "tracking": {"common", "rubrics", "judges", "data", "analysis", "run", "report",
                  "tracking"},
     "doctor": {"common", "judges", "run", "doctor"},
+    "label": {"common", "rubrics", "data", "analysis", "label"},
     "api": {"common", "rubrics", "judges", "data", "analysis", "run", "api"},
     "(root)": {"common", "api"},
     "cli": {"common", "rubrics", "judges", "data", "analysis", "run", "report", "tracking",
-            "doctor", "api", "cli"},
+            "doctor", "label", "api", "cli"},
     "__main__": {"cli"},
 }
 ORDER = list(ALLOWED)
@@ -54,7 +55,8 @@ SHARED = "(shared)"
 # Third-party libraries that are imported only inside the functions that need them.
 HEAVY = {"torch", "transformers", "vllm", "ray", "pyarrow", "numpy", "pandas", "scipy",
          "sklearn", "krippendorff", "pingouin", "statsmodels", "matplotlib", "outlines",
-         "outlines_core", "llguidance", "tokenizers", "gguf", "mlflow", "requests"}
+         "outlines_core", "llguidance", "tokenizers", "gguf", "mlflow", "requests",
+         "starlette", "uvicorn"}
 
 
 def module_name(path: Path) -> str:

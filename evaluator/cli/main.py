@@ -17,6 +17,7 @@ from evaluator.cli import (
     doctor_cmd,
     estimate_cmd,
     export_cmd,
+    label_cmd,
     log_cmd,
     models_cmd,
     prepare_cmd,
@@ -105,5 +106,6 @@ for command in (run_cmd.run_command, rubrics_cmd.rubrics_command, models_cmd.mod
                 agree_cmd.agree_command, report_cmd.report_command,
                 summary_cmd.summary_command, review_cmd.review_command,
                 estimate_cmd.estimate_command, compare_cmd.compare_command,
-                export_cmd.export_command, log_cmd.log_command, doctor_cmd.doctor_command):
+                export_cmd.export_command, label_cmd.label_command, log_cmd.log_command,
+                doctor_cmd.doctor_command):
     cli.add_command(command)

@@ -1,0 +1,55 @@
+"""``evaluator label``: the local labelling page for a sheet folder drawn by ``review``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evaluator.cli.options import rubrics_dir_option
+from evaluator.label.serve import Listen, check_listen, require_extra, serve
+from evaluator.label.session import LabelSession
+
+
+@click.command("label")
+@click.argument("sheet_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--labeller", "labellers", multiple=True, required=True, metavar="NAME",
+              help="Who labels (repeatable): each gets a URL with a token of her own.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Port to serve on (0: a free one).")
+@click.option("--host", default="127.0.0.1", show_default=True, metavar="ADDRESS",
+              help="Address to serve on; any other than loopback needs --tls-cert and "
+                   "--tls-key (HTTPS only).")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="The site's certificate (PEM) for --host.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Its private key (PEM).")
+@click.option("--show-judge", is_flag=True,
+              help="On a sheet that is not blind: show the judge's verdict for a case once "
+                   "the labeller has saved her own label (each label records it).")
+@rubrics_dir_option
+def label_command(sheet_dir: Path, labellers: tuple[str, ...], port: int, host: str,
+                  tls_cert: Path | None, tls_key: Path | None, show_judge: bool,
+                  rubrics_dirs: tuple[Path, ...]) -> None:
+    """Serve a local page where clinicians label SHEET_DIR's cases one at a time (blind to
+    the judge by default); every save is appended to SHEET_DIR/journal.jsonl. Prints one
+    URL per labeller; stop with Ctrl-C."""
+    require_extra()
+    listen = Listen(host, port, tls_cert, tls_key)
+    check_listen(listen)  # before the cases are read
+    session = LabelSession(sheet_dir, labellers, show_judge=show_judge,
+                           rubrics_dirs=rubrics_dirs)
+    info = session.info
+
+    def announce(links: list[tuple[str, str]]) -> None:
+        blind = "blind" if info.blind else ("judge shown after each save" if show_judge
+                                            else "judge not shown")
+        click.echo(f"Labelling {len(session.case_ids)} cases of {sheet_dir.name} "
+                   f"({info.kind}, {blind}).")
+        click.echo("Open each link in that labeller's own browser (new links each start):")
+        for name, url in links:
+            click.echo(f"  {name}:")
+            click.echo(f"    {url}")
+        click.echo("Stop with Ctrl-C; every saved label is already on disk.")
+
+    serve(session, listen, announce)

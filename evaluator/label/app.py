@@ -1,0 +1,210 @@
+"""The labelling page as a Starlette application: server-rendered Jinja2 pages (autoescaped),
+plain forms (POST, then a redirect) that work without JavaScript, and one packaged script
+that adds the keys.
+
+Every request is checked before it reaches a page (:class:`Guard`): its ``Host`` header must
+be the served name and port (DNS rebinding), its path must carry a labeller's token
+(``/l/TOKEN/...``; the token stays in the URL, no cookie), and a POST must come from the
+served origin (its ``Origin``, else its ``Referer``). Every response, refusals included,
+carries the security headers (:data:`SECURITY_HEADERS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from evaluator.label.session import Labeller, LabelSession
+
+# ASGI's shapes (starlette.types names them; not imported here, to keep starlette lazy).
+Scope = dict[str, Any]
+Message = dict[str, Any]
+ASGIApp = Any
+
+HERE = Path(__file__).resolve().parent
+# Only the page's own script, styles and images; no inline script or style, no frames, and
+# forms post only back here.
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+       "connect-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+# Referrer-Policy: same-origin, not no-referrer: under no-referrer a browser sends
+# ``Origin: null`` with the page's own form posts, and the origin check could not tell
+# them from a forged one. same-origin sends no referrer (and so no token) to any other site.
+SECURITY_HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+    "x-frame-options": "DENY",
+    "cross-origin-opener-policy": "same-origin",
+    "cross-origin-resource-policy": "same-origin",
+}
+MAX_FORM = 64 * 1024  # bytes: a form of this page is far smaller
+STATIC = {"label.js": "text/javascript; charset=utf-8", "label.css": "text/css; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
+
+
+class Guard:
+    """ASGI middleware: the Host, token and origin checks, and the security headers."""
+
+    def __init__(self, app: ASGIApp, session: LabelSession, hosts: Iterable[str],
+                 scheme: str):
+        self.app, self.session = app, session
+        self.hosts = set(hosts)
+        self.origins = {f"{scheme}://{h}" for h in self.hosts}
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                await self.app(scope, receive, send)
+            return
+
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", [])
+                           if k.decode("latin-1").lower() not in SECURITY_HEADERS]
+                headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        refusal = self.refusal(scope)
+        if refusal is not None:
+            body = (refusal + "\n").encode()
+            await secured({"type": "http.response.start", "status": 403, "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode())]})
+            await secured({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, secured)
+
+    def refusal(self, scope: Scope) -> str | None:
+        """Why this request is refused (403), or None."""
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", [])}
+        if headers.get("host", "") not in self.hosts:
+            return "forbidden: unknown Host"
+        parts = scope.get("path", "").split("/")
+        if len(parts) < 3 or parts[1] != "l" or self.session.by_token(parts[2]) is None:
+            return "forbidden: open the link you were given (it holds your token)"
+        if scope.get("method") not in ("GET", "HEAD"):
+            origin = headers.get("origin")
+            if origin is None and "referer" in headers:
+                split = urlsplit(headers["referer"])
+                origin = f"{split.scheme}://{split.netloc}"
+            if origin not in self.origins:
+                return "forbidden: a change must come from this page"
+        return None
+
+
+def _templates() -> Environment:
+    return Environment(loader=FileSystemLoader(str(HERE / "templates")),
+                       autoescape=select_autoescape(default=True, default_for_string=True),
+                       trim_blocks=True, lstrip_blocks=True)
+
+
+def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http") -> ASGIApp:
+    """The application serving ``session`` to requests whose Host is one of ``hosts``."""
+    # starlette: the label extra, loaded only when the page is served.
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import (
+        HTMLResponse,
+        PlainTextResponse,
+        RedirectResponse,
+        Response,
+    )
+    from starlette.routing import Route
+
+    env = _templates()
+    case_page, done_page = env.get_template("case.html.j2"), env.get_template("done.html.j2")
+    static = {name: (HERE / "static" / name).read_bytes() for name in STATIC}
+
+    def person_of(request: Request) -> Labeller:
+        person = session.by_token(request.path_params["token"])
+        assert person is not None  # Guard refused every other token
+        return person
+
+    def base(person: Labeller) -> str:
+        return f"/l/{person.token}"
+
+    def index_of(request: Request, person: Labeller) -> int | None:
+        try:
+            index = int(request.path_params["index"])
+        except ValueError:
+            return None
+        return index if 1 <= index <= len(person.cases) else None
+
+    def page(person: Labeller, index: int, error: str | None = None,
+             status: int = 200) -> Response:
+        view = session.view(person, index, error)
+        html = case_page.render(v=view, base=base(person), labeller=person.name, pairwise=session.rubric.pairwise,
+                                title=session.rubric.title)
+        return HTMLResponse(html, status_code=status)
+
+    async def start(request: Request) -> Response:
+        person = person_of(request)
+        first = session.first_unlabelled(person)
+        target = f"/case/{first}" if first is not None else "/done"
+        return RedirectResponse(base(person) + target, status_code=303)
+
+    async def show(request: Request) -> Response:
+        person = person_of(request)
+        index = index_of(request, person)
+        if index is None:
+            return PlainTextResponse("no such case\n", status_code=404)
+        return page(person, index)
+
+    async def save(request: Request) -> Response:
+        person = person_of(request)
+        index = index_of(request, person)
+        if index is None:
+            return PlainTextResponse("no such case\n", status_code=404)
+        body = await request.body()
+        if len(body) > MAX_FORM or "form-urlencoded" not in request.headers.get(
+                "content-type", ""):
+            return PlainTextResponse("not a form of this page\n", status_code=400)
+        try:
+            values = dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True))
+        except (UnicodeDecodeError, ValueError):
+            return PlainTextResponse("not a form of this page\n", status_code=400)
+        case_id = person.cases[index - 1]
+        shown_before = case_id in person.judge_shown
+        # The journal's fsync blocks: off the event loop.
+        written, problem = await run_in_threadpool(session.save, person, index, values)
+        if problem is not None:
+            return page(person, index, problem, status=400)
+        if session.show_judge and written and not shown_before and case_id in person.done:
+            target = index  # the verdict, now that her own label is saved
+        elif index < len(person.cases):
+            target = index + 1
+        else:
+            target = session.first_unlabelled(person)
+        path = f"/case/{target}" if target is not None else "/done"
+        return RedirectResponse(base(person) + path, status_code=303)
+
+    async def done(request: Request) -> Response:
+        person = person_of(request)
+        html = done_page.render(labeller=person.name, done=len(person.done),
+                                total=len(person.cases), base=base(person),
+                                next_unlabelled=session.first_unlabelled(person),
+                                title=session.rubric.title)
+        return HTMLResponse(html)
+
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in static:
+            return PlainTextResponse("not found\n", status_code=404)
+        return Response(static[name], media_type=STATIC[name])
+
+    routes = [
+        Route("/l/{token}/", start, methods=["GET"]),
+        Route("/l/{token}/case/{index}", show, methods=["GET"]),
+        Route("/l/{token}/case/{index}", save, methods=["POST"]),
+        Route("/l/{token}/done", done, methods=["GET"]),
+        Route("/l/{token}/static/{name}", asset, methods=["GET"]),
+    ]
+    return Guard(Starlette(routes=routes), session, hosts, scheme)

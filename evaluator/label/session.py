@@ -1,0 +1,320 @@
+"""One labelling session on a sheet: what each labeller is given, what the page shows for a
+case, and what a save appends to the journal. No web framework here
+(:mod:`evaluator.label.app` serves it).
+
+Read once at start: ``sheet.json``, the rubric (its hash checked against the sheet's),
+``review.jsonl`` (its SHA-256 is the sheet's fingerprint), the journal (every line must be of
+this sheet and rubric) and the cases' text. On a blind sheet, or without ``show_judge``, the
+judge's cells of ``review.jsonl`` are dropped as it is read: they are never held, so no page
+can send them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluator.common.errors import UserError
+from evaluator.data.files import show_path
+from evaluator.data.sheet import (
+    JOURNAL,
+    JournalEntry,
+    SheetInfo,
+    append_label,
+    latest_labels,
+    now,
+    read_journal,
+    read_sheet_info,
+)
+from evaluator.data.sheet_cases import file_sha256, read_sheet_cases
+from evaluator.label.criteria import (
+    CANNOT_JUDGE,
+    LabelCriterion,
+    label_criteria,
+    to_screen,
+    to_systems,
+)
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import Rubric
+
+REVIEW_JSONL = "review.jsonl"
+MAX_TEXT = 4000  # a reason or comment, in characters
+
+
+class LabelError(UserError, ValueError):
+    """``evaluator label`` cannot start on this sheet with these options."""
+
+
+@dataclass
+class Labeller:
+    """One labeller of this session: the token in her URL, her cases in sheet order, those
+    she has labelled in full, and those whose judge verdict the page has shown her."""
+
+    name: str
+    token: str
+    cases: list[str]
+    done: set[str] = field(default_factory=set)
+    judge_shown: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One input field shown as text."""
+
+    name: str
+    description: str
+    text: str
+
+
+@dataclass
+class CaseView:
+    """Everything the case page shows (and nothing else)."""
+
+    labeller: str
+    index: int
+    total: int
+    done: int
+    case_done: bool
+    fields: list[Field]
+    left: Field | None
+    right: Field | None
+    criteria: list[LabelCriterion]
+    chosen: dict[str, str]
+    reason: str
+    comment: str
+    verdict: dict[str, str] | None
+    next_unlabelled: int | None
+    error: str | None = None
+
+
+def _read_review(sheet_dir: Path, info: SheetInfo, keep_judge: bool,
+                 ) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    path = Path(sheet_dir) / REVIEW_JSONL
+    try:
+        digest = file_sha256(path)
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LabelError(f"{show_path(path)}: not found; a sheet folder holds the "
+                         "review.jsonl its sheet.json was drawn from") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LabelError(f"cannot read {show_path(path)} ({exc})") from None
+    if digest != info.fingerprint:
+        raise LabelError(f"{show_path(path)} has changed since the sheet was drawn (its "
+                         "SHA-256 is not sheet.json's fingerprint); draw the sheet again")
+    ids: list[str] = []
+    judge: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            case_id = str(row["case_id"])
+        except (ValueError, KeyError, TypeError):
+            raise LabelError(f"{show_path(path)} line {number}: not a sheet row (no "
+                             "case_id); draw the sheet again") from None
+        ids.append(case_id)
+        if keep_judge and isinstance(row.get("criteria"), dict):
+            judge[case_id] = row["criteria"]
+    if len(set(ids)) != len(ids):
+        raise LabelError(f"{show_path(path)}: a case id appears twice; draw the sheet again")
+    return ids, judge
+
+
+def _verdict_cell(cell: Any) -> str:
+    if isinstance(cell, dict):
+        for name in ("score", "verdict", "choice", "value"):
+            if name in cell:
+                return _verdict_cell(cell[name])
+        return ""
+    if isinstance(cell, list):
+        return ", ".join(_verdict_cell(c) for c in cell)
+    return "" if cell is None else str(cell)
+
+
+def _form_value(value: float | str | None) -> str:
+    """A saved value as the form shows it: 4.0 as "4" (the scale's option), 0.75 as is."""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return "" if value is None else str(value)
+
+
+def shown_left(info: SheetInfo, labeller: str, case_id: str) -> str:
+    """Which system (``A`` or ``B``) a pairwise page shows on the left for this labeller and
+    case: drawn from a hash of the sheet's fingerprint, the labeller's name and the case id,
+    so it is random across cases and stable across restarts (tokens play no part)."""
+    digest = hashlib.sha256(f"{info.fingerprint}\0{labeller}\0{case_id}".encode()).digest()
+    return "A" if digest[0] & 1 == 0 else "B"
+
+
+class LabelSession:
+    """A sheet opened for labelling by ``labellers`` (each gets a new random token)."""
+
+    def __init__(self, sheet_dir: Path, labellers: Sequence[str], *, show_judge: bool = False,
+                 rubrics_dirs: Sequence[Path] = ()):
+        self.sheet_dir = Path(sheet_dir)
+        self.info = info = read_sheet_info(self.sheet_dir)
+        self.show_judge = show_judge
+        if show_judge and info.blind:
+            raise LabelError(f"{show_path(self.sheet_dir)} is a blind sheet: --show-judge "
+                             "is refused (its labels must not see the judge's verdict)")
+        names = list(dict.fromkeys(labellers))
+        if not names:
+            raise LabelError("name at least one labeller: --labeller NAME")
+        unknown = [n for n in names if info.labellers and n not in info.labellers]
+        if unknown:
+            raise LabelError(f"labeller {unknown[0]!r} is not one of this sheet's labellers "
+                             f"({', '.join(info.labellers)}); use one of those names")
+        self.rubric: Rubric = load_rubric(info.rubric, list(rubrics_dirs))
+        if self.rubric.source_sha256 != info.rubric_hash:
+            raise LabelError(f"rubric {info.rubric!r} ({show_path(self.rubric.source_path or '')})"
+                             " has changed since the sheet was drawn (its hash is not "
+                             "sheet.json's rubric_hash); restore that rubric file")
+        if (info.kind == "pairwise") != self.rubric.pairwise:
+            raise LabelError(f"sheet kind {info.kind!r} does not fit rubric "
+                             f"{info.rubric!r} (kind {self.rubric.kind!r})")
+        self.criteria = label_criteria(self.rubric, info.criteria)
+        self.case_ids, self._judge = _read_review(self.sheet_dir, info, show_judge)
+        entries = list(read_journal(self.sheet_dir))
+        foreign = next((i for i, e in enumerate(entries, start=1)
+                        if e.sheet != info.fingerprint or e.rubric_hash != info.rubric_hash),
+                       None)
+        if foreign is not None:
+            raise LabelError(f"{show_path(self.sheet_dir / JOURNAL)} entry {foreign} is of "
+                             "another sheet or rubric (fingerprint or rubric hash differs); "
+                             "move that journal away, or open the sheet it belongs to")
+        self._latest = latest_labels(entries)
+        self._lock = threading.Lock()
+        self.cases = read_sheet_cases(self.sheet_dir, info, self.rubric, self.case_ids)
+        self.labellers: dict[str, Labeller] = {}
+        for name in names:
+            mine = info.cases_of(name, self.case_ids)
+            person = Labeller(name, secrets.token_urlsafe(32), mine)
+            person.done = {c for c in mine if self._complete(name, c)}
+            self.labellers[person.token] = person
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def by_token(self, token: str) -> Labeller | None:
+        """The labeller whose token this is (compared in constant time), else None."""
+        found = None
+        for known, person in self.labellers.items():
+            if secrets.compare_digest(known.encode(), token.encode()):
+                found = person
+        return found
+
+    def _complete(self, name: str, case_id: str) -> bool:
+        return all((name, case_id, c.key) in self._latest for c in self.criteria)
+
+    def first_unlabelled(self, person: Labeller, after: int = 0) -> int | None:
+        """The 1-based position of the first case after ``after`` (wrapping round) that
+        ``person`` has not labelled in full; None when all are."""
+        n = len(person.cases)
+        for step in range(n):
+            i = (after + step) % n
+            if person.cases[i] not in person.done:
+                return i + 1
+        return None
+
+    def view(self, person: Labeller, index: int, error: str | None = None) -> CaseView:
+        """The page for ``person``'s case at 1-based ``index``. With ``show_judge``, the
+        judge's verdict is in the view only when she has saved her own label for the case,
+        and showing it is remembered (her later saves record ``judge_seen``)."""
+        case_id = person.cases[index - 1]
+        fields = self.cases[case_id]
+        side = shown_left(self.info, person.name, case_id) if self.rubric.pairwise else None
+        shown, left, right = [], None, None
+        candidates = self.rubric.candidates or ()
+        for name, spec in self.rubric.inputs.items():
+            if name not in candidates:
+                shown.append(Field(name, spec.description, fields.get(name, "")))
+        if side is not None:
+            first, second = candidates
+            a, b = fields.get(first, ""), fields.get(second, "")
+            left = Field("left", "Left answer", a if side == "A" else b)
+            right = Field("right", "Right answer", b if side == "A" else a)
+        chosen, reason, comment = {}, "", ""
+        for c in self.criteria:
+            entry = self._latest.get((person.name, case_id, c.key))
+            if entry is None:
+                continue
+            if entry.cannot_judge is not None:
+                chosen[c.key], reason = CANNOT_JUDGE, entry.cannot_judge
+            elif c.kind == "choice":
+                chosen[c.key] = to_screen(entry.value, entry.shown_left or side or "A") or ""
+            else:
+                chosen[c.key] = _form_value(entry.value)
+            comment = entry.comment or comment
+        verdict = None
+        done = case_id in person.done
+        if self.show_judge and done and case_id in self._judge:
+            cells = self._judge[case_id]
+            verdict = {}
+            for c in self.criteria:
+                text = _verdict_cell(cells.get(c.key))
+                if c.kind == "choice" and side is not None:
+                    text = to_screen(text, side) or text
+                verdict[c.key] = text
+            person.judge_shown.add(case_id)
+        return CaseView(person.name, index, len(person.cases), len(person.done), done, shown,
+                        left, right, self.criteria, chosen, reason, comment, verdict,
+                        self.first_unlabelled(person, index), error)
+
+    # -- saving ----------------------------------------------------------------------------
+
+    def save(self, person: Labeller, index: int, form: Mapping[str, str]) -> tuple[int, str | None]:
+        """Append what the form changed for ``person``'s case at ``index`` to the journal
+        (each line fsynced before this returns). Returns (lines written, the problem when
+        nothing could be saved). An unchanged value writes nothing: a changed one is a new
+        line, the last one counts."""
+        case_id = person.cases[index - 1]
+        side = shown_left(self.info, person.name, case_id) if self.rubric.pairwise else None
+        reason = (form.get("reason") or "").strip()[:MAX_TEXT]
+        comment = (form.get("comment") or "").strip()[:MAX_TEXT] or None
+        planned: list[tuple[LabelCriterion, float | str | None, str | None]] = []
+        for c in self.criteria:
+            raw = (form.get(f"v.{c.key}") or "").strip()
+            if form.get(f"cj.{c.key}") == CANNOT_JUDGE:  # a typed-in number's checkbox
+                raw = CANNOT_JUDGE
+            if not raw:
+                continue
+            if raw == CANNOT_JUDGE:
+                if not reason:
+                    return 0, (f"{c.key}: 'cannot judge' needs a reason; write it in the "
+                               "reason box")
+                planned.append((c, None, reason))
+                continue
+            try:
+                value = c.parse(raw)
+            except ValueError:
+                return 0, f"{c.key}: choose one of the values shown"
+            if side is not None:
+                value = to_systems(str(value), side)
+            planned.append((c, value, None))
+        if not planned and not any((person.name, case_id, c.key) in self._latest
+                                   for c in self.criteria):
+            return 0, "choose a value for at least one criterion, then save"
+        written = 0
+        with self._lock:
+            seen = case_id in person.judge_shown
+            for c, value, cannot in planned:
+                old = self._latest.get((person.name, case_id, c.key))
+                if old is not None and (old.value, old.cannot_judge, old.comment) == (
+                        value, cannot, comment):
+                    continue
+                entry = JournalEntry(labeller=person.name, time=now(), case_id=case_id,
+                                     criterion=c.key, value=value, cannot_judge=cannot,
+                                     comment=comment, judge_seen=seen, shown_left=side,
+                                     sheet=self.info.fingerprint,
+                                     rubric_hash=self.info.rubric_hash)
+                append_label(self.sheet_dir, entry)
+                self._latest[(person.name, case_id, c.key)] = entry
+                written += 1
+            if self._complete(person.name, case_id):
+                person.done.add(case_id)
+        return written, None

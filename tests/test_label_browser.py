@@ -1,0 +1,198 @@
+"""The labelling page in a real headless Chromium (the system one, driven by Playwright):
+a clinician labels 10 cases with the keyboard alone, a reload half-way resumes, a SIGKILLed
+server restarted loses and duplicates nothing, two labellers label at once, a hostile case
+renders as text. With EVALUATOR_DOC_SCREENSHOTS=1 the tests also write the screenshots of
+docs/labelling.md (docs/images/labelling-*.png)."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from evaluator.data.sheet import latest_labels, read_journal
+from tests.label_browser import Server, launch, playwright_or_reason
+from tests.label_sheets import IMG, SCRIPT, make_pairwise_sheet, make_single_sheet
+
+sync_playwright, SKIP = playwright_or_reason()
+pytestmark = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
+IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
+
+
+def _screenshot(page, name: str, full_page: bool = False) -> None:
+    if os.environ.get("EVALUATOR_DOC_SCREENSHOTS") == "1":
+        IMAGES.mkdir(exist_ok=True)
+        page.screenshot(path=str(IMAGES / f"labelling-{name}.png"), full_page=full_page)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        chromium = launch(playwright)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def context(browser):
+    ctx = browser.new_context(viewport={"width": 1200, "height": 900})
+    yield ctx
+    ctx.close()
+
+
+def _key_label(page, keys: str, expect_index: int | None) -> None:
+    """Type a value key per criterion, then Enter; wait for the next page."""
+    for key in keys:
+        page.keyboard.press(key)
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    if expect_index is not None:
+        assert page.url.endswith(f"/case/{expect_index}"), page.url
+
+
+def _case_no(page) -> str:
+    return page.locator(".case-no").inner_text()
+
+
+def _check_journal(sheet: Path, labellers: dict[str, int], criteria: int = 2) -> None:
+    entries = list(read_journal(sheet))
+    keys = Counter((e.labeller, e.case_id, e.criterion) for e in entries)
+    assert max(keys.values()) == 1, "a label was written twice"
+    for name, cases in labellers.items():
+        assert sum(1 for k in keys if k[0] == name) == cases * criteria, name
+
+
+def test_a_clinician_labels_ten_cases_with_the_keyboard_and_a_reload_resumes(tmp_path, context):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 10)
+    with Server(sheet, ["ana"]) as server:
+        page = context.new_page()
+        page.goto(server.url)
+        assert page.url.endswith("/case/1")
+        _screenshot(page, "case", full_page=True)
+        for i in range(1, 6):
+            assert f"Case {i} of 10" in _case_no(page)
+            _key_label(page, "42", i + 1)
+        page.reload()  # half-way: the same case, the progress kept
+        assert "Case 6 of 10" in _case_no(page)
+        assert "5 of 10 labelled" in page.locator("#progress-text").inner_text()
+        page.goto(server.url)  # her link again: the first unlabelled case
+        assert page.url.endswith("/case/6")
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_url("**/case/5")
+        assert page.locator('input[name="v.accuracy"][value="4"]').is_checked()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_url("**/case/6")
+        for i in range(6, 11):
+            _key_label(page, "35", i + 1 if i < 10 else None)
+        assert page.url.endswith("/done")
+        assert "All 10 cases labelled" in page.locator("h1").inner_text()
+        page.set_viewport_size({"width": 1200, "height": 320})
+        _screenshot(page, "end")
+    _check_journal(sheet, {"ana": 10})
+    latest = latest_labels(read_journal(sheet))
+    assert Counter(e.value for k, e in latest.items() if k[2] == "accuracy") == {4: 5, 3: 5}
+
+
+def test_a_server_killed_with_sigkill_and_restarted_loses_and_duplicates_nothing(
+        tmp_path, context):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 10)
+    page = context.new_page()
+    first = Server(sheet, ["ana"])
+    page.goto(first.url)
+    for i in range(1, 5):
+        _key_label(page, "24", i + 1)
+    first.kill()
+    first.stop()
+    saved = list(read_journal(sheet))
+    assert len(saved) == 8
+    with Server(sheet, ["ana"]) as second:
+        page.goto(second.url)
+        assert page.url.endswith("/case/5")  # resumes at her first unlabelled case
+        assert "4 of 10 labelled" in page.locator("#progress-text").inner_text()
+        for i in range(5, 11):
+            _key_label(page, "51", i + 1 if i < 10 else None)
+    after = list(read_journal(sheet))
+    assert after[:8] == saved  # the first server's lines, untouched
+    _check_journal(sheet, {"ana": 10})
+
+
+def test_two_labellers_in_two_browsers_at_once_lose_nothing(tmp_path, browser):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 10)
+    with Server(sheet, ["ana", "ben"]) as server:
+        pages = {}
+        for name in ("ana", "ben"):
+            ctx = browser.new_context()
+            pages[name] = ctx.new_page()
+            pages[name].goto(server.urls[name])
+        for i in range(1, 11):
+            for name, keys in (("ana", "43"), ("ben", "12")):
+                _key_label(pages[name], keys, i + 1 if i < 10 else None)
+        for page in pages.values():
+            assert "All 10 cases labelled" in page.locator("h1").inner_text()
+            page.context.close()
+    _check_journal(sheet, {"ana": 10, "ben": 10})
+    latest = latest_labels(read_journal(sheet))
+    assert {e.value for k, e in latest.items() if k[0] == "ben" and k[2] == "accuracy"} == {1}
+
+
+def test_a_hostile_case_renders_as_text_and_runs_nothing(tmp_path, context):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 3, hostile=True)
+    dialogs, requests, console = [], [], []
+    with Server(sheet, ["ana"]) as server:
+        page = context.new_page()
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.on("request", lambda r: requests.append(r.url))
+        page.on("console", lambda m: console.append(m.text))
+        page.goto(server.url)
+        page.wait_for_load_state("networkidle")
+        texts = page.locator("pre.text").all_inner_texts()
+        assert any(SCRIPT in t and IMG in t for t in texts)
+        assert page.locator("main img").count() == 0
+        _key_label(page, "33", 2)
+    assert dialogs == []
+    assert not [u for u in requests if u.rstrip("/").endswith("/x")]
+    assert all(u.startswith(server.url.split("/l/")[0]) for u in requests)
+    assert console == []  # no CSP refusal, no script error
+
+
+def test_a_pairwise_case_shows_two_answers_and_saves_in_terms_of_the_systems(
+        tmp_path, context):
+    sheet = tmp_path / "pair"
+    make_pairwise_sheet(sheet, 4)
+    with Server(sheet, ["ana"]) as server:
+        page = context.new_page()
+        page.goto(server.url)
+        left = page.locator("#left pre").inner_text()
+        assert page.locator("#right pre").is_visible()
+        _screenshot(page, "pairwise")
+        _key_label(page, "13", 2)  # left better; tie
+    entry = next(e for e in read_journal(sheet) if e.criterion == "critical_finding_concordance")
+    assert entry.shown_left in ("A", "B")
+    assert left.startswith(f"System {entry.shown_left}")
+    assert entry.value == entry.shown_left
+
+
+def test_without_javascript_the_page_is_plain_forms(tmp_path, browser):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 3)
+    ctx = browser.new_context(java_script_enabled=False)
+    try:
+        with Server(sheet, ["ana"]) as server:
+            page = ctx.new_page()
+            page.goto(server.url)
+            page.check('input[name="v.accuracy"][value="2"]')
+            page.check('input[name="v.clarity"][value="5"]')
+            with page.expect_navigation():
+                page.click("#save")
+            assert page.url.endswith("/case/2")
+            assert "1 of 3 labelled" in page.locator("#progress-text").inner_text()
+    finally:
+        ctx.close()
+    assert [(e.criterion, e.value) for e in read_journal(sheet)] == [
+        ("accuracy", 2), ("clarity", 5)]
