@@ -24,7 +24,7 @@ from evaluator.data.sources import CaseSource, LabelSource
 @click.command("agree")
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @label_options("a case id and a numeric label per row (a worksheet's design is "
-               "read).", required=True)
+               "read).", required=True, sheets=True)
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="Criterion or aggregate to compare (repeatable; default: KEY of a "
                    "KEY.label field, else every integer criterion and aggregate).")

@@ -19,7 +19,8 @@ from evaluator.data.sources import LabelSource
 @click.command("estimate")
 @click.argument("results", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@label_options("one per results file, in the same order.", required=True, multiple=True)
+@label_options("one per results file, in the same order.", required=True, multiple=True,
+               sheets=True)
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="Criterion or aggregate the labels rate (repeatable; default: KEY of a "
                    "KEY.label field).")

@@ -28,6 +28,7 @@ applied to per-case differences) and **independent** otherwise (said, with how t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from evaluator.analysis.estimate.inputs import (
     load_system,
     outcome_keys,
     scale_note,
+    sheet_field,
     system_names,
 )
 from evaluator.analysis.estimate.records import EstimateReport
@@ -236,6 +238,9 @@ def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence
                                     "(to compare two sheets of one system, estimate each "
                                     "on its own)")
     names = system_names(results)
+    field = sheet_field(labels, criteria)
+    if field is not None:  # sheet folders: the criterion's KEY.label, as a worksheet's
+        labels, label_field = replace(labels, field=field), field
     try:
         systems = [load_system(p, labels, lp, name, rubrics_dirs=rubrics_dirs)
                    for p, lp, name in zip(results, paths, names, strict=True)]
