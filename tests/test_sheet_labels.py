@@ -259,3 +259,25 @@ def test_compare_reads_a_pairwise_sheet_by_majority(tmp_path):
     same = json.loads(invoke("compare", path, "--labels", csv, "--label-field", "p",
                              "--json").stdout)
     assert document["comparisons"][0]["labels"] == same["comparisons"][0]["labels"]
+
+
+def test_the_html_report_shows_the_ceiling_beside_the_agreement(run, tmp_path):
+    from evaluator.report.build import build_report
+    from evaluator.report.html import render_html
+
+    path, _, truth, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows, blind=False)
+    for i, case in enumerate(chosen):
+        label(sheet, "ana", case, truth[case])
+        if i < 30:
+            label(sheet, "ben", case, min(5, truth[case] + (i % 2)))
+    report = build_report([path], labels=label_source(sheet, None), agreement_resamples=200)
+    [item] = report["agreement"]["files"]
+    [found] = item["result"].ceiling
+    html = render_html(report, plots=False)
+    assert "The ceiling, #1" in html and "clinician vs clinician" in html
+    kappa = found.statistics["kappa_quadratic"]
+    for figure in (kappa.judge, kappa.clinicians, kappa.difference):
+        assert f"{figure.value:.3f}".replace("-", "") in html
+    assert "judge vs each labeller" in html and "Not blind" in html
+    assert SECRET not in html
