@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 
+import krippendorff
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
 from sklearn.metrics import cohen_kappa_score
 
-import krippendorff
 from evaluator.analysis.agreement.ceiling import (
     CEILING_STATISTICS,
     alpha_from_coincidences,
@@ -68,14 +68,14 @@ def _population(scenario):
     out = {}
     for key, _ in CEILING_STATISTICS:
         if key == "kappa_quadratic":
-            f = lambda c: float(kappa_from_counts(c, SCALE))  # noqa: E731
+            f = lambda c: float(kappa_from_counts(c, SCALE))
         elif key == "spearman":
-            f = lambda c: float(spearman_from_counts(c))  # noqa: E731
+            f = lambda c: float(spearman_from_counts(c))
         elif key == "krippendorff_alpha_ordinal":
-            f = lambda c: float(alpha_from_coincidences(c + c.T))  # noqa: E731
+            f = lambda c: float(alpha_from_coincidences(c + c.T))
         else:
             within = 0 if key == "exact" else 1
-            f = lambda c, w=within: float(share_from_counts(c, SCALE, w))  # noqa: E731
+            f = lambda c, w=within: float(share_from_counts(c, SCALE, w))
         out[key] = (f(ja) + f(jb)) / 2 - f(ab)
     return out
 

@@ -174,7 +174,7 @@ def test_estimate_takes_the_mean_of_a_cases_labellers(run, tmp_path):
 
 
 def test_estimate_asks_which_criterion_of_a_sheet_of_several(run, tmp_path):
-    path, _, truth, chosen, rows = run
+    path, _, _, chosen, rows = run
     sheet = make_sheet(tmp_path / "sheet", rows, criteria=("accuracy", "clarity"))
     label(sheet, "ana", chosen[0], 3)
     one_line_error(invoke("estimate", path, "--labels", sheet), "rates accuracy, clarity",
@@ -182,7 +182,7 @@ def test_estimate_asks_which_criterion_of_a_sheet_of_several(run, tmp_path):
 
 
 def test_labels_of_another_draw_or_rubric_are_refused_in_one_line(run, tmp_path):
-    path, _, truth, chosen, rows = run
+    path, _, _, chosen, rows = run
     sheet = make_sheet(tmp_path / "sheet", rows)
     label(sheet, "ana", chosen[0], 3)
     label(sheet, "ana", chosen[1], 3, sheet="0" * 64)

@@ -140,7 +140,7 @@ def label_options(purpose: str, *, required: bool = False, multiple: bool = Fals
     options = [
         click.option("--labels", "label_paths", multiple=multiple, required=required,
                      type=SHEET_OR_FILE if sheets else path_type,
-                     help=(f"Labels file (.csv or .jsonl, e.g. a filled-in review.csv)"
+                     help=("Labels file (.csv or .jsonl, e.g. a filled-in review.csv)"
                            + (" or a labelling sheet's folder (SHEET_DIR of evaluator "
                               "review: its journal's labels)" if sheets else "")
                            + f": {purpose}")),

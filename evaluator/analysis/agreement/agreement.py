@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis import diagnostics
-from evaluator.analysis.agreement.design import AgreeDesign, agree_design
 from evaluator.analysis.agreement.ceiling import ceiling
+from evaluator.analysis.agreement.design import AgreeDesign, agree_design
 from evaluator.analysis.agreement.records import (
     AgreementBootstrap,
     AgreementReport,
@@ -578,9 +578,8 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
 class _FileRead:
     """A labels file's labels: one label per case, for every criterion compared."""
 
-    keys: list[str] = []
-
     def __init__(self, labels: Labels) -> None:
+        self.keys: list[str] = []
         self.labels = labels
         self.every = labels
         self.unlabelled = labels.unlabelled
