@@ -22,7 +22,8 @@ from evaluator.data.sources import LabelSource
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="A choice criterion to compare (repeatable; default: all of the rubric's).")
 @label_options("clinicians' preferences, A, B or tie per case (A: system A); with "
-               "one RESULTS file.", scale=False, sheets=True)
+               "one RESULTS file.", path_type=click.Path(path_type=Path), scale=False,
+               sheets=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def compare_command(results: tuple[Path, ...], criteria: tuple[str, ...],
                     labels: LabelSource | None, as_json: bool) -> None:

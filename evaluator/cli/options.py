@@ -139,7 +139,8 @@ def label_options(purpose: str, *, required: bool = False, multiple: bool = Fals
     required when ``required``."""
     options = [
         click.option("--labels", "label_paths", multiple=multiple, required=required,
-                     type=SHEET_OR_FILE if sheets else path_type,
+                     type=(SHEET_OR_FILE if sheets and path_type is EXISTING_FILE
+                           else path_type),
                      help=("Labels file (.csv or .jsonl, e.g. a filled-in review.csv)"
                            + (" or a labelling sheet's folder (SHEET_DIR of evaluator "
                               "review: its journal's labels)" if sheets else "")
