@@ -6,6 +6,7 @@ mean; compare: their majority), the non-blind note, and agree's ceiling."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -20,9 +21,18 @@ from evaluator.analysis.agreement.agreement import agreement
 from evaluator.analysis.agreement.ceiling import ceiling
 from evaluator.analysis.designs import random_draw
 from evaluator.analysis.estimate.estimate import estimate
+from evaluator.analysis.estimate.inputs import GATE_DRAW_SEED
+from evaluator.analysis.gates import parse_gate
 from evaluator.analysis.sheet_labels import VERDICT_SEEN, read_sheet_labels
 from evaluator.cli.main import cli
-from evaluator.data.sheet import JournalEntry, SheetInfo, append_label, now, write_sheet_info
+from evaluator.data.sheet import (
+    JournalEntry,
+    SheetInfo,
+    append_label,
+    now,
+    read_sheet_info,
+    write_sheet_info,
+)
 from evaluator.rubrics.load import load_rubric
 from tests.conftest import label_source
 from tests.label_world import SECRET, world, write_results, write_rows
@@ -30,24 +40,25 @@ from tests.pairwise_world import honest, run_judge
 from tests.pairwise_world import write_records as write_pairs
 
 RUBRIC_HASH = load_rubric("trial_eligibility").source_sha256
-FINGERPRINT = "f" * 64
 NOTE_START = VERDICT_SEEN.split("{")[0]
 
 
 def make_sheet(folder, rows, *, blind=True, criteria=("accuracy",), kind="single",
                rubric="trial_eligibility", rubric_hash=RUBRIC_HASH):
-    """A sheet folder as `evaluator review` draws one: review.jsonl rows and sheet.json."""
+    """A sheet folder as `evaluator review` draws one: review.jsonl rows and sheet.json
+    (its fingerprint: review.jsonl's SHA-256)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "review.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    drawn = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    (folder / "review.jsonl").write_bytes(drawn)
     write_sheet_info(folder, SheetInfo(
-        fingerprint=FINGERPRINT, rubric=rubric, rubric_hash=rubric_hash, kind=kind,
+        fingerprint=hashlib.sha256(drawn).hexdigest(), rubric=rubric, rubric_hash=rubric_hash, kind=kind,
         design=rows[0].get("design") or "random", blind=blind, criteria=list(criteria),
         results=[], created=now()))
     return folder
 
 
 def label(folder, labeller, case, value, criterion="accuracy", **kw):
-    entry = {"sheet": FINGERPRINT, "rubric_hash": RUBRIC_HASH} | kw
+    entry = {"sheet": read_sheet_info(folder).fingerprint, "rubric_hash": RUBRIC_HASH} | kw
     append_label(folder, JournalEntry(labeller=labeller, time=now(), case_id=case,
                                       criterion=criterion, value=value, **entry))
 
@@ -171,6 +182,16 @@ def test_estimate_takes_the_mean_of_a_cases_labellers(run, tmp_path):
     assert from_sheet.scale_note is None
     result = invoke("estimate", path, "--labels", sheet)
     assert result.exit_code == 0, result.output
+    # A gate's pass rate: one labeller's label drawn per case (0/1 kept).
+    drawn = read_sheet_labels(sheet).combined("accuracy", "draw", GATE_DRAW_SEED)
+    assert sum(drawn[c] == 5 and truth[c] != 5 for c in chosen[:30]) > 3
+    csv = write_rows(tmp_path / "drawn.csv", [{**r, "drawn": drawn[r["case_id"]]}
+                                              for r in rows])
+    gate = [parse_gate("accuracy>=4")]
+    gated = estimate([path], label_source(sheet, None), gates=gate).estimates[1]
+    same = estimate([path], label_source(csv, "drawn"), criteria=["accuracy"],
+                    gates=gate).estimates[1]
+    assert gated["outcome"] == "pass rate" and gated["ppi_ci"] == same["ppi_ci"]
 
 
 def test_estimate_asks_which_criterion_of_a_sheet_of_several(run, tmp_path):
@@ -195,6 +216,11 @@ def test_labels_of_another_draw_or_rubric_are_refused_in_one_line(run, tmp_path)
     off = make_sheet(tmp_path / "off", rows)
     label(off, "ana", chosen[0], 9)
     one_line_error(invoke("agree", path, "--labels", off), "not on the criterion's scale")
+    edited = make_sheet(tmp_path / "edited", rows)
+    label(edited, "ana", chosen[0], 3)
+    with (edited / "review.jsonl").open("a") as handle:  # a row added by hand
+        handle.write(json.dumps({**rows[0], "case_id": "case-0199"}) + "\n")
+    one_line_error(invoke("agree", path, "--labels", edited), "review.jsonl was changed")
 
 
 def test_a_csv_still_needs_its_label_field_and_a_plain_folder_is_refused(run, tmp_path):

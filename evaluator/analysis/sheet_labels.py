@@ -6,7 +6,8 @@ the sheet and the results, and each case's label when several labellers labelled
 drops "cannot judge" (counted); refuses in one line journal lines of another draw (their
 ``sheet`` fingerprint is not sheet.json's), of another rubric (their ``rubric_hash`` is not
 the results' rubric's), for a criterion or case the sheet does not have, or with a value off
-the criterion's scale (A, B or tie on a pairwise sheet). The sheet's ``review.jsonl`` rows
+the criterion's scale (A, B or tie on a pairwise sheet); and a ``review.jsonl`` changed since
+the draw (its SHA-256 is sheet.json's ``fingerprint``). The sheet's ``review.jsonl`` rows
 carry the design columns (:func:`evaluator.analysis.designs.read_design` reads them as it
 reads a worksheet's).
 
@@ -186,10 +187,17 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
         raise SheetLabelsError(f"{folder} is a {info.kind} sheet, but the results are "
                                f"{'pairwise' if pairwise else 'single-answer'}: give the "
                                "sheet drawn from these results")
-    rows = label_rows(folder / REVIEW_ROWS) if (folder / REVIEW_ROWS).is_file() else None
-    if rows is None:
-        raise SheetLabelsError(f"{folder}: no {REVIEW_ROWS} (the sheet's drawn cases); draw "
-                               "the sheet again with evaluator review")
+    review = folder / REVIEW_ROWS
+    try:
+        drawn_bytes = review.read_bytes()
+    except OSError:
+        raise SheetLabelsError(f"{folder}: no readable {REVIEW_ROWS} (the sheet's drawn "
+                               "cases); draw the sheet again with evaluator review") from None
+    if hashlib.sha256(drawn_bytes).hexdigest() != info.fingerprint:
+        raise SheetLabelsError(f"{review} was changed since the sheet was drawn (its SHA-256 "
+                               "is not sheet.json's fingerprint): restore it as evaluator "
+                               "review wrote it")
+    rows = label_rows(review)
     drawn = {str(row.get("case_id")) for _, row in rows}
     journal = folder / JOURNAL
     other_draw = sum(1 for e in entries if e.sheet != info.fingerprint)

@@ -54,6 +54,12 @@ PRIORITY_REFUSED = ("labels from a 'priority' worksheet were chosen for being ha
 
 
 MAX_LABEL = 1e9
+# The seed of the labeller drawn per case for a gate's pass rate on a sheet labelled by
+# several (agree's default seed: the same labeller as agree's figures by default).
+GATE_DRAW_SEED = 20141
+GATE_RULE = ("a --pass gate's pass rate takes, for a case labelled by several, one "
+             "labeller's label drawn per case (seed {seed}): the pass or fail stays 0/1, and "
+             "its expectation is the mean clinician's pass rate")
 FEW_LABELS = 30  # below it, CLT intervals undercover (docs/statistics.md has the figures)
 
 
@@ -85,6 +91,15 @@ class System:
     # labeller's own label, as given.
     sheet: SheetLabels | None = None
     given: list[float] | None = None
+    # A gate's outcome on a sheet: one labeller's label drawn per case (the pass or fail
+    # stays 0/1; its expectation is the mean clinician's pass rate).
+    drawn: dict[str, float] | None = None
+
+    def label_of(self, case_id: str, gate: Gate | None = None) -> float:
+        """The label of ``case_id`` for a criterion's mean, or for ``gate``'s pass rate."""
+        if gate is not None and self.drawn is not None:
+            return self.drawn[case_id]
+        return self.labels[case_id]
 
     @property
     def label_values(self) -> list[float]:
@@ -208,6 +223,8 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
     if sheet is not None:
         key = sheet.criteria_for(label_field)[0]
         system.given = [float(v) for by in sheet.ratings[key].values() for v in by.values()]
+        system.drawn = {case: float(v) for case, v
+                        in sheet.combined(key, "draw", GATE_DRAW_SEED).items()}
         system.notes += [sheet.rule_line("mean"), *sheet.notes]
     seen = verdict_seen_note(Path(labels_path), sheet)
     if seen:
@@ -377,12 +394,7 @@ def check_gate_scales(systems: Sequence[System], gates: Sequence[Gate]) -> None:
         if allowed is None:
             continue
         for system in systems:
-            if system.sheet is not None and system.sheet.several():
-                raise EstimateError(
-                    f"--pass {gate.rule!r}: {system.labels_path} has cases labelled by "
-                    "several labellers, whose mean label is no pass or fail; estimate the "
-                    "mean score (without --pass), or a sheet with one labeller per case")
-            if any(v not in allowed for v in system.labels.values()):
+            if any(v not in allowed for v in system.label_values):
                 raise EstimateError(
                     f"--pass {gate.rule!r}: the labels in {system.labels_path} are not on "
                     f"{gate.key!r}'s scale ({min(allowed)}-{max(allowed)}), so the gate "
