@@ -31,8 +31,9 @@ def compare_command(results: tuple[Path, ...], criteria: tuple[str, ...],
     judged in both orders): per choice criterion A's win rate, the position consistency
     and position bias, the length bias (and a length-controlled win rate), with --labels
     the agreement with clinicians' preferences, and with more than two systems their
-    Bradley-Terry strengths and ranking. Each figure has its 95% CI; no case text is
-    shown."""
+    Bradley-Terry strengths and ranking. --labels may be a pairwise labelling sheet's
+    folder: a case several clinicians labelled gets their majority (a tie between their
+    choices: tie). Each figure has its 95% CI; no case text is shown."""
     if labels is not None and labels.field is not None and labels.path is None:
         raise UserError("--label-field goes with --labels")
     report = compare(list(results), criteria=criteria, labels=labels)
