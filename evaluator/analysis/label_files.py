@@ -97,6 +97,10 @@ def _show_scale(values: Sequence[float]) -> str:
 def label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, row) for every row of a JSONL or CSV labels file."""
     suffix = path.suffix.lower()
+    if path.is_dir():
+        raise AgreementError(f"{path} is a folder without a sheet.json: give a labels file "
+                             "(.csv or .jsonl) or a labelling sheet's folder (evaluator "
+                             "review --out DIR)")
     try:
         check_regular_file(path, "labels file")
         # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark. newline="": a

@@ -24,7 +24,7 @@ from evaluator.data.sources import CaseSource, LabelSource
 @click.command("agree")
 @click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @label_options("a case id and a numeric label per row (a worksheet's design is "
-               "read).", required=True)
+               "read).", required=True, sheets=True)
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="Criterion or aggregate to compare (repeatable; default: KEY of a "
                    "KEY.label field, else every integer criterion and aggregate).")
@@ -56,7 +56,10 @@ def agree_command(results: Path, labels: LabelSource, criteria: tuple[str, ...],
     labels, unreliable intervals) and judge-bias figures (verbosity, --by subgroups); --pass
     gates. Labels from a review worksheet: a priority sheet is warned about before any
     figure; an active sheet's labels weigh 1/pi in kappa, mean |judge - label|, exact and
-    within-one agreement, the confusion matrix and the gates. Only 'ok' results are
+    within-one agreement, the confusion matrix and the gates. --labels may be a labelling
+    sheet's folder: a case several clinicians labelled counts once (one labeller's label
+    drawn per case), and on those cases the ceiling is printed: clinician-vs-clinician
+    agreement beside the judge's, and their difference with a CI. Only 'ok' results are
     compared; case text is never shown."""
     report = agreement(results, labels, criteria=criteria, resamples=resamples, seed=seed,
                        rubrics_dirs=rubrics_dirs, cases=cases, text_field=text_field, by=by,

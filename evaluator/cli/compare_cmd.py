@@ -22,8 +22,8 @@ from evaluator.data.sources import LabelSource
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="A choice criterion to compare (repeatable; default: all of the rubric's).")
 @label_options("clinicians' preferences, A, B or tie per case (A: system A); with "
-               "one RESULTS file.", path_type=click.Path(dir_okay=False, path_type=Path),
-               scale=False)
+               "one RESULTS file.", path_type=click.Path(path_type=Path), scale=False,
+               sheets=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def compare_command(results: tuple[Path, ...], criteria: tuple[str, ...],
                     labels: LabelSource | None, as_json: bool) -> None:
@@ -31,8 +31,9 @@ def compare_command(results: tuple[Path, ...], criteria: tuple[str, ...],
     judged in both orders): per choice criterion A's win rate, the position consistency
     and position bias, the length bias (and a length-controlled win rate), with --labels
     the agreement with clinicians' preferences, and with more than two systems their
-    Bradley-Terry strengths and ranking. Each figure has its 95% CI; no case text is
-    shown."""
+    Bradley-Terry strengths and ranking. --labels may be a pairwise labelling sheet's
+    folder: a case several clinicians labelled gets their majority (a tie between their
+    choices: tie). Each figure has its 95% CI; no case text is shown."""
     if labels is not None and labels.field is not None and labels.path is None:
         raise UserError("--label-field goes with --labels")
     report = compare(list(results), criteria=criteria, labels=labels)

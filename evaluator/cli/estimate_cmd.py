@@ -19,7 +19,8 @@ from evaluator.data.sources import LabelSource
 @click.command("estimate")
 @click.argument("results", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@label_options("one per results file, in the same order.", required=True, multiple=True)
+@label_options("one per results file, in the same order.", required=True, multiple=True,
+               sheets=True)
 @click.option("--criterion", "criteria", multiple=True, metavar="KEY",
               help="Criterion or aggregate the labels rate (repeatable; default: KEY of a "
                    "KEY.label field).")
@@ -45,7 +46,8 @@ def estimate_command(results: tuple[Path, ...], labels: LabelSource,
     alone, and PPI++ (prediction-powered inference), whose 95% CI is valid whatever the
     judge's quality; with several RESULTS, each pair's difference with its CI and p-value.
     Labels from `evaluator review --design random|active` carry their probabilities; labels
-    from a priority sheet are refused. No case text is shown."""
+    from a priority sheet are refused; from a sheet folder, a case several clinicians
+    labelled counts once, with the mean of their labels. No case text is shown."""
     report = estimate(list(results), labels, criteria=criteria, gates=gates,
                       score_mode=score_mode, rubrics_dirs=rubrics_dirs)
     if as_json:

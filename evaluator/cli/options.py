@@ -100,6 +100,9 @@ def tracking_options(command):
 
 
 EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+# A labels file or a labelling sheet's folder (issue 37): a folder is checked for its
+# sheet.json where the labels are read.
+SHEET_OR_FILE = click.Path(exists=True, path_type=Path)
 
 
 def _grouped(options, build):
@@ -126,17 +129,27 @@ def _id_column(kwargs: dict, canonical: str, alias: str) -> str:
 
 def label_options(purpose: str, *, required: bool = False, multiple: bool = False,
                   path_type: click.Path = EXISTING_FILE, scale: bool = True,
-                  old_id: bool = True):
+                  old_id: bool = True, sheets: bool = False):
     """``--labels`` (what for: ``purpose``; repeatable with ``multiple``), ``--label-field``,
     ``--label-id-column`` and ``--label-scale``, handed to the command as ``labels``: a
     :class:`LabelSource`, None when none of them is given. ``old_id``: the command's
-    ``--id-column`` (hidden) is the old spelling of ``--label-id-column``."""
+    ``--id-column`` (hidden) is the old spelling of ``--label-id-column``. ``sheets``:
+    ``--labels`` may be a labelling sheet's folder (sheet.json in it), whose labels are its
+    journal's; ``--label-field`` is then the criterion (optional), and with a labels file
+    required when ``required``."""
     options = [
         click.option("--labels", "label_paths", multiple=multiple, required=required,
-                     type=path_type, help=f"Labels file (.csv or .jsonl, e.g. a filled-in "
-                                          f"review.csv): {purpose}"),
-        click.option("--label-field", required=required,
-                     help="The labels file's field holding the label."),
+                     type=(SHEET_OR_FILE if sheets and path_type is EXISTING_FILE
+                           else path_type),
+                     help=("Labels file (.csv or .jsonl, e.g. a filled-in review.csv)"
+                           + (" or a labelling sheet's folder (SHEET_DIR of evaluator "
+                              "review: its journal's labels)" if sheets else "")
+                           + f": {purpose}")),
+        click.option("--label-field", required=required and not sheets,
+                     help="The labels file's field holding the label"
+                          + ("; with a sheet folder, the criterion (KEY or KEY.label; "
+                             "default: every criterion the command compares)."
+                             if sheets else ".")),
         click.option("--label-id-column", default="case_id", show_default=True,
                      help="The labels file's case id column."),
         *([click.option("--label-scale", default=None, metavar="VALUES",
@@ -154,6 +167,10 @@ def label_options(purpose: str, *, required: bool = False, multiple: bool = Fals
         values = tuple(parse_label_scale(text)) if text is not None else None
         kwargs["labels"] = (None if not paths and field is None and values is None
                             else LabelSource(paths, field, id_column, values))
+        if sheets and required and field is None and not all(
+                kwargs["labels"].is_sheet(p) for p in paths):
+            raise click.UsageError("Missing option '--label-field' (the labels file's field "
+                                   "holding the label; optional with a sheet folder).")
         return kwargs
     return _grouped(options if old_id else options[:-1], build)
 

@@ -23,7 +23,7 @@ from evaluator.report.html import write_report
 @label_options("for agreement tables and clinician-level estimates: one for every "
                "results file (several judges of the same answers), or one per results file "
                "in the same order (several systems: the page then compares them).",
-               multiple=True, old_id=False)
+               multiple=True, old_id=False, sheets=True)
 @click.option("--estimate-criterion", "estimate_criteria", multiple=True, metavar="KEY",
               help="With --labels: the criterion the labels rate, for the clinician-level "
                    "estimates (repeatable; default: KEY of a KEY.label field).")

@@ -266,7 +266,8 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
 def _agreement(files: list[dict[str, Any]], labels: LabelSource, resamples: int,
                options: Mapping[str, Any]) -> dict[str, Any]:
     for path in dict.fromkeys(labels.paths):  # a bad labels file stops the report
-        load_labels(labels, path, rubric=files[0]["rubric"])
+        if not labels.is_sheet(path):  # a sheet folder is read (and checked) by agreement()
+            load_labels(labels, path, rubric=files[0]["rubric"])
     per_file = []
     for entry, path in zip(files, _labels_per_file(labels.paths, files), strict=True):
         try:
@@ -373,7 +374,8 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
     :class:`evaluator.analysis.score_mode.ScoreModeError` for expected scores of a file
     without distributions)."""
     cases = cases or CaseSource()
-    if labels is not None and labels.paths and not labels.field:
+    if labels is not None and labels.paths and not labels.field and not all(
+            labels.is_sheet(p) for p in labels.paths):
         raise ReportError("--labels needs --label-field")
     rubric, files = _load(results, rubrics_dirs, score_mode, low_confidence)
     case_sets = _case_sets(files)

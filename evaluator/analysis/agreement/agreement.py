@@ -37,8 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis import diagnostics
+from evaluator.analysis.agreement.ceiling import ceiling
 from evaluator.analysis.agreement.design import AgreeDesign, agree_design
-from evaluator.analysis.agreement.records import AgreementBootstrap, AgreementReport
+from evaluator.analysis.agreement.records import (
+    AgreementBootstrap,
+    AgreementReport,
+    Ceiling,
+    LabellerAgreement,
+    SheetLabelsBlock,
+)
 from evaluator.analysis.case_fields import case_fields, evaluated_field
 from evaluator.analysis.gates import POSITIVE_CLASS, Gate, gate_table
 from evaluator.analysis.intervals import (
@@ -55,11 +62,13 @@ from evaluator.analysis.intervals import (
 from evaluator.analysis.kinds import KINDS, analysis_kind
 from evaluator.analysis.label_files import (
     AgreementError,
+    Labels,
     load_groups,
     load_labels,
     rated_criteria,
 )
 from evaluator.analysis.score_mode import ScoredView, mode_block, score_view
+from evaluator.analysis.sheet_labels import SheetLabels, read_sheet_labels, verdict_seen_note
 from evaluator.analysis.stats import require_stats
 from evaluator.analysis.summary.records import ScoreModeBlock
 from evaluator.data.results import ResultRecord, read_results
@@ -73,6 +82,10 @@ SAME_SCALE_NOTE = ("kappa, ICC, exact and within-one agreement compare values di
                    "assume the judge and the labels use the same scale; Spearman and Kendall "
                    "do not")
 # --score expected: statistics that need categories are not computed (docs/statistics.md).
+CEILING_DRAWN_NOTE = ("the ceiling describes the overlap cases as drawn (not design-weighted: "
+                      "they over-represent the judge's uncertain cases)")
+# Fewer overlap cases than this: no ceiling (a bootstrap over a handful of cases says little).
+MIN_OVERLAP = 5
 NOT_CATEGORIES = ("not applicable to expected scores (they are not categories); ICC, "
                   "Krippendorff's alpha and the mean absolute difference compare them")
 
@@ -400,7 +413,16 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
 
     The labels file's design (:func:`evaluator.analysis.agreement.design.agree_design`) is
     the ``design`` block; a ``priority`` one puts its warning first in ``warnings``, an
-    ``active`` one weights the statistics that have a weighted form (each case 1/pi)."""
+    ``active`` one weights the statistics that have a weighted form (each case 1/pi).
+
+    ``labels.path`` a sheet folder (:mod:`evaluator.analysis.sheet_labels`): its journal's
+    labels, for the criterion ``labels.field`` names (KEY or KEY.label), else ``criteria``,
+    else every criterion of the sheet; a case several labelled counts once, with one
+    labeller's label drawn per case (seeded by ``seed``); ``by_labeller`` has the judge
+    against each labeller, ``ceiling`` the clinician-vs-clinician agreement on the cases
+    labelled by two or more beside the judge's on the same cases, and ``sheet`` how the
+    labels were read. ``verdict_seen``: the note when labels were given with the judge's
+    verdict in view (a sheet, or a labels file in a sheet folder, not blind)."""
     require_stats()
     results_path = Path(results_path)
     labels_path, label_field = Path(str(labels.path)), str(labels.field)
@@ -413,29 +435,41 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
     if rubric is not None and (refused := analysis_kind(rubric).elsewhere(results_path,
                                                                           rubric.name, "agree")):
         raise AgreementError(refused)
-    id_column, labels = labels.id_column, load_labels(labels, rubric=rubric)
-    groups = load_groups(labels_path, by, id_column) if by else None
     ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}
     not_ok = [r for r in records if r.case_id not in ok]
+    sheet = None
+    if labels.is_sheet(labels_path):
+        sheet = read_sheet_labels(labels_path, rubric=rubric,
+                                  rubric_hash=rubric.source_sha256 if rubric else None)
+        read = _SheetRead(sheet, sheet.criteria_for(labels.field, criteria), seed)
+        label_field = labels.field or ", ".join(f"{k}.label" for k in read.keys)
+    else:
+        read = _FileRead(load_labels(labels, rubric=rubric))
+    id_column = "case_id" if sheet is not None else labels.id_column
+    every = read.every
+    groups = (load_groups(sheet.review_path if sheet else labels_path, by, id_column)
+              if by else None)
     if score_mode != "argmax" and rubric is None:
         raise AgreementError(f"--score {score_mode} needs the rubric: {rubric_note}")
     view = (score_view(rubric, records, score_mode, str(results_path)) if rubric is not None
             else _argmax_view(ok.values()))
-    joined_ids = [case_id for case_id in ok if case_id in labels and case_id in view.values
+    joined_ids = [case_id for case_id in ok if case_id in every and case_id in view.values
                   and (only_ids is None or case_id in only_ids)]
     if not joined_ids:
         raise AgreementError(f"no case id of {results_path} ({len(ok)} ok result(s)) is in "
-                             f"{labels_path} ({len(labels)} label(s))"
+                             f"{labels_path} ({len(every)} label(s))"
                              + (" among the common cases" if only_ids is not None else "")
-                             + "; check --id-column")
-    design = agree_design(labels_path, id_column, joined_ids, list(ok), results_path)
+                             + ("" if sheet else "; check --id-column"))
+    design = agree_design(sheet.review_path if sheet else labels_path, id_column, joined_ids,
+                          list(ok), results_path, rows=sheet.rows if sheet else None)
     available: list[str] = []
     for record in ok.values():
         for key in _numeric_keys(record.scores or {}) + list(record.aggregates or {}):
             if key not in available:
                 available.append(key)
-    # A worksheet's KEY.label column rates KEY alone: never every criterion.
-    rated = rated_criteria(label_field, criteria, available)
+    # A worksheet's KEY.label column rates KEY alone: never every criterion; a sheet rates
+    # its own criteria.
+    rated = read.keys if sheet else rated_criteria(label_field, criteria, available)
     chosen = rated or available
     unknown = [key for key in chosen if key not in available]
     if unknown:
@@ -466,20 +500,25 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
     warned: list[str] = list(design.warnings)
     circular: list[dict[str, Any]] = []
     if fields is not None:
-        shown = {name: [fields[i].get(name, "") for i in joined_ids]
-                 for name in (rubric.inputs if rubric else ())}
-        circular = diagnostics.circular_fields(shown, [labels[i] for i in joined_ids])
-        warned += [diagnostics.circular_warning(label_field, entry) for entry in circular]
+        for key in (read.keys if sheet else [None]):
+            labelled = [i for i in joined_ids if i in read.of(key)]
+            shown = {name: [fields[i].get(name, "") for i in labelled]
+                     for name in (rubric.inputs if rubric else ())}
+            found = diagnostics.circular_fields(shown, [read.of(key)[i] for i in labelled])
+            circular += found
+            warned += [diagnostics.circular_warning(f"{key}.label" if key else label_field,
+                                                    entry) for entry in found]
     continuous = score_mode == "expected"
 
     def paired(key: str) -> tuple[list[str], list[float], list[float]]:
         ids, judge, label = [], [], []
+        labels_of = read.of(key)
         for case_id in joined_ids:
             value = view.value(case_id, key)
-            if value is not None:
+            if value is not None and case_id in labels_of:
                 ids.append(case_id)
                 judge.append(float(value))
-                label.append(labels[case_id])
+                label.append(labels_of[case_id])
         return ids, judge, label
 
     per_criterion: dict[str, Any] = {}
@@ -499,14 +538,31 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
             if continuous:
                 _drop_categories(stats)
         per_criterion[key] = stats
+    sheet_block = verdict_seen = None
+    by_labeller: dict[str, list[LabellerAgreement]] = {}
+    ceilings: list[Ceiling] = []
+    if sheet is not None:
+        verdict_seen = verdict_seen_note(labels_path, sheet)
+        ceilings, ceiling_notes = _ceilings(sheet, read.keys, joined_ids, view, scales,
+                                            continuous, resamples, seed)
+        by_labeller = {key: _by_labeller(sheet, key, joined_ids, view) for key in read.keys
+                       if len(sheet.labellers) >= 2}
+        sheet_block = SheetLabelsBlock(
+            folder=str(labels_path), blind=sheet.info.blind, labellers=sheet.labellers,
+            rule=sheet.rule_line("draw", seed), cannot_judge=sheet.cannot_judge,
+            judge_seen=sheet.judge_seen,
+            notes=sheet.notes + ceiling_notes
+            + ([CEILING_DRAWN_NOTE] if design.weighted and ceilings else []))
+    else:
+        verdict_seen = verdict_seen_note(labels_path)
     return AgreementReport(
         results=str(results_path), labels=str(labels_path), label_field=label_field,
-        results_ok=len(ok), labels_total=len(labels), joined=len(joined_ids),
+        results_ok=len(ok), labels_total=len(every), joined=len(joined_ids),
         common_cases=None if only_ids is None else len(only_ids),
         unmatched_results=len(ok) - view.left_out - len(joined_ids),
-        unmatched_labels=sum(1 for case_id in labels if case_id not in ok),
-        unlabelled_rows=labels.unlabelled,
-        not_ok_labelled=sum(1 for r in not_ok if r.case_id in labels),
+        unmatched_labels=sum(1 for case_id in every if case_id not in ok),
+        unlabelled_rows=read.unlabelled,
+        not_ok_labelled=sum(1 for r in not_ok if r.case_id in every),
         not_ok_status_counts=dict(sorted(Counter(r.status for r in not_ok).items())),
         bootstrap=AgreementBootstrap(resamples=resamples, seed=seed, method="BCa, case pairs",
                                      undefined_limit=UNDEFINED_SHARE_LIMIT),
@@ -515,7 +571,88 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
         warnings=warned, design=design.block, circular=circular, note=SAME_SCALE_NOTE,
         score_mode=ScoreModeBlock(**mode_block(score_mode, view.left_out)),
         criteria=per_criterion, gates=[_gate(gate, paired(gate.key), design) for gate in gates],
-        gates_note=POSITIVE_CLASS if gates else None)
+        gates_note=POSITIVE_CLASS if gates else None, sheet=sheet_block,
+        by_labeller=by_labeller, ceiling=ceilings, verdict_seen=verdict_seen)
+
+
+class _FileRead:
+    """A labels file's labels: one label per case, for every criterion compared."""
+
+    def __init__(self, labels: Labels) -> None:
+        self.keys: list[str] = []
+        self.labels = labels
+        self.every = labels
+        self.unlabelled = labels.unlabelled
+
+    def of(self, key: str | None) -> Mapping[str, float]:
+        return self.labels
+
+
+class _SheetRead:
+    """A sheet folder's labels: per criterion compared (``keys``), each case's one label
+    (several labellers: one drawn per case, :data:`~evaluator.analysis.sheet_labels.RULES`)."""
+
+    def __init__(self, sheet: SheetLabels, keys: list[str], seed: int) -> None:
+        self.keys = keys
+        self.by_key = {key: {case: float(value) for case, value
+                             in sheet.combined(key, "draw", seed).items()} for key in keys}
+        self.every = {case for labels in self.by_key.values() for case in labels}
+        self.unlabelled = sum(1 for _, row in sheet.rows
+                              if str(row.get("case_id")) not in self.every)
+
+    def of(self, key: str | None) -> Mapping[str, float]:
+        return self.by_key.get(str(key), {})
+
+
+def _ceilings(sheet: SheetLabels, keys: Sequence[str], joined_ids: Sequence[str],
+              view: ScoredView, scales: Mapping[str, Sequence[int]], continuous: bool,
+              resamples: int, seed: int) -> tuple[list[Ceiling], list[str]]:
+    """The ceiling of each criterion with overlap cases among the joined ones
+    (:func:`evaluator.analysis.agreement.ceiling.ceiling`), and notes on those without."""
+    joined = set(joined_ids)
+    out: list[Ceiling] = []
+    notes: list[str] = []
+    for key in keys:
+        overlap = {case: by for case, by in sheet.overlap(key).items()
+                   if case in joined and view.value(case, key) is not None}
+        if not overlap:
+            continue
+        if continuous:
+            notes.append(f"{key}: no ceiling with --score expected (the judge's expected "
+                         "scores are not categories); run agree with --score argmax")
+            continue
+        if len(overlap) < MIN_OVERLAP:
+            notes.append(f"{key}: {len(overlap)} case(s) labelled by two or more labellers: "
+                         f"no ceiling under {MIN_OVERLAP}")
+            continue
+        cases = sorted(overlap)
+        out.append(ceiling(key, [float(view.value(c, key)) for c in cases],
+                           [{name: float(v) for name, v in overlap[c].items()} for c in cases],
+                           scale=[float(v) for v in scales.get(key, ())],
+                           resamples=resamples, seed=seed))
+    return out, notes
+
+
+def _by_labeller(sheet: SheetLabels, key: str, joined_ids: Sequence[str],
+                 view: ScoredView) -> list[LabellerAgreement]:
+    """The judge against each labeller's own labels of ``key`` on the joined cases."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    import numpy as np
+
+    rows = []
+    joined = set(joined_ids)
+    for name in sheet.labellers:
+        pairs = [(float(view.value(c, key)), float(by[name]))
+                 for c, by in sheet.ratings.get(key, {}).items()
+                 if name in by and c in joined and view.value(c, key) is not None]
+        if not pairs:
+            continue
+        x, y = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+        integral = _is_integral(x) and _is_integral(y)
+        rows.append(LabellerAgreement(
+            labeller=name, n=len(pairs), kappa_quadratic=_kappa(x, y) if integral else None,
+            exact=clean(float(np.mean(x == y)))))
+    return rows
 
 
 def _gate(gate: Gate, pairs: tuple[list[str], list[float], list[float]],

@@ -69,11 +69,14 @@ class AgreeDesign:
 
 
 def agree_design(labels_path: Path, id_column: str, joined_ids: Sequence[str],
-                 ok_ids: Sequence[str], results_path: Path) -> AgreeDesign:
+                 ok_ids: Sequence[str], results_path: Path,
+                 rows: list[tuple[int, dict[str, Any]]] | None = None) -> AgreeDesign:
     """Read the design of ``labels_path`` (:func:`read_design`; raises
     :class:`~evaluator.analysis.designs.DesignError`) and say what it means for the
-    agreement of ``results_path`` (its ``ok`` case ids: ``ok_ids``) over ``joined_ids``."""
-    design = read_design(Path(labels_path), id_column)
+    agreement of ``results_path`` (its ``ok`` case ids: ``ok_ids``) over ``joined_ids``.
+    ``rows``: the labels' rows when they are not read from ``labels_path`` (a sheet
+    folder's review.jsonl rows)."""
+    design = read_design(Path(labels_path), id_column, rows=rows)
     probabilities = {design.probabilities.get(c) for c in joined_ids}
     weighted = design.kind == "active" and len(probabilities) > 1
     notes: list[str] = []

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from evaluator.analysis.summary.records import ScoreModeBlock
 from evaluator.common.record import Record
 
@@ -18,6 +20,67 @@ class AgreementBootstrap(Record):
     seed: int
     method: str
     undefined_limit: float
+
+
+class CeilingFigure(Record):
+    """One figure of the ceiling with its 95% CI (None: none, ``ci_method`` says why) and
+    the bootstrap resamples where it was undefined."""
+
+    value: float | None
+    ci95: list[float] | None
+    ci_method: str
+    undefined: int = 0
+
+
+class CeilingStatistic(Record):
+    """One statistic on the overlap cases: clinician vs clinician, judge vs clinicians, and
+    the difference (judge minus clinicians), from the same resampled cases."""
+
+    clinicians: CeilingFigure
+    judge: CeilingFigure
+    difference: CeilingFigure
+
+
+class Ceiling(Record):
+    """The ceiling of one criterion (:mod:`evaluator.analysis.agreement.ceiling`): the
+    overlap cases (``n``, each labelled by two or more of ``labellers``), the labeller
+    ``pairs`` and ``ratings`` behind them, the bootstrap, and per statistic the three
+    figures."""
+
+    criterion: str
+    n: int
+    labellers: list[str]
+    pairs: int
+    ratings: int
+    resamples: int
+    seed: int
+    method: str
+    statistics: dict[str, CeilingStatistic]
+
+
+class LabellerAgreement(Record):
+    """The judge against one labeller's own labels on one criterion (every case that
+    labeller labelled): the per-labeller breakdown of a sheet labelled by several."""
+
+    labeller: str
+    n: int
+    kappa_quadratic: float | None
+    exact: float | None
+
+
+class SheetLabelsBlock(Record):
+    """Labels read from a labelling sheet's folder: whether it is blind, how several
+    labellers' labels of one case became the case's label (``rule``), what was left out
+    (``cannot_judge``: labels saved as "cannot judge"), how many labels were saved with
+    the judge's verdict in view, and the notes said before the figures."""
+
+    folder: str
+    blind: bool
+    labellers: list[str]
+    rule: str
+    cannot_judge: int
+    judge_seen: int
+    notes: list[str]
 
 
 class AgreementReport(Record):
@@ -49,3 +112,11 @@ class AgreementReport(Record):
     criteria: dict[str, dict[str, Any]]
     gates: list[dict[str, Any]]
     gates_note: str | None
+    # Labels from a sheet folder (issue 37): None for a labels file.
+    sheet: SheetLabelsBlock | None = None
+    # The judge against each labeller, per criterion, and the ceiling per criterion with
+    # overlap cases (empty without them).
+    by_labeller: dict[str, list[LabellerAgreement]] = Field(default_factory=dict)
+    ceiling: list[Ceiling] = Field(default_factory=list)
+    # The note when labels were given with the judge's verdict in view (None: blind).
+    verdict_seen: str | None = None

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evaluator.analysis.agreement.records import AgreementReport
+from evaluator.analysis.agreement.ceiling import CEILING_STATISTICS
+from evaluator.analysis.agreement.records import (
+    AgreementReport,
+    Ceiling,
+    CeilingFigure,
+    LabellerAgreement,
+)
 from evaluator.analysis.gates import format_gates
 from evaluator.analysis.intervals import format_ci, format_number
 from evaluator.common.columns import Notes, row, whole, wrap
@@ -26,6 +32,9 @@ LENGTHS = (("text_chars", "evaluated text, characters"),
 DRAWN_ONLY = " (drawn cases, not design-weighted)"
 CI_NOTES = "CI: the method of each 95% CI, or why there is none"
 GROUP_WIDTH = 24  # the subgroup tables' first column
+WITHIN_ONE_NOTE = ("within-one agreement is near 1 when clinicians rarely differ by two "
+                   "points: a few cases decide it, and its CI covers less than 95% "
+                   "(docs/statistics.md)")
 
 
 def _p(value: float | None) -> str:
@@ -57,6 +66,8 @@ def _header(report: AgreementReport) -> list[str]:
     lines = [*_wrapped(f"labels {report.labels} field {report.label_field!r} vs "
                        f"{report.results}"),
              *_design(design),
+             *(_wrapped(report.verdict_seen) if report.verdict_seen else []),
+             *_sheet(report),
              *_wrapped(f"n = {report.joined} joined case(s)"
                        + (f" (restricted to the {report.common_cases} cases common to "
                           "every file)" if report.common_cases is not None else "")
@@ -76,6 +87,82 @@ def _header(report: AgreementReport) -> list[str]:
     # The design's own warning is printed above, before any figure.
     lines += [line for text in report.warnings if text != design.get("warning")
               for line in _wrapped(f"WARNING: {text}")]
+    return lines
+
+
+def _sheet(report: AgreementReport) -> list[str]:
+    """How a sheet folder's labels were read: who labelled, the rule for a case several
+    labelled, what was left out."""
+    if report.sheet is None:
+        return []
+    return [*_wrapped(report.sheet.rule),
+            *(line for note in report.sheet.notes for line in _wrapped(f"note: {note}"))]
+
+
+def _figure(figure: CeilingFigure) -> str:
+    """``0.61 [0.52, 0.69]`` (kept on one line), or the value and why it has no CI."""
+    if figure.value is None:
+        return "undefined"
+    ci = format_ci(figure.ci95, 2)
+    text = format_number(figure.value, 2) + (f" {ci}" if figure.ci95 else "")
+    return whole(text)
+
+
+def _verdict(ceiling: Ceiling) -> str | None:
+    """Kappa's difference read for a decision, or None when it has no CI."""
+    difference = ceiling.statistics["kappa_quadratic"].difference
+    if difference.ci95 is None:
+        return None
+    low, high = difference.ci95
+    if high < 0:
+        return ("the judge agrees with a clinician less than clinicians agree with each "
+                "other (kappa's difference is below 0)")
+    if low > 0:
+        return ("the judge agrees with a clinician more than clinicians agree with each "
+                "other (kappa's difference is above 0)")
+    return ("the judge agrees with a clinician about as well as clinicians agree with each "
+            "other: kappa's difference CI includes 0")
+
+
+def format_ceiling(ceiling: Ceiling) -> list[str]:
+    """The ceiling of one criterion: per statistic judge vs clinicians, clinician vs
+    clinician and the difference, each with its 95% CI, then what kappa's says."""
+    lines = wrap(f"ceiling: {ceiling.n} case(s) labelled by two or more of "
+                 f"{', '.join(ceiling.labellers)}; judge vs clinicians (mean over labellers) "
+                 f"beside clinician vs clinician (mean over {ceiling.pairs} pair(s); alpha "
+                 f"over all), 95% CIs: {ceiling.method}, {ceiling.resamples} resamples, "
+                 f"seed {ceiling.seed}", "  ")
+    why: list[str] = []
+    for key, title in CEILING_STATISTICS:
+        stat = ceiling.statistics[key]
+        short = {"kappa_quadratic": "kw", "krippendorff_alpha_ordinal": "alpha"}.get(key, "")
+        lines += wrap(f"{title}: judge vs clinicians {short + ' ' if short else ''}"
+                      f"{_figure(stat.judge)}; clinician vs clinician "
+                      f"{_figure(stat.clinicians)}; difference {_figure(stat.difference)}",
+                      "    ")
+        for side, figure in (("judge vs clinicians", stat.judge),
+                             ("clinician vs clinician", stat.clinicians),
+                             ("difference", stat.difference)):
+            if figure.ci95 is None and figure.ci_method != "-":
+                why.append(f"{title}, {side}: {figure.ci_method}")
+            elif figure.ci_method != "BCa" and figure.ci95 is not None:
+                why.append(f"{title}, {side}: CI {figure.ci_method}")
+    lines += [line for text in why for line in wrap(f"- {text}", "    ")]
+    lines += wrap(f"note: {WITHIN_ONE_NOTE}", "    ")
+    verdict = _verdict(ceiling)
+    if verdict:
+        lines += wrap(verdict, "  ")
+    return lines
+
+
+def _labellers(rows: list[LabellerAgreement]) -> list[str]:
+    """The judge against each labeller's own labels."""
+    lines = ["  judge vs each labeller (every case that labeller labelled):",
+             f"    {'labeller':<{GROUP_WIDTH}}{'n':>5}{'kappa':>8}{'exact':>8}"]
+    for entry in rows:
+        lines += _group_row(entry.labeller, f"{entry.n:>5}"
+                                            f"{format_number(entry.kappa_quadratic, 2):>8}"
+                                            f"{format_number(entry.exact, 2):>8}")
     return lines
 
 
@@ -206,6 +293,11 @@ def format_agreement(report: AgreementReport) -> str:
             lines += _wrapped(stats.get("note", ""), "  ")
             continue
         lines += _statistics(stats)
+        for ceiling in report.ceiling:
+            if ceiling.criterion == key:
+                lines += format_ceiling(ceiling)
+        if report.by_labeller.get(key):
+            lines += _labellers(report.by_labeller[key])
         if stats.get("confusion"):
             lines += _confusion(stats["confusion"])
         elif stats.get("confusion_note"):

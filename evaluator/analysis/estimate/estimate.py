@@ -20,6 +20,10 @@ file's cases (checked by fingerprint); a plain labels file is taken as a simple 
 refused: no estimate from them is unbiased. Rows of a worksheet left unlabelled are treated
 as missing at random (said in a note).
 
+Labels from a sheet folder (:mod:`evaluator.analysis.sheet_labels`): a case labelled by
+several gets the mean of their labels (the estimand is the mean clinician's score); for a
+gate's pass rate, one labeller's label drawn per case (0/1 kept, the same expectation).
+
 Several systems on the same cases: each pair's difference (later file minus earlier) per
 criterion and gate, **paired** when both were labelled on the same draw (the estimator
 applied to per-case differences) and **independent** otherwise (said, with how to pair).
@@ -28,12 +32,15 @@ applied to per-case differences) and **independent** otherwise (said, with how t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from evaluator.analysis.designs import DesignError
 from evaluator.analysis.estimate import ppi
 from evaluator.analysis.estimate.inputs import (
+    GATE_DRAW_SEED,
+    GATE_RULE,
     EstimateError,
     System,
     check_gate_scales,
@@ -41,6 +48,7 @@ from evaluator.analysis.estimate.inputs import (
     load_system,
     outcome_keys,
     scale_note,
+    sheet_field,
     system_names,
 )
 from evaluator.analysis.estimate.records import EstimateReport
@@ -78,7 +86,7 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
     f_all = system.values[gate.rule if gate else key]
     position = {c: i for i, c in enumerate(system.population)}
     labelled = system.labelled
-    y = [_label_outcome(gate, system.labels[c]) for c in labelled]
+    y = [_label_outcome(gate, system.label_of(c, gate)) for c in labelled]
     f_lab = [f_all[position[c]] for c in labelled]
     judge = ppi.judge_mean(f_all)
     if system.design.kind == "active":
@@ -177,7 +185,8 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
         both = [c for c in a.population if c in a.labels and c in b.labels]
         position = {c: i for i, c in enumerate(a.population)}
         g_all = [fb - fa for fa, fb in zip(a.values[outcome], b.values[outcome], strict=True)]
-        d = [_label_outcome(gate, b.labels[c]) - _label_outcome(gate, a.labels[c]) for c in both]
+        d = [_label_outcome(gate, b.label_of(c, gate)) - _label_outcome(gate, a.label_of(c, gate))
+             for c in both]
         labelled_both = set(both)
         unlabelled = [g_all[position[c]] for c in a.population if c not in labelled_both]
         result = (ppi.ppi_mean(d, [g_all[position[c]] for c in both], unlabelled) if both else
@@ -236,6 +245,9 @@ def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence
                                     "(to compare two sheets of one system, estimate each "
                                     "on its own)")
     names = system_names(results)
+    field = sheet_field(labels, criteria)
+    if field is not None:  # sheet folders: the criterion's KEY.label, as a worksheet's
+        labels, label_field = replace(labels, field=field), field
     try:
         systems = [load_system(p, labels, lp, name, rubrics_dirs=rubrics_dirs)
                    for p, lp, name in zip(results, paths, names, strict=True)]
@@ -254,6 +266,9 @@ def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence
                                 f"criteria the labels rate ({', '.join(keys)}); add it with "
                                 "--criterion or drop the gate")
     check_gate_scales(systems, resolved)
+    for system in systems:
+        if resolved and system.sheet is not None and system.sheet.several():
+            system.notes.append(GATE_RULE.format(seed=GATE_DRAW_SEED))
     for system in systems:
         fill_values(system, keys, resolved, score_mode)
     outcomes: list[tuple[str, Gate | None]] = ([(k, None) for k in keys]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,9 @@ from evaluator.analysis.label_files import (
     rated_criteria,
 )
 from evaluator.analysis.score_mode import score_view
+from evaluator.analysis.sheet_labels import SheetLabels, read_sheet_labels, verdict_seen_note
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
+from evaluator.data.sheet import SheetError, read_sheet_info
 from evaluator.data.sources import LabelSource
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import (
@@ -54,6 +56,12 @@ PRIORITY_REFUSED = ("labels from a 'priority' worksheet were chosen for being ha
 
 
 MAX_LABEL = 1e9
+# The seed of the labeller drawn per case for a gate's pass rate on a sheet labelled by
+# several (agree's default seed: the same labeller as agree's figures by default).
+GATE_DRAW_SEED = 20141
+GATE_RULE = ("a --pass gate's pass rate takes, for a case labelled by several, one "
+             "labeller's label drawn per case (seed {seed}): the pass or fail stays 0/1, and "
+             "its expectation is the mean clinician's pass rate")
 FEW_LABELS = 30  # below it, CLT intervals undercover (docs/statistics.md has the figures)
 
 
@@ -81,6 +89,25 @@ class System:
     # Each file is read once: the results' records, the labels file's rows.
     records: list[ResultRecord] = field(default_factory=list)
     rows: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    # Labels from a sheet folder (a case's label: the mean of its labellers') and every
+    # labeller's own label, as given.
+    sheet: SheetLabels | None = None
+    given: list[float] | None = None
+    # A gate's outcome on a sheet: one labeller's label drawn per case (the pass or fail
+    # stays 0/1; its expectation is the mean clinician's pass rate).
+    drawn: dict[str, float] | None = None
+
+    def label_of(self, case_id: str, gate: Gate | None = None) -> float:
+        """The label of ``case_id`` for a criterion's mean, or for ``gate``'s pass rate."""
+        if gate is not None and self.drawn is not None:
+            return self.drawn[case_id]
+        return self.labels[case_id]
+
+    @property
+    def label_values(self) -> list[float]:
+        """Every label as given: each labeller's own on a sheet (a mean of two is no value
+        of the scale), else the labels."""
+        return list(self.labels.values()) if self.given is None else self.given
 
     @property
     def labelled(self) -> list[str]:
@@ -177,15 +204,33 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
     if len(population) < 2:
         raise EstimateError(f"{path}: {len(population)} ok case(s); an estimate needs at "
                             "least 2")
-    rows = label_rows(Path(labels_path))
-    labels = load_labels(source, labels_path, rows=rows, rubric=rubric)
+    sheet = None
+    if source.is_sheet(labels_path):
+        sheet, rows, design_path = _sheet_rows(Path(labels_path), rubric, label_field)
+        id_column = "case_id"
+        # Each labeller's label is checked on the scale as it is read; a mean of two is not
+        # a value of the scale.
+        labels = load_labels(replace(source, id_column=id_column), design_path, rows=rows)
+    else:
+        rows = label_rows(Path(labels_path))
+        labels = load_labels(source, labels_path, rows=rows, rubric=rubric)
+        design_path = Path(labels_path)
     if any(abs(v) > MAX_LABEL for v in labels.values()):
         raise EstimateError(f"{labels_path}: a label in {label_field!r} is beyond "
                             f"+-{MAX_LABEL:g}: not a score or an outcome (the estimators' sums "
                             "would overflow)")
-    design = read_design(labels_path, id_column, rows=rows)
+    design = read_design(design_path, id_column, rows=sheet.rows if sheet else rows)
     system = System(path, name, labels_path, rubric, population, dict(labels), design,
-                    labels.unlabelled, id_column, records=records, rows=rows)
+                    labels.unlabelled, id_column, records=records, rows=rows, sheet=sheet)
+    if sheet is not None:
+        key = sheet.criteria_for(label_field)[0]
+        system.given = [float(v) for by in sheet.ratings[key].values() for v in by.values()]
+        system.drawn = {case: float(v) for case, v
+                        in sheet.combined(key, "draw", GATE_DRAW_SEED).items()}
+        system.notes += [sheet.rule_line("mean"), *sheet.notes]
+    seen = verdict_seen_note(Path(labels_path), sheet)
+    if seen:
+        system.notes.append(seen)
     _check_design(system, records)
     if not system.labelled:
         raise EstimateError(f"no labelled case of {labels_path} has an ok verdict in {path}; "
@@ -201,6 +246,46 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
         if uneven:
             system.notes.append(f"WARNING: {uneven}")
     return system
+
+
+def _sheet_rows(folder: Path, rubric: Rubric, label_field: str,
+                ) -> tuple[SheetLabels, list[tuple[int, dict[str, Any]]], Path]:
+    """A sheet folder's labels of the criterion ``label_field`` names (KEY.label), each
+    case's the mean of its labellers' (:data:`~evaluator.analysis.sheet_labels.RULES`), as a
+    worksheet's rows, and the path its design columns are read from."""
+    sheet = read_sheet_labels(folder, rubric=rubric, rubric_hash=rubric.source_sha256)
+    key = sheet.criteria_for(label_field)[0]
+    return sheet, sheet.rows_for(key, "mean"), sheet.review_path
+
+
+def sheet_field(source: LabelSource, criteria: Sequence[str]) -> str | None:
+    """The label field of a ``--labels`` sheet folder: ``KEY.label`` of ``--label-field``
+    (KEY or KEY.label), else of the one ``--criterion``, else of the sheet's one criterion;
+    None when no labels path is a sheet. A sheet of several criteria needs one named: an
+    estimate is of one criterion's labels."""
+    sheets = [p for p in source.paths if source.is_sheet(p)]
+    if not sheets:
+        return None
+    if len(sheets) != len(source.paths):
+        raise EstimateError("give every --labels as a sheet folder, or every one as a labels "
+                            "file (one --label-field names the labels of both)")
+    if source.field:
+        return source.field if source.field.endswith(".label") else f"{source.field}.label"
+    if len(criteria) == 1:
+        return f"{criteria[0]}.label"
+    rated = read_sheet_labels_criteria(sheets[0])
+    if len(rated) == 1:
+        return f"{rated[0]}.label"
+    raise EstimateError(f"{sheets[0]} rates {', '.join(rated)}: give --label-field KEY, the "
+                        "criterion to estimate")
+
+
+def read_sheet_labels_criteria(folder: Path) -> list[str]:
+    """The criteria a sheet folder rates (its sheet.json)."""
+    try:
+        return list(read_sheet_info(folder).criteria)
+    except SheetError as exc:
+        raise EstimateError(str(exc)) from None
 
 
 def outcome_keys(rubric: Rubric, label_field: str, criteria: Sequence[str]) -> list[str]:
@@ -335,7 +420,7 @@ def check_gate_scales(systems: Sequence[System], gates: Sequence[Gate]) -> None:
         if allowed is None:
             continue
         for system in systems:
-            if any(v not in allowed for v in system.labels.values()):
+            if any(v not in allowed for v in system.label_values):
                 raise EstimateError(
                     f"--pass {gate.rule!r}: the labels in {system.labels_path} are not on "
                     f"{gate.key!r}'s scale ({min(allowed)}-{max(allowed)}), so the gate "
@@ -352,7 +437,7 @@ def scale_note(systems: Sequence[System], keys: Sequence[str]) -> str | None:
         allowed = scales.get(key)
         if allowed is None:
             continue
-        if any(v not in allowed for s in systems for v in s.labels.values()):
+        if any(v not in allowed for s in systems for v in s.label_values):
             return (f"the labels are not on {key!r}'s scale ({min(allowed)}-{max(allowed)}): "
                     "the judge-only mean and the judge - label bias compare different scales "
                     "and say nothing; labels only and PPI++ estimate the labels' mean (PPI++ "

@@ -23,11 +23,14 @@ from evaluator.analysis.pairwise.pairwise import (
     order_figures,
     pairs_from_records,
 )
+from evaluator.analysis.sheet_labels import read_sheet_labels
 from evaluator.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, require_stats
 from evaluator.common.record import Record
 from evaluator.data.pairs import same_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.data.sources import LabelSource
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import RubricError
 
 POSITION_NOTE = ("position bias: the share of decisive verdicts (both orders) that chose the "
                  "answer shown first; 0.5 = no bias, 1 = always the first")
@@ -123,6 +126,29 @@ def load_choice_labels(source: LabelSource) -> tuple[dict[str, str], int]:
     return labels, empty
 
 
+def sheet_choice_labels(source: LabelSource, rubric: str, keys: Sequence[str],
+                        ) -> tuple[dict[str, dict[str, str]], int, list[str]]:
+    """A pairwise sheet folder's labels (:mod:`evaluator.analysis.sheet_labels`): per
+    criterion compared that the sheet rates (``--label-field`` KEY or KEY.label: that one),
+    case id -> A, B or tie, a case several labelled given its labellers' majority (a tie
+    between their choices: tie); the drawn cases nobody has labelled; the notes to print."""
+    folder = Path(str(source.path))
+    try:
+        rubric_hash = load_rubric(rubric).source_sha256
+    except RubricError:
+        rubric_hash = None  # a rubric not among the built-ins: its hash is not checked
+    sheet = read_sheet_labels(folder, pairwise=True, rubric_hash=rubric_hash)
+    rated = [k for k in sheet.criteria_for(source.field) if k in keys]
+    if not rated:
+        raise CompareError(f"{folder} rates {', '.join(sheet.info.criteria)}, none of the "
+                           f"criteria compared ({', '.join(keys)})")
+    by_key = {key: {case: str(value) for case, value in sheet.combined(key, "majority").items()}
+              for key in rated}
+    labelled = {case for labels in by_key.values() for case in labels}
+    unlabelled = sum(1 for _, row in sheet.rows if str(row.get("case_id")) not in labelled)
+    return by_key, unlabelled, [sheet.rule_line("majority"), *sheet.notes]
+
+
 def _comparison(path: Path, pairs: Pairs, labels: dict[str, str] | None, resamples: int,
                 seed: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"file": str(path), "systems": pairs.systems,
@@ -184,7 +210,8 @@ def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
     if labels_path is not None and len(paths) != 1:
         raise CompareError("--labels compares one results file with its labels: give one "
                            "RESULTS file")
-    if labels is not None and labels_path is not None and not labels.field:
+    sheet = labels is not None and labels.is_sheet()
+    if labels is not None and labels_path is not None and not labels.field and not sheet:
         raise CompareError("--labels needs --label-field (the column holding A, B or tie)")
     require_stats()
     files, oks, rubrics = [], [], {}
@@ -209,9 +236,13 @@ def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
     rubric = rubrics[paths[0]]
     keys = _criteria(paths, oks, rubric, criteria)
     chosen = unlabelled = None
-    if labels is not None and labels_path is not None:
-        chosen, unlabelled = load_choice_labels(labels)
+    by_key: dict[str, dict[str, str]] | None = None
     notes = [INCONSISTENT_NOTE, POSITION_NOTE, LENGTH_NOTE]
+    if sheet and labels is not None and labels_path is not None:
+        by_key, unlabelled, sheet_notes = sheet_choice_labels(labels, rubric, keys)
+        notes += sheet_notes
+    elif labels is not None and labels_path is not None:
+        chosen, unlabelled = load_choice_labels(labels)
     if unlabelled:
         notes.append(f"{unlabelled} row(s) of {labels_path} are not labelled yet: left out")
     if len({j for f in files for j in f["judges"]}) > 1:
@@ -222,7 +253,8 @@ def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
         battles = []
         for path, ok, info in zip(paths, oks, files, strict=True):
             pairs = pairs_from_records(ok, key)
-            comparisons.append(_comparison(path, pairs, chosen, resamples, seed))
+            comparisons.append(_comparison(path, pairs, chosen if by_key is None
+                                           else by_key.get(key), resamples, seed))
             battles.append(Battles(info["systems"]["A"], info["systems"]["B"], pairs.outcome))
         if len(systems) > 2:
             strengths.append({"criterion": key,

@@ -1,0 +1,282 @@
+"""Labels read from a labelling sheet's folder (``--labels SHEET_DIR``, issue 37): the
+journal's labels that count (:func:`evaluator.data.sheet.latest_labels`), checked against
+the sheet and the results, and each case's label when several labellers labelled it.
+
+:func:`read_sheet_labels` keeps, per (labeller, case, criterion), the last label saved;
+drops "cannot judge" (counted); refuses in one line journal lines of another draw (their
+``sheet`` fingerprint is not sheet.json's), of another rubric (their ``rubric_hash`` is not
+the results' rubric's), for a criterion or case the sheet does not have, or with a value off
+the criterion's scale (A, B or tie on a pairwise sheet); and a ``review.jsonl`` changed since
+the draw (its SHA-256 is sheet.json's ``fingerprint``). The sheet's ``review.jsonl`` rows
+carry the design columns (:func:`evaluator.analysis.designs.read_design` reads them as it
+reads a worksheet's).
+
+Several labellers on one case: the cases are the sampling units, so each case gives one
+label, by a rule that keeps each command's figures valid (:data:`RULES`; docs/statistics.md,
+"Labels from a sheet"):
+
+* ``draw`` (``agree``): the label of one of its labellers, drawn per case with a seeded
+  hash: the figures are the judge's agreement with *a* clinician, cases independent;
+* ``mean`` (``estimate``): the mean of its labellers' labels: the estimand is the mean
+  clinician's score, each case once, so PPI++'s CI stays valid;
+* ``majority`` (``compare``): the most frequent of A/B/tie, a tie between the labellers'
+  choices counted as "tie" (the clinicians could not tell the answers apart).
+
+:func:`verdict_seen_note` is the note ``agree`` and ``estimate`` print when labels were
+given with the judge's verdict in view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluator.analysis.label_files import AgreementError, label_number, label_rows
+from evaluator.data.sheet import (
+    JOURNAL,
+    PAIRWISE_VALUES,
+    SheetError,
+    SheetInfo,
+    is_sheet_dir,
+    latest_labels,
+    read_journal,
+    read_sheet_info,
+)
+from evaluator.rubrics.rubric import IntegerCriterion, Rubric
+
+REVIEW_ROWS = "review.jsonl"
+RULES = {
+    "draw": ("each case counts once, with the label of one of its labellers drawn at random "
+             "per case (seed {seed}): the figures are the judge's agreement with a "
+             "clinician"),
+    "mean": ("each case counts once, with the mean of its labellers' labels: the estimate "
+             "is the mean clinician's"),
+    "majority": ("each case counts once, with its labellers' majority choice (a tie between "
+                 "their choices: tie)"),
+}
+VERDICT_SEEN = ("NOTE: labels given with the judge's verdict in view ({why}): they may echo "
+                "the judge, which inflates agreement (kappa, gate sensitivity) and PPI++'s "
+                "lambda; for figures about the judge, label a blind sheet (evaluator review "
+                "--design random or active)")
+
+
+class SheetLabelsError(AgreementError):
+    """Labels of a sheet folder that cannot be used; one line naming the folder and what to
+    do, never a case id or a comment."""
+
+
+@dataclass
+class SheetLabels:
+    """A sheet folder's labels: ``info`` (sheet.json), ``rows`` (review.jsonl's rows with
+    their line numbers: the drawn cases and their design columns) and ``ratings``
+    (criterion -> case id -> labeller -> value) of the labels that count."""
+
+    folder: Path
+    info: SheetInfo
+    rows: list[tuple[int, dict[str, Any]]]
+    ratings: dict[str, dict[str, dict[str, float | str]]]
+    cannot_judge: int = 0
+    judge_seen: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def review_path(self) -> Path:
+        return self.folder / REVIEW_ROWS
+
+    @property
+    def labellers(self) -> list[str]:
+        """Everyone with a label that counts, sorted."""
+        return sorted({name for cases in self.ratings.values() for by in cases.values()
+                       for name in by})
+
+    def criteria_for(self, label_field: str | None, criteria: Sequence[str] = ()) -> list[str]:
+        """The criteria compared: ``--label-field`` KEY (or KEY.label), else ``criteria``
+        (``--criterion``), else every criterion of the sheet; one the sheet does not rate
+        is refused."""
+        wanted = ([label_field.removesuffix(".label")] if label_field else list(criteria)
+                  or list(self.info.criteria))
+        unknown = [key for key in wanted if key not in self.info.criteria]
+        if unknown:
+            raise SheetLabelsError(f"{self.folder}: the sheet rates {', '.join(self.info.criteria)}"
+                                   f", not {unknown[0]!r}; give one of them as --label-field")
+        if label_field and criteria and list(criteria) != wanted:
+            raise SheetLabelsError(f"--criterion {criteria[0]!r} and --label-field "
+                                   f"{label_field!r} name different criteria; give one")
+        return list(dict.fromkeys(wanted))
+
+    def several(self, criterion: str | None = None) -> int:
+        """How many cases two or more labellers labelled (on ``criterion``, else any)."""
+        keys = [criterion] if criterion else list(self.ratings)
+        return len({case for key in keys for case, by in self.ratings.get(key, {}).items()
+                    if len(by) >= 2})
+
+    def overlap(self, criterion: str) -> dict[str, dict[str, float | str]]:
+        """Case id -> labeller -> label, for the cases two or more labellers labelled."""
+        return {case: by for case, by in self.ratings.get(criterion, {}).items()
+                if len(by) >= 2}
+
+    def combined(self, criterion: str, rule: str, seed: int = 0) -> dict[str, float | str]:
+        """Case id -> its one label on ``criterion`` by ``rule`` (:data:`RULES`)."""
+        out: dict[str, float | str] = {}
+        for case, by in self.ratings.get(criterion, {}).items():
+            names = sorted(by)
+            if len(names) == 1:
+                out[case] = by[names[0]]
+            elif rule == "draw":
+                out[case] = by[names[_drawn(seed, case, len(names))]]
+            elif rule == "mean":
+                out[case] = sum(float(by[n]) for n in names) / len(names)
+            else:
+                counts = Counter(str(by[n]) for n in names).most_common()
+                out[case] = "tie" if len(counts) > 1 and counts[0][1] == counts[1][1] \
+                    else counts[0][0]
+        return out
+
+    def rows_for(self, criterion: str, rule: str, seed: int = 0,
+                 column: str | None = None) -> list[tuple[int, dict[str, Any]]]:
+        """review.jsonl's rows with ``column`` (default ``KEY.label``) holding each case's
+        one label (:meth:`combined`), None where nobody has labelled it yet: the rows of a
+        worksheet, for the readers of labels files."""
+        labels = self.combined(criterion, rule, seed)
+        column = column or f"{criterion}.label"
+        return [(line, {**row, column: labels.get(str(row.get("case_id")))})
+                for line, row in self.rows]
+
+    def rule_line(self, rule: str, seed: int = 0) -> str:
+        """One line: who labelled, and how several labellers' labels of a case became one."""
+        several = self.several()
+        names = self.labellers
+        who = (f"{len(names)} labeller(s) ({', '.join(names)})" if len(names) <= 6
+               else f"{len(names)} labellers")
+        if not several:
+            return f"labels from the sheet {self.folder}: {who}, one per case"
+        return (f"labels from the sheet {self.folder}: {who}; {several} case(s) labelled by "
+                f"two or more: {RULES[rule].format(seed=seed)}")
+
+
+def _drawn(seed: int, case_id: str, count: int) -> int:
+    """A labeller's index for ``case_id``, drawn from a hash of the seed and the case: the
+    same case gets the same labeller whatever else is on the sheet."""
+    digest = hashlib.sha256(f"{seed}\0{case_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def _scales(rubric: Rubric | None) -> dict[str, set[float]]:
+    if rubric is None:
+        return {}
+    return {f.key: {float(v) for v in f.allowed} for f in rubric.output
+            if isinstance(f, IntegerCriterion)}
+
+
+def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
+                      rubric_hash: str | None = None, pairwise: bool = False) -> SheetLabels:
+    """The labels that count in the sheet folder ``folder`` (see the module docstring).
+    ``rubric``: the results' rubric (each criterion's scale); ``rubric_hash``: its hash, which
+    every label's must equal; ``pairwise``: the results are pairwise (values A/B/tie)."""
+    folder = Path(folder)
+    try:
+        info = read_sheet_info(folder)
+        entries = list(read_journal(folder))
+    except SheetError as exc:
+        raise SheetLabelsError(str(exc)) from None
+    if (info.kind == "pairwise") != pairwise:
+        raise SheetLabelsError(f"{folder} is a {info.kind} sheet, but the results are "
+                               f"{'pairwise' if pairwise else 'single-answer'}: give the "
+                               "sheet drawn from these results")
+    review = folder / REVIEW_ROWS
+    try:
+        drawn_bytes = review.read_bytes()
+    except OSError:
+        raise SheetLabelsError(f"{folder}: no readable {REVIEW_ROWS} (the sheet's drawn "
+                               "cases); draw the sheet again with evaluator review") from None
+    if hashlib.sha256(drawn_bytes).hexdigest() != info.fingerprint:
+        raise SheetLabelsError(f"{review} was changed since the sheet was drawn (its SHA-256 "
+                               "is not sheet.json's fingerprint): restore it as evaluator "
+                               "review wrote it")
+    rows = label_rows(review)
+    drawn = {str(row.get("case_id")) for _, row in rows}
+    journal = folder / JOURNAL
+    other_draw = sum(1 for e in entries if e.sheet != info.fingerprint)
+    if other_draw:
+        raise SheetLabelsError(f"{journal}: {other_draw} label(s) were saved on another draw "
+                               "(their sheet fingerprint is not sheet.json's): keep each "
+                               "sheet's journal in its own folder")
+    if rubric_hash is not None:
+        other_rubric = sum(1 for e in entries if e.rubric_hash != rubric_hash)
+        if other_rubric:
+            raise SheetLabelsError(
+                f"{journal}: {other_rubric} label(s) were given against another version of "
+                f"rubric {info.rubric!r} than the results' (rubric hash differs): compare "
+                "them with results judged with that rubric, or give its file with "
+                "--rubrics-dir")
+    scales = _scales(rubric)
+    ratings: dict[str, dict[str, dict[str, float | str]]] = {k: {} for k in info.criteria}
+    cannot = seen = 0
+    for (labeller, case, criterion), entry in latest_labels(entries).items():
+        if criterion not in ratings:
+            raise SheetLabelsError(f"{journal}: a label for criterion {criterion!r}, which "
+                                   f"the sheet does not rate ({', '.join(info.criteria)})")
+        if case not in drawn:
+            raise SheetLabelsError(f"{journal}: a label of {labeller!r} is for a case that is "
+                                   f"not on the sheet ({REVIEW_ROWS}); restore the sheet's "
+                                   "files as evaluator review wrote them")
+        if entry.cannot_judge is not None or entry.value is None:
+            cannot += 1
+            continue
+        seen += entry.judge_seen
+        ratings[criterion][case] = ratings[criterion].get(case, {})
+        ratings[criterion][case][labeller] = _value(journal, entry.value, criterion,
+                                                    scales.get(criterion), pairwise, labeller)
+    sheet = SheetLabels(folder, info, rows, ratings, cannot, seen)
+    if cannot:
+        sheet.notes.append(f"{cannot} label(s) saved as \"cannot judge\": left out")
+    return sheet
+
+
+def _value(journal: Path, value: float | str, criterion: str, scale: set[float] | None,
+           pairwise: bool, labeller: str) -> float | str:
+    if pairwise:
+        if value not in PAIRWISE_VALUES:
+            raise SheetLabelsError(f"{journal}: a label of {labeller!r} on {criterion!r} is "
+                                   "not A, B or tie")
+        return str(value)
+    number = label_number(value)
+    if number is None or (scale is not None and number not in scale):
+        shown = f" ({min(scale):g}-{max(scale):g})" if scale else ""
+        raise SheetLabelsError(f"{journal}: a label of {labeller!r} on {criterion!r} is not "
+                               f"on the criterion's scale{shown}")
+    return number
+
+
+def sheet_folder(path: Path | None) -> bool:
+    """``path`` is a sheet folder (a ``--labels`` given as one)."""
+    return path is not None and is_sheet_dir(Path(path))
+
+
+def verdict_seen_note(path: Path, sheet: SheetLabels | None = None) -> str | None:
+    """The note for labels given with the judge's verdict in view, or None: ``sheet`` (the
+    labels of a sheet folder) says blind false, or some of its labels were saved after the
+    verdict was shown; or the labels file ``path`` sits in a sheet folder whose sheet.json
+    says blind false (a non-blind sheet's review.csv)."""
+    if sheet is not None:
+        why = []
+        if not sheet.info.blind:
+            why.append(f"{sheet.folder} is not a blind sheet")
+        if sheet.judge_seen:
+            why.append(f"{sheet.judge_seen} label(s) were saved after the verdict was shown")
+        return VERDICT_SEEN.format(why="; ".join(why)) if why else None
+    parent = Path(path).parent
+    if not is_sheet_dir(parent):
+        return None
+    try:
+        info = read_sheet_info(parent)
+    except SheetError:
+        return None  # a damaged sheet.json beside a labels file: nothing known to say
+    if info.blind:
+        return None
+    return VERDICT_SEEN.format(why=f"{path} is from a sheet that is not blind, "
+                                   f"{parent / 'sheet.json'}")

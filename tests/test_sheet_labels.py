@@ -1,0 +1,309 @@
+"""``--labels SHEET_DIR`` (issue 37): agree, estimate and compare read a labelling sheet's
+journal (the last label per labeller, case and criterion counts; "cannot judge" left out;
+labels of another draw or rubric refused in one line), several labellers' labels of a case
+become one by each command's rule (agree: one labeller drawn per case; estimate: their
+mean; compare: their majority), the non-blind note, and agree's ceiling."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+pytest.importorskip("sklearn", reason="needs the stats extra")
+pytest.importorskip("krippendorff", reason="needs the stats extra")
+pytest.importorskip("pingouin", reason="needs the stats extra")
+
+from click.testing import CliRunner
+
+from evaluator.analysis.agreement.agreement import agreement
+from evaluator.analysis.agreement.ceiling import ceiling
+from evaluator.analysis.designs import random_draw
+from evaluator.analysis.estimate.estimate import estimate
+from evaluator.analysis.estimate.inputs import GATE_DRAW_SEED
+from evaluator.analysis.gates import parse_gate
+from evaluator.analysis.sheet_labels import VERDICT_SEEN, read_sheet_labels
+from evaluator.cli.main import cli
+from evaluator.data.sheet import (
+    JournalEntry,
+    SheetInfo,
+    append_label,
+    now,
+    read_sheet_info,
+    write_sheet_info,
+)
+from evaluator.rubrics.load import load_rubric
+from tests.conftest import label_source
+from tests.label_world import SECRET, world, write_results, write_rows
+from tests.pairwise_world import honest, run_judge
+from tests.pairwise_world import write_records as write_pairs
+
+RUBRIC_HASH = load_rubric("trial_eligibility").source_sha256
+NOTE_START = VERDICT_SEEN.split("{")[0]
+
+
+def make_sheet(folder, rows, *, blind=True, criteria=("accuracy",), kind="single",
+               rubric="trial_eligibility", rubric_hash=RUBRIC_HASH):
+    """A sheet folder as `evaluator review` draws one: review.jsonl rows and sheet.json
+    (its fingerprint: review.jsonl's SHA-256)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    drawn = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    (folder / "review.jsonl").write_bytes(drawn)
+    write_sheet_info(folder, SheetInfo(
+        fingerprint=hashlib.sha256(drawn).hexdigest(), rubric=rubric, rubric_hash=rubric_hash, kind=kind,
+        design=rows[0].get("design") or "random", blind=blind, criteria=list(criteria),
+        results=[], created=now()))
+    return folder
+
+
+def label(folder, labeller, case, value, criterion="accuracy", **kw):
+    entry = {"sheet": read_sheet_info(folder).fingerprint, "rubric_hash": RUBRIC_HASH} | kw
+    append_label(folder, JournalEntry(labeller=labeller, time=now(), case_id=case,
+                                      criterion=criterion, value=value, **entry))
+
+
+@pytest.fixture
+def run(tmp_path):
+    records, truth = world(200, seed=5)
+    path = write_results(tmp_path / "results.jsonl", records)
+    draw = random_draw([r.case_id for r in records], 80, seed=3)
+    rows = [{"case_id": c, **draw.columns(c)} for c in draw.chosen]
+    return path, records, truth, draw.chosen, rows
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def one_line_error(result, *phrases):
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.stderr
+    for phrase in phrases:
+        assert phrase in lines[0], lines[0]
+    return lines[0]
+
+
+def test_one_labeller_sheet_gives_the_figures_of_the_same_labels_as_a_worksheet(run, tmp_path):
+    path, _, truth, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows)
+    for case in chosen[:60]:
+        label(sheet, "ana", case, 1)  # changed below: the last line counts
+        label(sheet, "ana", case, truth[case])
+    label(sheet, "ana", chosen[60], None, cannot_judge="image missing")
+    csv = write_rows(tmp_path / "review.csv",
+                     [{**r, "accuracy.label": truth[r["case_id"]] if r["case_id"] in chosen[:60]
+                       else ""} for r in rows])
+    from_sheet = agreement(path, label_source(sheet, None), seed=1, resamples=200)
+    from_csv = agreement(path, label_source(csv, "accuracy.label"), seed=1, resamples=200)
+    assert from_sheet.criteria == from_csv.criteria
+    assert from_sheet.joined == 60 and from_sheet.design["kind"] == "random"
+    assert from_sheet.sheet.cannot_judge == 1
+    assert any("cannot judge" in n for n in from_sheet.sheet.notes)
+    assert from_sheet.ceiling == [] and from_sheet.verdict_seen is None
+    for field in ("accuracy", "accuracy.label"):  # KEY or KEY.label
+        assert agreement(path, label_source(sheet, field), resamples=200,
+                         seed=1).criteria == from_csv.criteria
+
+
+def test_several_labellers_agree_draws_one_labeller_per_case_and_says_so(run, tmp_path):
+    path, _, truth, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows)
+    for case in chosen:
+        label(sheet, "ana", case, truth[case])
+        if case in chosen[:40]:  # overlap: ben labels 40 cases too, one point lower
+            label(sheet, "ben", case, max(1, truth[case] - 1))
+    report = agreement(path, label_source(sheet, None), seed=7, resamples=200)
+    assert report.joined == 80  # each case once
+    drawn = read_sheet_labels(sheet).combined("accuracy", "draw", 7)
+    picked_ben = sum(1 for c in chosen[:40] if drawn[c] != truth[c] and truth[c] > 1)
+    assert 5 < picked_ben < 35  # some cases get ben's label, some ana's
+    csv = write_rows(tmp_path / "drawn.csv", [{"case_id": c, "accuracy.label": drawn[c]}
+                                              for c in chosen])
+    same = agreement(path, label_source(csv, "accuracy.label"), seed=7, resamples=200)
+    assert report.criteria["accuracy"]["kappa_quadratic"] == \
+        same.criteria["accuracy"]["kappa_quadratic"]
+    assert "drawn at random per case (seed 7)" in report.sheet.rule
+    assert [(r.labeller, r.n) for r in report.by_labeller["accuracy"]] == [("ana", 80),
+                                                                           ("ben", 40)]
+    text = invoke("agree", path, "--labels", sheet, "--resamples", 200).stdout
+    assert "40 case(s) labelled by two or more" in text
+    assert max(map(len, text.splitlines())) <= 80 and SECRET not in text
+
+
+def test_the_ceiling_is_the_overlap_cases_figures_and_is_printed_for_a_decision(run, tmp_path):
+    path, records, truth, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows)
+    overlap = chosen[:50]
+    for i, case in enumerate(chosen):
+        label(sheet, "ana", case, truth[case])
+        if case in overlap:
+            label(sheet, "ben", case, min(5, truth[case] + (i % 3 == 0)))
+    report = agreement(path, label_source(sheet, "accuracy"), seed=3, resamples=300)
+    [found] = report.ceiling
+    judge = {r.case_id: r.scores["accuracy"] for r in records}
+    expected = ceiling("accuracy", [judge[c] for c in sorted(overlap)],
+                       [{"ana": truth[c], "ben": min(5, truth[c] + (chosen.index(c) % 3 == 0))}
+                        for c in sorted(overlap)], scale=[1, 2, 3, 4, 5], resamples=300,
+                       seed=3)
+    assert found == expected and found.n == 50 and found.labellers == ["ana", "ben"]
+    kappa = found.statistics["kappa_quadratic"]
+    assert kappa.difference.value == pytest.approx(kappa.judge.value - kappa.clinicians.value)
+    result = invoke("agree", path, "--labels", sheet, "--resamples", 300, "--seed", 3)
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "ceiling: 50 case(s) labelled by two or more of ana, ben" in text
+    assert "judge vs clinicians kw" in text and "clinician vs clinician" in text
+    assert "difference" in text and max(map(len, text.splitlines())) <= 80
+    as_json = json.loads(invoke("agree", path, "--labels", sheet, "--resamples", 300,
+                                "--seed", 3, "--json").stdout)
+    assert as_json["ceiling"][0]["statistics"]["kappa_quadratic"]["difference"]["value"] == \
+        pytest.approx(kappa.difference.value)
+
+
+def test_estimate_takes_the_mean_of_a_cases_labellers(run, tmp_path):
+    path, _, truth, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows)
+    for case in chosen:
+        label(sheet, "ana", case, truth[case])
+        if case in chosen[:30]:
+            label(sheet, "ben", case, 5)
+    means = {c: (truth[c] + 5) / 2 if c in chosen[:30] else truth[c] for c in chosen}
+    csv = write_rows(tmp_path / "means.csv", [{**r, "mean": means[r["case_id"]]} for r in rows])
+    from_sheet = estimate([path], label_source(sheet, None))
+    from_csv = estimate([path], label_source(csv, "mean"), criteria=["accuracy"])
+    a, b = from_sheet.estimates[0], from_csv.estimates[0]
+    assert a["ppi_estimate"] == pytest.approx(b["ppi_estimate"]) and a["ppi_ci"] == b["ppi_ci"]
+    assert a["n_labelled"] == 80 and a["design"] == "random"
+    notes = from_sheet.systems[0]["notes"]
+    assert any("the mean of its labellers' labels" in n for n in notes)
+    # A mean of two labels is no value of the scale: not a scale note.
+    assert from_sheet.scale_note is None
+    result = invoke("estimate", path, "--labels", sheet)
+    assert result.exit_code == 0, result.output
+    # A gate's pass rate: one labeller's label drawn per case (0/1 kept).
+    drawn = read_sheet_labels(sheet).combined("accuracy", "draw", GATE_DRAW_SEED)
+    assert sum(drawn[c] == 5 and truth[c] != 5 for c in chosen[:30]) > 3
+    csv = write_rows(tmp_path / "drawn.csv", [{**r, "drawn": drawn[r["case_id"]]}
+                                              for r in rows])
+    gate = [parse_gate("accuracy>=4")]
+    gated = estimate([path], label_source(sheet, None), gates=gate).estimates[1]
+    same = estimate([path], label_source(csv, "drawn"), criteria=["accuracy"],
+                    gates=gate).estimates[1]
+    assert gated["outcome"] == "pass rate" and gated["ppi_ci"] == same["ppi_ci"]
+
+
+def test_estimate_asks_which_criterion_of_a_sheet_of_several(run, tmp_path):
+    path, _, _, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows, criteria=("accuracy", "clarity"))
+    label(sheet, "ana", chosen[0], 3)
+    one_line_error(invoke("estimate", path, "--labels", sheet), "rates accuracy, clarity",
+                   "--label-field")
+
+
+def test_labels_of_another_draw_or_rubric_are_refused_in_one_line(run, tmp_path):
+    path, _, _, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows)
+    label(sheet, "ana", chosen[0], 3)
+    label(sheet, "ana", chosen[1], 3, sheet="0" * 64)
+    one_line_error(invoke("agree", path, "--labels", sheet), "1 label(s) were saved on "
+                   "another draw")
+    other = make_sheet(tmp_path / "other", rows)
+    label(other, "ana", chosen[0], 3, rubric_hash="e" * 64)
+    one_line_error(invoke("agree", path, "--labels", other), "another version of rubric")
+    one_line_error(invoke("estimate", path, "--labels", other), "another version of rubric")
+    off = make_sheet(tmp_path / "off", rows)
+    label(off, "ana", chosen[0], 9)
+    one_line_error(invoke("agree", path, "--labels", off), "not on the criterion's scale")
+    edited = make_sheet(tmp_path / "edited", rows)
+    label(edited, "ana", chosen[0], 3)
+    with (edited / "review.jsonl").open("a") as handle:  # a row added by hand
+        handle.write(json.dumps({**rows[0], "case_id": "case-0199"}) + "\n")
+    one_line_error(invoke("agree", path, "--labels", edited), "review.jsonl was changed")
+
+
+def test_a_csv_still_needs_its_label_field_and_a_plain_folder_is_refused(run, tmp_path):
+    path, *_ = run
+    csv = write_rows(tmp_path / "l.csv", [{"case_id": "case-0000", "x": 3}])
+    result = invoke("agree", path, "--labels", csv)
+    assert result.exit_code == 2 and "--label-field" in result.output
+    (tmp_path / "plain").mkdir()
+    one_line_error(invoke("agree", path, "--labels", tmp_path / "plain", "--label-field", "x"),
+                   "without a sheet.json")
+
+
+@pytest.mark.parametrize("blind, seen", [(True, False), (False, False), (True, True)])
+def test_the_non_blind_note(run, tmp_path, blind, seen):
+    path, _, truth, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows, blind=blind)
+    for case in chosen:
+        label(sheet, "ana", case, truth[case], judge_seen=seen and case in chosen[:7])
+    noted = not blind or seen
+    for command in ("agree", "estimate"):
+        result = invoke(command, path, "--labels", sheet)
+        assert result.exit_code == 0, result.output
+        flat = " ".join(result.stdout.split())  # the note is wrapped at 80 columns
+        assert (NOTE_START in flat) == noted, (command, result.stdout)
+        if seen:
+            assert "7 label(s) were saved after the verdict was shown" in flat
+    # The review.csv of a sheet that is not blind carries the note too.
+    csv = write_rows(sheet / "review.csv", [{**r, "accuracy.label": truth[r["case_id"]]}
+                                            for r in rows])
+    for command in ("agree", "estimate"):
+        result = invoke(command, path, "--labels", csv, "--label-field", "accuracy.label")
+        assert result.exit_code == 0, result.output
+        assert (NOTE_START in " ".join(result.stdout.split())) == (not blind)
+
+
+def test_compare_reads_a_pairwise_sheet_by_majority(tmp_path):
+    records = run_judge(honest, 40, seed=4, criteria=("accuracy",))
+    path = write_pairs(tmp_path / "ab.jsonl", records)
+    pairs_hash = load_rubric("trial_eligibility_pairwise").source_sha256
+    rows = [{"case_id": r.case_id} for r in records]
+    sheet = make_sheet(tmp_path / "sheet", rows, kind="pairwise",
+                       rubric="trial_eligibility_pairwise", rubric_hash=pairs_hash)
+    truth = {r.case_id: ("tie" if r.scores["accuracy"] == "inconsistent"
+                         else r.scores["accuracy"]) for r in records}
+    flip = {"A": "B", "B": "A", "tie": "tie"}
+    for i, r in enumerate(records):
+        c = r.case_id
+        values = {"ana": truth[c], "ben": truth[c], "cy": flip[truth[c]]}
+        if i % 4 == 0:  # ana and ben differ, cy sides with neither: a tie between choices
+            values = {"ana": "A", "ben": "B", "cy": "tie"}
+        for name, value in values.items():
+            label(sheet, name, c, value, rubric_hash=pairs_hash)
+    majority = read_sheet_labels(sheet, pairwise=True).combined("accuracy", "majority")
+    assert all(majority[r.case_id] == ("tie" if i % 4 == 0 else truth[r.case_id])
+               for i, r in enumerate(records))
+    result = invoke("compare", path, "--labels", sheet, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["comparisons"][0]["labels"]["n"] == 40
+    assert any("majority" in note for note in document["notes"])
+    csv = write_rows(tmp_path / "m.csv", [{"case_id": c, "p": v} for c, v in majority.items()])
+    same = json.loads(invoke("compare", path, "--labels", csv, "--label-field", "p",
+                             "--json").stdout)
+    assert document["comparisons"][0]["labels"] == same["comparisons"][0]["labels"]
+
+
+def test_the_html_report_shows_the_ceiling_beside_the_agreement(run, tmp_path):
+    from evaluator.report.build import build_report
+    from evaluator.report.html import render_html
+
+    path, _, truth, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows, blind=False)
+    for i, case in enumerate(chosen):
+        label(sheet, "ana", case, truth[case])
+        if i < 30:
+            label(sheet, "ben", case, min(5, truth[case] + (i % 2)))
+    report = build_report([path], labels=label_source(sheet, None), agreement_resamples=200)
+    [item] = report["agreement"]["files"]
+    [found] = item["result"].ceiling
+    html = render_html(report, plots=False)
+    assert "The ceiling, #1" in html and "clinician vs clinician" in html
+    kappa = found.statistics["kappa_quadratic"]
+    for figure in (kappa.judge, kappa.clinicians, kappa.difference):
+        assert f"{figure.value:.3f}".replace("-", "") in html
+    assert "judge vs each labeller" in html and "Not blind" in html
+    assert SECRET not in html
