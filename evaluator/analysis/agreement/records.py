@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.analysis.summary.records import ScoreModeBlock
+from evaluator.analysis.score_mode import ScoreModeBlock
 from evaluator.common.record import Record
 
 
