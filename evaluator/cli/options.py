@@ -102,9 +102,10 @@ def tracking_options(command):
 EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-def _grouped(options, build):
+def option_group(options, build):
     """A decorator adding ``options`` to a command, which receives the record ``build``
-    makes of their values (taken out of its keyword arguments) instead."""
+    makes of their values (taken out of its keyword arguments) instead. The builds run in
+    the order the decorators are listed, each before the command."""
     def decorate(command):
         @functools.wraps(command)
         def wrapper(*args, **kwargs):
@@ -155,7 +156,7 @@ def label_options(purpose: str, *, required: bool = False, multiple: bool = Fals
         kwargs["labels"] = (None if not paths and field is None and values is None
                             else LabelSource(paths, field, id_column, values))
         return kwargs
-    return _grouped(options if old_id else options[:-1], build)
+    return option_group(options if old_id else options[:-1], build)
 
 
 def case_options(purpose: str, *, path_type: click.Path = EXISTING_FILE, old_id: bool = False):
@@ -178,4 +179,4 @@ def case_options(purpose: str, *, path_type: click.Path = EXISTING_FILE, old_id:
                                      parse_mapping(kwargs.pop("mappings")),
                                      _id_column(kwargs, "--case-id-column", "--id-column"))
         return kwargs
-    return _grouped(options if old_id else options[:-1], build)
+    return option_group(options if old_id else options[:-1], build)
