@@ -31,7 +31,7 @@ import threading
 import uuid
 from pathlib import Path
 
-from evaluator.judges.offline import force_offline
+from evaluator.judges.offline import force_offline, progress_bars_off
 from evaluator.judges.paths import cache_dir
 
 TINY_RANDOM_VERSION = 1
@@ -260,6 +260,7 @@ def _write_model(folder: Path) -> None:
         LlamaForCausalLM,
         PreTrainedTokenizerFast,
     )
+    from transformers.utils import logging as hf_logging
 
     folder.mkdir(parents=True, exist_ok=False)
 
@@ -302,7 +303,7 @@ def _write_model(folder: Path) -> None:
     model.generation_config = GenerationConfig(
         bos_token_id=None, eos_token_id=eos_id, pad_token_id=pad_id, do_sample=False
     )
-    with _quiet_progress_bars():
+    with progress_bars_off(hf_logging):  # no "Writing model shards" bar
         model.save_pretrained(folder, safe_serialization=True)
     _normalise_modes(folder)
 
@@ -318,26 +319,6 @@ def _portable_tokenizer_class(path: Path) -> None:
     if extra:
         data["additional_special_tokens"] = extra
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-
-
-class _quiet_progress_bars:
-    """Context manager: silence transformers' tqdm bars ("Writing model shards"), then restore."""
-
-    def __enter__(self):
-        # Imported here: the transformers extra, which `import evaluator` never loads.
-        from transformers.utils import logging as hf_logging
-
-        self._was_enabled = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        return self
-
-    def __exit__(self, *exc):
-        # Imported here: the transformers extra, which `import evaluator` never loads.
-        from transformers.utils import logging as hf_logging
-
-        if self._was_enabled:
-            hf_logging.enable_progress_bar()
-        return False
 
 
 def _normalise_modes(folder: Path) -> None:
