@@ -59,7 +59,7 @@ from evaluator.analysis.label_files import (
     load_labels,
     rated_criteria,
 )
-from evaluator.analysis.score_mode import ScoreModeBlock, ScoredView, mode_block, score_view
+from evaluator.analysis.score_mode import ScoredView, ScoreModeBlock, mode_block, score_view
 from evaluator.analysis.stats import require_stats
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.data.sources import CaseSource, LabelSource
