@@ -102,10 +102,11 @@ def tracking_options(command):
 EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-def option_group(options, build):
+def option_group(build, *options):
     """A decorator adding ``options`` to a command, which receives the record ``build``
-    makes of their values (taken out of its keyword arguments) instead. The builds run in
-    the order the decorators are listed, each before the command."""
+    makes of their values (taken out of its keyword arguments) instead; without ``options``,
+    of the options the decorators below it declare. The builds run in the order the
+    decorators are listed, each before the command."""
     def decorate(command):
         @functools.wraps(command)
         def wrapper(*args, **kwargs):
@@ -156,7 +157,7 @@ def label_options(purpose: str, *, required: bool = False, multiple: bool = Fals
         kwargs["labels"] = (None if not paths and field is None and values is None
                             else LabelSource(paths, field, id_column, values))
         return kwargs
-    return option_group(options if old_id else options[:-1], build)
+    return option_group(build, *(options if old_id else options[:-1]))
 
 
 def case_options(purpose: str, *, path_type: click.Path = EXISTING_FILE, old_id: bool = False):
@@ -179,4 +180,4 @@ def case_options(purpose: str, *, path_type: click.Path = EXISTING_FILE, old_id:
                                      parse_mapping(kwargs.pop("mappings")),
                                      _id_column(kwargs, "--case-id-column", "--id-column"))
         return kwargs
-    return option_group(options if old_id else options[:-1], build)
+    return option_group(build, *(options if old_id else options[:-1]))

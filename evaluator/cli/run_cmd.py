@@ -130,11 +130,11 @@ class RunDisplay:
         return f"{what}; {where}"
 
 
-# run's options in groups, each made into the object(s) the command takes by one build. The
-# builds run in the order listed, so user errors are found in the order the options were
-# always checked (the file names first: --output, then --input). A build also takes what it
-# needs of another option: --models-file, --rubric, --input, --rubrics-dir, --output and
-# --batch-size.
+# run's options in groups, each made into the object(s) the command takes by one build, the
+# option_group above them. The builds run in the order listed, so user errors are found in
+# the order the options were always checked (the file names first: --output, then --input).
+# A build also takes what it needs of another group: --models-file, --rubric, --input,
+# --rubrics-dir, --output and --batch-size.
 def _take(kwargs: dict, *names: str) -> dict:
     return {name: kwargs.pop(name) for name in names}
 
@@ -158,23 +158,6 @@ def _judge(kwargs: dict) -> dict:
     return kwargs
 
 
-_judge_options = option_group([
-    click.option("--model", "-m", "judges", multiple=True, help="Judge name from models.yaml "
-                 "(default: the file's default). Repeat it for a jury: every case is judged "
-                 "by each judge in turn, one model loaded at a time; or name a jury from "
-                 "models.yaml."),
-    click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True,
-                 help="Judge each case N times (self-consistency; needs a temperature above "
-                      "0)."),
-    click.option("--temperature", type=click.FloatRange(0.0, 2.0), default=None,
-                 help="Sampling temperature (default: the judge's, from models.yaml)."),
-    click.option("--reduce", type=click.Choice(["median", "mean", "majority"]), default=None,
-                 help="How several samples' or judges' scores become one (integer criteria; "
-                      "aggregates use mean, or median with median) [default: median, or the "
-                      "jury's own]."),
-], _judge)
-
-
 def _task(kwargs: dict) -> dict:
     """``task``: the :class:`Task` (its rubric still the name given)."""
     # Checked as given: Path("dir/") drops the slash that says a folder was meant.
@@ -188,28 +171,6 @@ def _task(kwargs: dict) -> dict:
                           **_take(kwargs, "rubric", "input_path", "rubrics_dirs", "id_column",
                                   "limit", "versus", "answer_column"))
     return kwargs
-
-
-_case_options = option_group([
-    click.option("--limit", type=click.IntRange(min=1), default=None,
-                 help="Judge only the first N cases."),
-    click.option("--batch-size", type=click.IntRange(min=1), default=None,
-                 help="Cases per generate call; a vllm judge: requests in flight, each "
-                      "replaced as it ends (default: the judge's batch_size)."),
-    click.option("--map", "mappings", multiple=True, metavar="FIELD=COLUMN",
-                 help="Read rubric input FIELD from COLUMN (repeatable)."),
-    click.option("--id-column", default="case_id", show_default=True,
-                 help="Column holding the case id (rows without it get line-N)."),
-    click.option("--versus", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                 default=None, help="Pairwise rubric: a second case file (the same case ids) "
-                 "whose answers are candidate B; INPUT's are candidate A. Needs "
-                 "--answer-column."),
-    click.option("--answer-column", default=None, metavar="COLUMN",
-                 help="--versus: the column holding each file's answer."),
-    click.option("--systems", default=None, metavar="A,B",
-                 help="Pairwise rubric: names for candidates A and B [default: the two "
-                      "files' names with --versus, else the two candidate columns']."),
-], _task)
 
 
 def _how(kwargs: dict) -> dict:
@@ -232,32 +193,6 @@ def _how(kwargs: dict) -> dict:
     return kwargs
 
 
-_run_options = option_group([
-    click.option("--force-new", is_flag=True, help="Start OUTPUT afresh instead of resuming; "
-                 "the existing files are kept, renamed to <name>.superseded-<time>."),
-    click.option("--strict", is_flag=True, help="Stop at the first case that cannot be "
-                 "judged (bad row: before the model loads; too long for the judge) with exit "
-                 "code 3."),
-    click.option("--wait", is_flag=True, help="When another run is writing to OUTPUT, wait "
-                 "for it to end and then resume (default: refuse at once, exit code 2)."),
-    click.option("--no-progress", is_flag=True, help="No progress bar."),
-    click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (as "
-                 "written to <name>.summary.json) instead of the table."),
-    click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
-                 help="local: judge in this process. ray: spread the batches over judge "
-                      "replicas on a Ray cluster (needs the ray extra)."),
-    click.option("--address", default=None, help="--engine ray: 'auto' (or the head's "
-                 "HOST:PORT) joins the Ray cluster this machine is a node of (`ray start`) "
-                 "[default: a private local cluster for this run]."),
-    click.option("--replicas", type=click.IntRange(min=1), default=None,
-                 help="--engine ray: judge replicas, each loading the judge once [default: "
-                      "1]."),
-    click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None,
-                 help="--engine ray: GPUs per replica (set tensor_parallel_size to match "
-                      "for vLLM; a fraction packs replicas on a GPU) [default: 0]."),
-], _how)
-
-
 def _mlflow(kwargs: dict) -> dict:
     """``tracking``: ``--mlflow``'s :class:`TrackingOptions` (None without it); the extra is
     checked before anything is judged."""
@@ -275,15 +210,6 @@ def _mlflow(kwargs: dict) -> dict:
     return kwargs
 
 
-_mlflow_options = option_group([
-    click.option("--mlflow", "to_mlflow", is_flag=True,
-                 help="When the run ends, record it in MLflow as `evaluator log` does (no case "
-                      "text; needs the mlflow extra). A failure to log exits 1; the results "
-                      "are kept: log them with `evaluator log`."),
-    tracking_options,
-], _mlflow)
-
-
 @click.command("run")
 @click.option("--rubric", "-r", required=True, help="Rubric name (see `evaluator rubrics`) or path.")
 @click.option("--input", "-i", "input_path", required=True,
@@ -294,12 +220,64 @@ _mlflow_options = option_group([
               help="Results .jsonl. If it exists, the run resumes: finished cases are skipped. "
                    "<name>.summary.json and <name>.manifest.json are written beside it, and "
                    "<name>.evaluator-lock is held while the run lasts.")
-@_judge_options
-@_case_options
+@option_group(_judge)
+@click.option("--model", "-m", "judges", multiple=True, help="Judge name from models.yaml "
+              "(default: the file's default). Repeat it for a jury: every case is judged by "
+              "each judge in turn, one model loaded at a time; or name a jury from models.yaml.")
+@click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Judge each case N times (self-consistency; needs a temperature above 0).")
+@click.option("--temperature", type=click.FloatRange(0.0, 2.0), default=None,
+              help="Sampling temperature (default: the judge's, from models.yaml).")
+@click.option("--reduce", type=click.Choice(["median", "mean", "majority"]), default=None,
+              help="How several samples' or judges' scores become one (integer criteria; "
+                   "aggregates use mean, or median with median) [default: median, or the "
+                   "jury's own].")
+@option_group(_task)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N cases.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Cases per generate call; a vllm judge: requests in flight, each "
+                   "replaced as it ends (default: the judge's batch_size).")
+@click.option("--map", "mappings", multiple=True, metavar="FIELD=COLUMN",
+              help="Read rubric input FIELD from COLUMN (repeatable).")
+@click.option("--id-column", default="case_id", show_default=True,
+              help="Column holding the case id (rows without it get line-N).")
+@click.option("--versus", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Pairwise rubric: a second case file (the same case ids) whose "
+              "answers are candidate B; INPUT's are candidate A. Needs --answer-column.")
+@click.option("--answer-column", default=None, metavar="COLUMN",
+              help="--versus: the column holding each file's answer.")
+@click.option("--systems", default=None, metavar="A,B",
+              help="Pairwise rubric: names for candidates A and B [default: the two files' "
+                   "names with --versus, else the two candidate columns'].")
 @rubrics_dir_option
 @models_file_option
-@_run_options
-@_mlflow_options
+@option_group(_how)
+@click.option("--force-new", is_flag=True, help="Start OUTPUT afresh instead of resuming; the "
+              "existing files are kept, renamed to <name>.superseded-<time>.")
+@click.option("--strict", is_flag=True, help="Stop at the first case that cannot be judged "
+              "(bad row: before the model loads; too long for the judge) with exit code 3.")
+@click.option("--wait", is_flag=True, help="When another run is writing to OUTPUT, wait for "
+              "it to end and then resume (default: refuse at once, exit code 2).")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (as written "
+              "to <name>.summary.json) instead of the table.")
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+              help="local: judge in this process. ray: spread the batches over judge replicas "
+                   "on a Ray cluster (needs the ray extra).")
+@click.option("--address", default=None, help="--engine ray: 'auto' (or the head's HOST:PORT) "
+              "joins the Ray cluster this machine is a node of (`ray start`) [default: a "
+              "private local cluster for this run].")
+@click.option("--replicas", type=click.IntRange(min=1), default=None,
+              help="--engine ray: judge replicas, each loading the judge once [default: 1].")
+@click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None,
+              help="--engine ray: GPUs per replica (set tensor_parallel_size to match for "
+                   "vLLM; a fraction packs replicas on a GPU) [default: 0].")
+@option_group(_mlflow)
+@click.option("--mlflow", "to_mlflow", is_flag=True,
+              help="When the run ends, record it in MLflow as `evaluator log` does (no case "
+                   "text; needs the mlflow extra). A failure to log exits 1; the results are "
+                   "kept: log them with `evaluator log`.")
+@tracking_options
 def run_command(task: Task, judges: tuple[str, ...], judge: Judge, how: RunOptions,
                 display: RunDisplay, tracking: TrackingOptions | None) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
