@@ -203,7 +203,7 @@ def _mlflow(kwargs: dict) -> dict:
     if to_mlflow:
         try:
             require_mlflow()
-            destination(given["tracking_uri"])  # a URI that cannot be right: refused now
+            destination(given["tracking_uri"])  # a URI that cannot be right: refused before judging
         except TrackingError as exc:
             raise UserError(f"--mlflow: {exc}") from None
         kwargs["tracking"] = TrackingOptions(**given, rubrics_dirs=kwargs["task"].rubrics_dirs)
