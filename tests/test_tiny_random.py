@@ -15,11 +15,10 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 from evaluator.judges import tiny_random
+from evaluator.judges.model_folder import COMPLETE_MARKER, is_complete, move_into_place
 from evaluator.judges.tiny_random import (
-    COMPLETE_MARKER,
     TINY_RANDOM_VERSION,
     build_tiny_random,
-    is_complete,
     tiny_random_dir,
 )
 
@@ -233,7 +232,7 @@ def test_losing_the_rename_race_keeps_the_winner(built, tmp_path):
     loser = tmp_path / ".m.tmp-loser"
     shutil.copytree(built, loser)
     (loser / "from-loser").write_text("")
-    tiny_random._move_into_place(loser, target, force=False)
+    move_into_place(loser, target, force=False)
     assert is_complete(target)
     assert not (target / "from-loser").exists()
 

@@ -17,11 +17,13 @@ from typing import Any
 
 from evaluator.analysis.distributions import SCORE_MODES, ScoreMode, verdict_view
 from evaluator.common.errors import UserError
+from evaluator.common.record import Record
 from evaluator.data.results import ResultRecord
 from evaluator.rubrics.rubric import Rubric
 
 __all__ = ["GET_DISTRIBUTIONS", "MODE_MEANING", "NO_DISTRIBUTIONS", "SCORE_MODES",
-           "ScoreModeError", "ScoredView", "left_out_note", "mode_block", "score_view"]
+           "ScoreModeBlock", "ScoreModeError", "ScoredView", "left_out_note", "mode_block",
+           "score_view"]
 
 NO_DISTRIBUTIONS = "record_version 1, or a backend without probabilities"
 MODE_MEANING = {
@@ -32,6 +34,16 @@ MODE_MEANING = {
 GET_DISTRIBUTIONS = ("re-run the cases with the current version of evaluator (the fake, "
                      "transformers and vLLM backends write distributions), or use "
                      "--score argmax")
+
+
+class ScoreModeBlock(Record):
+    """Which scores the figures use, what that means, and the records left out (the
+    ``score_mode`` block of the summary's and agreement's typed records)."""
+
+    mode: str
+    meaning: str
+    left_out_no_distributions: int
+    note: str | None
 
 
 class ScoreModeError(UserError, ValueError):

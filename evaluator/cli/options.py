@@ -105,9 +105,11 @@ EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 SHEET_OR_FILE = click.Path(exists=True, path_type=Path)
 
 
-def _grouped(options, build):
+def option_group(build, *options):
     """A decorator adding ``options`` to a command, which receives the record ``build``
-    makes of their values (taken out of its keyword arguments) instead."""
+    makes of their values (taken out of its keyword arguments) instead; without ``options``,
+    of the options the decorators below it declare. The builds run in the order the
+    decorators are listed, each before the command."""
     def decorate(command):
         @functools.wraps(command)
         def wrapper(*args, **kwargs):
@@ -172,7 +174,7 @@ def label_options(purpose: str, *, required: bool = False, multiple: bool = Fals
             raise click.UsageError("Missing option '--label-field' (the labels file's field "
                                    "holding the label; optional with a sheet folder).")
         return kwargs
-    return _grouped(options if old_id else options[:-1], build)
+    return option_group(build, *(options if old_id else options[:-1]))
 
 
 def case_options(purpose: str, *, path_type: click.Path = EXISTING_FILE, old_id: bool = False):
@@ -195,4 +197,4 @@ def case_options(purpose: str, *, path_type: click.Path = EXISTING_FILE, old_id:
                                      parse_mapping(kwargs.pop("mappings")),
                                      _id_column(kwargs, "--case-id-column", "--id-column"))
         return kwargs
-    return _grouped(options if old_id else options[:-1], build)
+    return option_group(build, *(options if old_id else options[:-1]))

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from evaluator.judges.offline import progress_bars_off
+
 _HUB_SWITCH = "HF_HUB_DISABLE_PROGRESS_BARS"
 
 
@@ -21,13 +23,8 @@ def library_progress_hidden(hidden: bool) -> Iterator[None]:
         return
     hf_logging = sys.modules.get("transformers.utils.logging")
     if hf_logging is not None:  # already imported: switch its bars off, then back
-        was_enabled = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        try:
+        with progress_bars_off(hf_logging):
             yield
-        finally:
-            if was_enabled:
-                hf_logging.enable_progress_bar()
         return
     # Not imported yet (the usual case: the backend imports it when the judge loads): the
     # switch both libraries read at import, so no import is paid for a judge that needs

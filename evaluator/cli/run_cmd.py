@@ -6,6 +6,7 @@ import json
 import logging
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -26,6 +27,7 @@ from evaluator.cli.exit_codes import EXIT_SOME_FAILED, interrupted_exit_code
 from evaluator.cli.log_cmd import echo_logged
 from evaluator.cli.options import (
     models_file_option,
+    option_group,
     parse_mapping,
     parse_systems,
     rubrics_dir_option,
@@ -42,22 +44,6 @@ from evaluator.run.manifest import manifest_path_for
 from evaluator.run.runner import load_ray_engine
 from evaluator.tracking.log_run import TrackingOptions, log_run
 from evaluator.tracking.mlflow_store import TrackingError, destination, require_mlflow
-
-
-def _ray_options(engine: str, address: str | None, replicas: int | None,
-                 gpus_per_replica: float | None) -> RayOptions | None:
-    given = {"--address": address, "--replicas": replicas,
-             "--gpus-per-replica": gpus_per_replica}
-    if engine != "ray":
-        named = [name for name, value in given.items() if value is not None]
-        if named:
-            raise click.UsageError(f"{', '.join(named)} only apply to --engine ray")
-        return None
-    try:
-        return RayOptions(address=address, replicas=replicas or 1,
-                          gpus_per_replica=gpus_per_replica or 0.0)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--address") from None
 
 
 def _quiet_ray() -> None:
@@ -88,11 +74,13 @@ def _where(results: Path, summary: Path, scored: bool) -> str:
 
 class RunDisplay:
     """What the terminal shows of a run (stderr): the cases read, resume and jury lines, the
-    progress bar; where the results are when it is interrupted."""
+    progress bar; where the results are when it is interrupted. ``as_json``: the summary
+    (stdout) as JSON instead of the table."""
 
-    def __init__(self, output_path: Path, id_column: str, no_progress: bool):
+    def __init__(self, output_path: Path, id_column: str, no_progress: bool,
+                 as_json: bool = False):
         self.output_path = self.current = output_path  # current: a jury member's file
-        self.id_column, self.no_progress = id_column, no_progress
+        self.id_column, self.no_progress, self.as_json = id_column, no_progress, as_json
         self.bar: tqdm | None = None
         self.jury_size = 0
 
@@ -142,6 +130,86 @@ class RunDisplay:
         return f"{what}; {where}"
 
 
+# run's options in groups, each made into the object(s) the command takes by one build, the
+# option_group above them. The builds run in the order listed, so user errors are found in
+# the order the options were always checked (the file names first: --output, then --input).
+# A build also takes what it needs of another group: --models-file, --rubric, --input,
+# --rubrics-dir, --output and --batch-size.
+def _take(kwargs: dict, *names: str) -> dict:
+    return {name: kwargs.pop(name) for name in names}
+
+
+def _only_with(kwargs: dict, names: tuple[str, ...], used: bool, needs: str) -> dict:
+    """The values of the options ``names`` (taken out of ``kwargs``); a usage error naming
+    those given when ``used`` is false."""
+    values = _take(kwargs, *names)
+    given = [f"--{name.replace('_', '-')}" for name, value in values.items() if value is not None]
+    if given and not used:
+        raise click.UsageError(f"{', '.join(given)} only apply {needs}")
+    return values
+
+
+def _judge(kwargs: dict) -> dict:
+    """``judge``: the :class:`Judge` (the first of ``judges``, the names given)."""
+    names = kwargs["judges"]
+    kwargs["judge"] = Judge(name=names[0] if names else None,
+                            models_path=kwargs.pop("models_file"),
+                            **_take(kwargs, "samples", "temperature", "reduce"))
+    return kwargs
+
+
+def _task(kwargs: dict) -> dict:
+    """``task``: the :class:`Task` (its rubric still the name given)."""
+    # Checked as given: Path("dir/") drops the slash that says a folder was meant.
+    check_path_name(kwargs["output_name"])
+    check_path_name(kwargs["input_path"], "--input")
+    try:
+        mapping = parse_mapping(kwargs.pop("mappings"))
+    except click.BadParameter as exc:  # one line, as every user error
+        raise UserError(f"--map: {exc.message}") from None
+    kwargs["task"] = Task(mapping=mapping, systems=parse_systems(kwargs.pop("systems")),
+                          **_take(kwargs, "rubric", "input_path", "rubrics_dirs", "id_column",
+                                  "limit", "versus", "answer_column"))
+    return kwargs
+
+
+def _how(kwargs: dict) -> dict:
+    """``how``: the :class:`RunOptions`, told of progress by ``display`` (a
+    :class:`RunDisplay`)."""
+    output_path, engine = Path(kwargs.pop("output_name")), kwargs.pop("engine")
+    ray = _only_with(kwargs, ("address", "replicas", "gpus_per_replica"), engine == "ray",
+                     "to --engine ray")
+    try:
+        ray_options = None if engine != "ray" else RayOptions(
+            address=ray["address"], replicas=ray["replicas"] or 1,
+            gpus_per_replica=ray["gpus_per_replica"] or 0.0)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--address") from None
+    display = kwargs["display"] = RunDisplay(output_path, kwargs["task"].id_column,
+                                             kwargs.pop("no_progress"), kwargs.pop("as_json"))
+    kwargs["how"] = RunOptions(output_path=output_path, engine=engine, ray=ray_options,
+                               on_start=display.on_start, progress=display.progress,
+                               **_take(kwargs, "batch_size", "force_new", "strict", "wait"))
+    return kwargs
+
+
+def _mlflow(kwargs: dict) -> dict:
+    """``tracking``: ``--mlflow``'s :class:`TrackingOptions` (None without it); the extra is
+    checked before anything is judged."""
+    to_mlflow = kwargs.pop("to_mlflow")
+    given = _only_with(kwargs, ("tracking_uri", "experiment", "run_name"), to_mlflow,
+                       "with --mlflow")
+    kwargs["tracking"] = None
+    if to_mlflow:
+        try:
+            require_mlflow()
+            destination(given["tracking_uri"])  # a URI that cannot be right: refused before judging
+        except TrackingError as exc:
+            raise UserError(f"--mlflow: {exc}") from None
+        kwargs["tracking"] = TrackingOptions(**given, rubrics_dirs=kwargs["task"].rubrics_dirs)
+    return kwargs
+
+
 @click.command("run")
 @click.option("--rubric", "-r", required=True, help="Rubric name (see `evaluator rubrics`) or path.")
 @click.option("--input", "-i", "input_path", required=True,
@@ -152,6 +220,7 @@ class RunDisplay:
               help="Results .jsonl. If it exists, the run resumes: finished cases are skipped. "
                    "<name>.summary.json and <name>.manifest.json are written beside it, and "
                    "<name>.evaluator-lock is held while the run lasts.")
+@option_group(_judge)
 @click.option("--model", "-m", "judges", multiple=True, help="Judge name from models.yaml "
               "(default: the file's default). Repeat it for a jury: every case is judged by "
               "each judge in turn, one model loaded at a time; or name a jury from models.yaml.")
@@ -163,6 +232,7 @@ class RunDisplay:
               help="How several samples' or judges' scores become one (integer criteria; "
                    "aggregates use mean, or median with median) [default: median, or the "
                    "jury's own].")
+@option_group(_task)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N cases.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,
               help="Cases per generate call; a vllm judge: requests in flight, each "
@@ -181,6 +251,7 @@ class RunDisplay:
                    "names with --versus, else the two candidate columns'].")
 @rubrics_dir_option
 @models_file_option
+@option_group(_how)
 @click.option("--force-new", is_flag=True, help="Start OUTPUT afresh instead of resuming; the "
               "existing files are kept, renamed to <name>.superseded-<time>.")
 @click.option("--strict", is_flag=True, help="Stop at the first case that cannot be judged "
@@ -201,52 +272,28 @@ class RunDisplay:
 @click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None,
               help="--engine ray: GPUs per replica (set tensor_parallel_size to match for "
                    "vLLM; a fraction packs replicas on a GPU) [default: 0].")
+@option_group(_mlflow)
 @click.option("--mlflow", "to_mlflow", is_flag=True,
               help="When the run ends, record it in MLflow as `evaluator log` does (no case "
                    "text; needs the mlflow extra). A failure to log exits 1; the results are "
                    "kept: log them with `evaluator log`.")
 @tracking_options
-def run_command(rubric: str, input_path: Path, output_name: str, judges: tuple[str, ...],
-                samples: int, temperature: float | None, reduce: str | None, limit: int | None,
-                batch_size: int | None, mappings: tuple[str, ...], id_column: str,
-                versus: Path | None, answer_column: str | None, systems: str | None,
-                rubrics_dirs: tuple[Path, ...], models_file: Path | None, force_new: bool,
-                strict: bool, wait: bool, no_progress: bool, as_json: bool, engine: str,
-                address: str | None, replicas: int | None, gpus_per_replica: float | None,
-                to_mlflow: bool, tracking_uri: str | None, experiment: str | None,
-                run_name: str | None) -> None:
+def run_command(task: Task, judges: tuple[str, ...], judge: Judge, how: RunOptions,
+                display: RunDisplay, tracking: TrackingOptions | None) -> None:
     """Judge every case in INPUT with a rubric and write one result per case to OUTPUT."""
     # SIGTERM (docker stop, schedulers) stops the run as Ctrl-C does (see the except
     # clauses below); --no-progress hides the libraries' bars too. Both end with the command.
     context = click.get_current_context()
     context.with_resource(sigterm_as_interrupt())
-    context.with_resource(library_progress_hidden(no_progress))
-    # Checked as given: Path("dir/") drops the slash that says a folder was meant.
-    output_path = Path(output_name)
-    check_path_name(output_name)
-    check_path_name(input_path, "--input")
+    context.with_resource(library_progress_hidden(display.no_progress))
+    rubric = str(task.rubric)  # the name given, for where to read the results next
     try:
-        mapping = parse_mapping(mappings)
-    except click.BadParameter as exc:  # one line, as every user error
-        raise UserError(f"--map: {exc.message}") from None
-    system_names = parse_systems(systems)
-    ray_options = _ray_options(engine, address, replicas, gpus_per_replica)
-    tracking = _tracking(to_mlflow, tracking_uri, experiment, run_name, rubrics_dirs)
-    display = RunDisplay(output_path, id_column, no_progress)
-    judge = Judge(name=judges[0] if judges else None, models_path=models_file,
-                  samples=samples, temperature=temperature, reduce=reduce)
-    how = RunOptions(output_path=output_path, batch_size=batch_size, force_new=force_new,
-                     strict=strict, engine=engine, ray=ray_options, wait=wait,
-                     on_start=display.on_start, progress=display.progress)
-    try:
-        if engine == "ray":
+        if how.engine == "ray":
             _quiet_ray()
-        jury = resolve_jury(judges, models_file)
+        jury = resolve_jury(judges, judge.models_path)
         # Loaded here (as the run would first thing) to choose the rubric's kind once.
-        loaded = load_rubric(rubric, rubrics_dirs)
-        task = Task(rubric=loaded, input_path=input_path, rubrics_dirs=rubrics_dirs,
-                    mapping=mapping, id_column=id_column, limit=limit, versus=versus,
-                    answer_column=answer_column, systems=system_names)
+        loaded = load_rubric(rubric, task.rubrics_dirs)
+        task = replace(task, rubric=loaded)
         if jury is None:
             result = evaluate(task, judge, how)
         else:
@@ -260,9 +307,9 @@ def run_command(rubric: str, input_path: Path, output_name: str, judges: tuple[s
         display.close()
     # The table `evaluator summary` prints (80 columns); --json: the whole summary, as
     # written to <name>.summary.json. Where the files are goes to stderr either way.
-    click.echo(json.dumps(result.summary.to_json(), indent=2) if as_json
+    click.echo(json.dumps(result.summary.to_json(), indent=2) if display.as_json
                else format_summary(result.summary))
-    scored = analysis_kind(loaded).elsewhere(output_path, rubric, "report") is None
+    scored = analysis_kind(loaded).elsewhere(how.output_path, rubric, "report") is None
     click.echo(_where(result.results_path, result.summary_path, scored), err=True)
     logged = tracking is None or _log(result.results_path, tracking)
     if result.failed:
@@ -270,25 +317,6 @@ def run_command(rubric: str, input_path: Path, output_name: str, judges: tuple[s
                    "results", err=True)
     if result.failed or not logged:
         sys.exit(EXIT_SOME_FAILED)
-
-
-def _tracking(to_mlflow: bool, tracking_uri: str | None, experiment: str | None,
-              run_name: str | None, rubrics_dirs: tuple[Path, ...]) -> TrackingOptions | None:
-    """``--mlflow``'s options; the extra is checked before anything is judged."""
-    given = {"--tracking-uri": tracking_uri, "--experiment": experiment,
-             "--run-name": run_name}
-    named = [name for name, value in given.items() if value is not None]
-    if not to_mlflow:
-        if named:
-            raise click.UsageError(f"{', '.join(named)} only apply with --mlflow")
-        return None
-    try:
-        require_mlflow()
-        destination(tracking_uri)  # a URI that cannot be right: refused before judging
-    except TrackingError as exc:
-        raise UserError(f"--mlflow: {exc}") from None
-    return TrackingOptions(tracking_uri=tracking_uri, experiment=experiment,
-                           run_name=run_name, rubrics_dirs=rubrics_dirs)
 
 
 def _log(results: Path, tracking: TrackingOptions) -> bool:

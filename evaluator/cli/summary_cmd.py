@@ -12,8 +12,7 @@ from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.analysis.summary.text import format_summary
 from evaluator.cli.options import rubrics_dir_option, score_option
-from evaluator.data.results import read_results
-from evaluator.rubrics.load import load_rubric
+from evaluator.data.results import read_results, rubric_and_judge
 
 
 @click.command("summary")
@@ -27,12 +26,7 @@ def summary_command(results: Path, score_mode: str, as_json: bool,
     aggregate n, mean with a bootstrap 95% CI, SD, median, and the rubric's pass rates with
     Wilson CIs, from the scores --score names."""
     records = read_results(results, rubrics_dirs)
-    names = sorted({r.rubric for r in records})
-    judges = sorted({r.judge for r in records})
-    if len(names) != 1 or len(judges) != 1:
-        raise ScoreModeError(f"{results}: expected the records of one rubric and one judge "
-                             f"(found {len(names)} rubric(s), {len(judges)} judge(s))")
-    rubric = load_rubric(names[0], tuple(rubrics_dirs))
-    result = analysis_kind(rubric).summarize(rubric, judges[0], records,
+    rubric, judge = rubric_and_judge(records, results, rubrics_dirs, ScoreModeError)
+    result = analysis_kind(rubric).summarize(rubric, judge, records,
                                              score_mode=score_mode, source=str(results))
     click.echo(json.dumps(result.to_json(), indent=2) if as_json else format_summary(result))

@@ -37,19 +37,21 @@ class CaseIds:
         self._lines = [array("Q") for _ in range(BUCKETS)] if lines else None
         self._count = 0
 
-    def _index(self, digests: bytearray, digest: bytes) -> int:
-        """The position of ``digest`` among a bucket's digests, or -1."""
+    def _find(self, case_id: str) -> tuple[bytes, int, int]:
+        """``case_id``'s digest, its bucket and its position among the bucket's digests (-1:
+        not there)."""
+        digest = _digest(case_id)
+        slot = _bucket(digest)
+        digests = self._digests[slot]
         start = digests.find(digest)
         while start >= 0 and start % _DIGEST:  # a match across two digests: keep looking
             start = digests.find(digest, start + 1)
-        return -1 if start < 0 else start // _DIGEST
+        return digest, slot, -1 if start < 0 else start // _DIGEST
 
     def add(self, case_id: str, line: int = 0) -> int | None:
         """Add ``case_id`` (read on ``line``); when it is there already, change nothing and
         return the line it was added with (0 without ``lines``)."""
-        digest = _digest(case_id)
-        slot = _bucket(digest)
-        index = self._index(self._digests[slot], digest)
+        digest, slot, index = self._find(case_id)
         if index >= 0:
             return 0 if self._lines is None else self._lines[slot][index]
         self._digests[slot] += digest
@@ -60,9 +62,7 @@ class CaseIds:
 
     def discard(self, case_id: str) -> None:
         """Remove ``case_id`` if it is there."""
-        digest = _digest(case_id)
-        slot = _bucket(digest)
-        index = self._index(self._digests[slot], digest)
+        _, slot, index = self._find(case_id)
         if index >= 0:
             del self._digests[slot][index * _DIGEST:(index + 1) * _DIGEST]
             if self._lines is not None:
@@ -72,8 +72,7 @@ class CaseIds:
     def __contains__(self, case_id: object) -> bool:
         if not isinstance(case_id, str):
             return False
-        digest = _digest(case_id)
-        return self._index(self._digests[_bucket(digest)], digest) >= 0
+        return self._find(case_id)[2] >= 0
 
     def __len__(self) -> int:
         return self._count

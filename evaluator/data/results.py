@@ -343,6 +343,17 @@ def one_rubric(rubric: Rubric) -> RubricFor:
     return lambda record: rubric if record.rubric == rubric.name else None
 
 
+def rubric_and_judge(records: Sequence[ResultRecord], source: Path, rubrics_dirs: Sequence[Path],
+                     error: type[UserError]) -> tuple[Rubric, str]:
+    """The one rubric (loaded) and judge that ``records``, read from ``source``, name;
+    ``error`` when they name several or none."""
+    names, judges = sorted({r.rubric for r in records}), sorted({r.judge for r in records})
+    if len(names) != 1 or len(judges) != 1:
+        raise error(f"{source}: expected the records of one rubric and one judge "
+                    f"(found {len(names)} rubric(s), {len(judges)} judge(s))")
+    return load_rubric(names[0], tuple(rubrics_dirs)), judges[0]
+
+
 def rubric_problem(record: ResultRecord, check: VerdictCheck) -> str | None:
     """Why ``record`` holds a verdict its rubric (``check``'s) cannot produce, or None: each
     ``ok`` verdict (a sample's or jury member's too) validates against the rubric's output

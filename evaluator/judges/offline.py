@@ -1,4 +1,5 @@
-"""Offline and no-telemetry switches, set before any model library is imported.
+"""Offline and no-telemetry switches, set before any model library is imported; and
+transformers' progress bars, switched off for a while.
 
 Hospitals run this tool air-gapped: nothing may be downloaded or reported at run time.
 Every library we load honours one of these variables. They are forced (not defaulted):
@@ -8,6 +9,9 @@ an inherited ``HF_HUB_OFFLINE=0`` must not turn a clinical run into a network cl
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
 
 # MLflow's own no-telemetry switch (mlflow/telemetry/utils.py: is_telemetry_disabled). Also
 # set by evaluator.tracking right before it imports mlflow, for Python API callers.
@@ -59,3 +63,16 @@ def inherited_offline_env() -> dict[str, str | None]:
     if _inherited is not None:
         return dict(_inherited)
     return {key: os.environ.get(key) for key in OFFLINE_ENV}
+
+
+@contextmanager
+def progress_bars_off(hf_logging: ModuleType) -> Iterator[None]:
+    """transformers' progress bars (``hf_logging``: its ``transformers.utils.logging``,
+    imported) off while the block runs, then as they were."""
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()

@@ -31,14 +31,12 @@ import threading
 import uuid
 from pathlib import Path
 
-from evaluator.judges.offline import force_offline
+from evaluator.judges.model_folder import is_complete, move_into_place, write_marker
+from evaluator.judges.offline import force_offline, progress_bars_off
 from evaluator.judges.paths import cache_dir
 
 TINY_RANDOM_VERSION = 1
 """Recipe version; part of the cache folder name. Bump it when anything below changes."""
-
-COMPLETE_MARKER = ".complete"
-"""Written last inside a finished build; a folder without it is never used."""
 
 _BUILD_LOCK = threading.Lock()
 # Seeding torch's global generator is process-wide: builds in threads of one process take
@@ -166,11 +164,6 @@ def tiny_random_dir() -> Path:
     return cache_dir() / "models" / f"tiny-random-v{TINY_RANDOM_VERSION}"
 
 
-def is_complete(folder: Path) -> bool:
-    """True when ``folder`` holds a finished build (its completion marker exists)."""
-    return (Path(folder) / COMPLETE_MARKER).is_file()
-
-
 def build_tiny_random(target: Path | None = None, *, force: bool = False) -> Path:
     """Build the tiny random model and tokenizer into ``target`` (default
     :func:`tiny_random_dir`) and return that folder.
@@ -191,31 +184,11 @@ def build_tiny_random(target: Path | None = None, *, force: bool = False) -> Pat
         with _BUILD_LOCK:
             _write_model(tmp)
         _write_marker(tmp)
-        _move_into_place(tmp, target, force=force)
+        move_into_place(tmp, target, force=force)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target
-
-
-def _move_into_place(tmp: Path, target: Path, *, force: bool) -> None:
-    """Rename the finished ``tmp`` to ``target``; tolerate losing a race to another builder."""
-    if target.exists() and (force or not is_complete(target)):
-        # Replace a stale/incomplete folder (or any folder, when forced): move it aside first
-        # so the rename below is still a single atomic step.
-        trash = target.parent / f".{target.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            os.rename(target, trash)
-        except FileNotFoundError:
-            pass  # someone else moved it already
-        else:
-            shutil.rmtree(trash, ignore_errors=True)
-    try:
-        os.rename(tmp, target)
-    except OSError:
-        # Target appeared meanwhile (ENOTEMPTY/EEXIST): another process won the race.
-        if not is_complete(target):
-            raise
 
 
 def _write_marker(folder: Path) -> None:
@@ -225,8 +198,7 @@ def _write_marker(folder: Path) -> None:
         for p in sorted(folder.iterdir())
         if p.is_file()
     }
-    marker = {"version": TINY_RANDOM_VERSION, "files": digests}
-    (folder / COMPLETE_MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+    write_marker(folder, {"version": TINY_RANDOM_VERSION, "files": digests})
 
 
 def _train_tokenizer():
@@ -260,6 +232,7 @@ def _write_model(folder: Path) -> None:
         LlamaForCausalLM,
         PreTrainedTokenizerFast,
     )
+    from transformers.utils import logging as hf_logging
 
     folder.mkdir(parents=True, exist_ok=False)
 
@@ -302,7 +275,7 @@ def _write_model(folder: Path) -> None:
     model.generation_config = GenerationConfig(
         bos_token_id=None, eos_token_id=eos_id, pad_token_id=pad_id, do_sample=False
     )
-    with _quiet_progress_bars():
+    with progress_bars_off(hf_logging):  # no "Writing model shards" bar
         model.save_pretrained(folder, safe_serialization=True)
     _normalise_modes(folder)
 
@@ -318,26 +291,6 @@ def _portable_tokenizer_class(path: Path) -> None:
     if extra:
         data["additional_special_tokens"] = extra
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-
-
-class _quiet_progress_bars:
-    """Context manager: silence transformers' tqdm bars ("Writing model shards"), then restore."""
-
-    def __enter__(self):
-        # Imported here: the transformers extra, which `import evaluator` never loads.
-        from transformers.utils import logging as hf_logging
-
-        self._was_enabled = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        return self
-
-    def __exit__(self, *exc):
-        # Imported here: the transformers extra, which `import evaluator` never loads.
-        from transformers.utils import logging as hf_logging
-
-        if self._was_enabled:
-            hf_logging.enable_progress_bar()
-        return False
 
 
 def _normalise_modes(folder: Path) -> None:

@@ -36,11 +36,10 @@ from evaluator.analysis.score_mode import ScoreModeError
 from evaluator.analysis.summary.records import RunSummary
 from evaluator.analysis.summary.summary import summary_path_for
 from evaluator.common.readable import NotARegularFile, check_regular_file
-from evaluator.data.results import ResultRecord, read_results
+from evaluator.data.results import read_results, rubric_and_judge
 from evaluator.data.sources import LabelSource
 from evaluator.report.html import write_report
 from evaluator.report.plots import REPORT_EXTRA_HINT, plots_available
-from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import Rubric
 from evaluator.run.manifest import (
     manifest_path_for,
@@ -127,16 +126,6 @@ def finished_manifest(results: Path) -> dict[str, Any]:
     return manifest
 
 
-def _rubric_and_judge(records: Sequence[ResultRecord], results: Path,
-                      rubrics_dirs: Sequence[Path]) -> tuple[Rubric, str]:
-    names = sorted({r.rubric for r in records})
-    judges = sorted({r.judge for r in records})
-    if len(names) != 1 or len(judges) != 1:
-        raise TrackingError(f"{results}: expected the records of one rubric and one judge "
-                            f"(found {len(names)} rubric(s), {len(judges)} judge(s))")
-    return load_rubric(names[0], tuple(rubrics_dirs)), judges[0]
-
-
 def _summary_notes(results: Path, summary: RunSummary, manifest: dict[str, Any],
                    rubric: Rubric) -> list[str]:
     """Notes when the summary file beside ``results`` is missing or differs from the one
@@ -218,7 +207,7 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
     records = read_results(results, options.rubrics_dirs)
     if not records:
         raise TrackingError(f"{results}: no result records in the file")
-    rubric, judge = _rubric_and_judge(records, results, options.rubrics_dirs)
+    rubric, judge = rubric_and_judge(records, results, options.rubrics_dirs, TrackingError)
     summary = analysis_kind(rubric).summarize(rubric, judge, records,
                                               source=str(results)).model_copy(
         update={"results_file": results.name})

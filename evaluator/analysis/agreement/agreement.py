@@ -67,10 +67,9 @@ from evaluator.analysis.label_files import (
     load_labels,
     rated_criteria,
 )
-from evaluator.analysis.score_mode import ScoredView, mode_block, score_view
+from evaluator.analysis.score_mode import ScoredView, ScoreModeBlock, mode_block, score_view
 from evaluator.analysis.sheet_labels import SheetLabels, read_sheet_labels, verdict_seen_note
 from evaluator.analysis.stats import require_stats
-from evaluator.analysis.summary.records import ScoreModeBlock
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.rubrics.load import load_rubric

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from evaluator.analysis.summary.records import ScoreModeBlock
+from evaluator.analysis.score_mode import ScoreModeBlock
 from evaluator.common.record import Record
 
 

@@ -15,10 +15,6 @@ from evaluator.common.columns import Notes, row, wrap
 WIDTH = 80
 
 
-def _wrapped(text: str, indent: str) -> list[str]:
-    return wrap(text, indent)
-
-
 def _line(name: str, figure: Mapping[str, Any] | None, notes: Notes,
           tail: str = "") -> list[str]:
     """One figure: name, value, 95% CI, ``[n]`` (its method: the notes under the file say
@@ -31,19 +27,19 @@ def _line(name: str, figure: Mapping[str, Any] | None, notes: Notes,
 
 
 def _comparison_lines(entry: Mapping[str, Any], notes: Notes) -> list[str]:
-    lines = _wrapped(f"{entry['criterion']} ({entry['n']} pairs)", "  ")
+    lines = wrap(f"{entry['criterion']} ({entry['n']} pairs)", "  ")
     if "win_rate" in entry:
         win = entry["win_rate"]
         lines += _line("win rate of A", win, notes, f"{win['n']} pairs")
-        lines += _wrapped(f"A won {win['a_wins']}, B won {win['b_wins']}, tie {win['ties']}, "
-                          f"inconsistent {win['inconsistent']}", "      ")
+        lines += wrap(f"A won {win['a_wins']}, B won {win['b_wins']}, tie {win['ties']}, "
+                      f"inconsistent {win['inconsistent']}", "      ")
         consistency = entry["position_consistency"]
         lines += _line("position consistency", consistency, notes,
                        f"{consistency['consistent']} of {consistency['n']} pairs")
         bias = entry["position_bias"]
         lines += _line("position bias", bias, notes,
                        f"first {bias['first_chosen']} of {bias['decisive']} decisive")
-        lines.extend(_wrapped(
+        lines.extend(wrap(
             f"inconsistent pairs: first shown chosen both times {bias['inconsistent_first_both']}"
             f", second both times {bias['inconsistent_second_both']}, a tie in one order "
             f"{bias['inconsistent_with_tie']}", "      "))
@@ -62,25 +58,25 @@ def _comparison_lines(entry: Mapping[str, Any], notes: Notes) -> list[str]:
         lines += _line("agreement with labels", agreement, notes,
                        f"{agreement['agreed']} of {labels['n']}")
     for note in entry.get("notes", []):
-        lines.extend(_wrapped(f"note: {note}", "    "))
+        lines.extend(wrap(f"note: {note}", "    "))
     return lines
 
 
 def _bradley_terry_lines(block: Mapping[str, Any]) -> list[str]:
-    lines = _wrapped(f"Bradley-Terry strengths, {block['criterion']} ({block['battles']} "
-                     f"battles; {block['scale']})", "")
-    lines += _wrapped(f"95% CI: {block['method']}", "  ")
+    lines = wrap(f"Bradley-Terry strengths, {block['criterion']} ({block['battles']} "
+                 f"battles; {block['scale']})", "")
+    lines += wrap(f"95% CI: {block['method']}", "  ")
     for system in block["systems"]:
         # A long name goes on its own line(s), whole: a cut name could make two systems look
         # the same.
         name = system["name"]
         if len(name) > 40:
-            lines.extend(_wrapped(name, f"  {system['rank']:>2}  "))
+            lines.extend(wrap(name, f"  {system['rank']:>2}  "))
             name = ""
         lines.append(f"  {system['rank']:>2}  {name:<40}{format_number(system['strength']):>7}"
                      f"  {format_ci(system['ci95'])}")
     if block.get("note"):
-        lines.extend(_wrapped(f"note: {block['note']}", "  "))
+        lines.extend(wrap(f"note: {block['note']}", "  "))
     return lines
 
 
@@ -88,7 +84,7 @@ def format_comparison(report: CompareReport) -> str:
     """The report of :func:`evaluator.analysis.pairwise.compare.compare` as text."""
     lines: list[str] = []
     for info in report.files:
-        lines.extend(_wrapped(
+        lines.extend(wrap(
             f"{info['path']}: {info['systems']['A']} (A) vs {info['systems']['B']} (B); "
             f"rubric {info['rubric']}; {info['ok']} of {info['records']} records ok", ""))
         lines.append(f"    {'figure':<22}{'value':>7}  {'95% CI':<16} {'CI':<5}counts")
@@ -103,5 +99,5 @@ def format_comparison(report: CompareReport) -> str:
         lines.append("")
     lines.append("notes:")
     for note in report.notes:
-        lines.extend(_wrapped(f"- {note}", "  "))
+        lines.extend(wrap(f"- {note}", "  "))
     return "\n".join(lines)

@@ -10,7 +10,8 @@ counted, not shown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from statistics import median
 from typing import Any
 
 from evaluator.data.results import ResultRecord
@@ -18,7 +19,6 @@ from evaluator.rubrics.rubric import IntegerCriterion, ItemsCriterion, Rubric
 from evaluator.rubrics.score_paths import score_slots
 
 DEFAULT_LOW_CONFIDENCE = 10
-HISTOGRAM_BINS = 10
 
 
 def confidence_criteria(rubric: Rubric) -> list[str]:
@@ -86,14 +86,7 @@ def judge_confidence(rubric: Rubric, records: Iterable[ResultRecord],
         values = sorted(entry["values"])
         entry["n"] = len(values)
         entry["mean"] = sum(values) / len(values) if values else None
-        entry["median"] = _median(values)
+        entry["median"] = median(values) if values else None
     every.sort(key=lambda row: (row["confidence"], row["case_id"], row["path"]))
     return {"ok": ok, "with_distributions": with_distributions, "criteria": criteria,
             "lowest": every[:low_n], "low_n": low_n}
-
-
-def _median(values: Sequence[float]) -> float | None:
-    if not values:
-        return None
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2

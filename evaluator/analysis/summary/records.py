@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import model_serializer
 
+from evaluator.analysis.score_mode import ScoreModeBlock
 from evaluator.common.record import Record, omitted_if_none
 
 
@@ -72,15 +73,6 @@ class PanelAgreement(Record):
         out = handler(self)
         return out if self.alpha is not None else {
             "reduction": out["reduction"], "alpha": None, "raters": out["raters"]}
-
-
-class ScoreModeBlock(Record):
-    """Which scores the figures use, what that means, and the records left out."""
-
-    mode: str
-    meaning: str
-    left_out_no_distributions: int
-    note: str | None
 
 
 class PairwiseCriterion(Record):

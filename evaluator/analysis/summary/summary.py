@@ -29,6 +29,7 @@ from evaluator.analysis.panel import rater_agreement
 from evaluator.analysis.score_mode import (
     GET_DISTRIBUTIONS,
     NO_DISTRIBUTIONS,
+    ScoreModeBlock,
     ScoreModeError,
     mode_block,
 )
@@ -48,7 +49,6 @@ from evaluator.analysis.summary.records import (
     PanelAgreement,
     PassRate,
     RunSummary,
-    ScoreModeBlock,
     ScoreStats,
     Summary,
 )
