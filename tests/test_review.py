@@ -219,13 +219,21 @@ def test_the_follow_up_command_names_the_files_and_runs_as_printed(results, tmp_
     lines = done.output.splitlines()
     assert max(map(len, lines)) <= 80, lines
     assert "RESULTS" not in done.output
-    start = next(i for i, line in enumerate(lines) if line.strip().startswith("evaluator "))
-    command = []
-    for line in lines[start:]:
-        command.append(line.strip().removesuffix("\\"))
-        if not line.endswith("\\"):
-            break
-    words = shlex.split(" ".join(command))
+    commands = []  # every command printed, as the shell would read it
+    for i, line in enumerate(lines):
+        if not line.strip().startswith("evaluator "):
+            continue
+        command = []
+        for part in lines[i:]:
+            command.append(part.strip().removesuffix("\\"))
+            if not part.endswith("\\"):
+                break
+        commands.append(shlex.split(" ".join(command)))
+    # First the labelling page on the sheet folder, then agree on the labels saved there,
+    # then agree on a filled-in review.csv.
+    assert commands[0] == ["evaluator", "label", str(out), "--labeller", "NAME"]
+    assert commands[1] == ["evaluator", "agree", str(results), "--labels", str(out)]
+    words = commands[2]
     assert words[:3] == ["evaluator", "agree", str(results)]
     assert words[words.index("--labels") + 1] == str(out / "review.csv")
     field = words[words.index("--label-field") + 1]

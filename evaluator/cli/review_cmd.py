@@ -72,35 +72,42 @@ def _summary_lines(sheet: ReviewSheet, results: tuple[Path, ...], csv_path: Path
                   "not blind: the sheet shows the judge's verdicts (labels given with them in "
                   "view may echo them)")
     a = sheet.assignment
+    sheet_dir = show_path(csv_path.parent)
+    names = list(a.labellers) or ["NAME"]
     if a.labellers:
         per = ", ".join(f"{name} {len(a.cases[name])}" for name in a.labellers)
         lines += wrap(f"labellers: {per} case(s); {len(a.overlap_cases)} given to every "
                       f"one (overlap {a.overlap:g})")
-        lines += wrap("label them on the labelling page:", "  ")
-        lines += _command(["evaluator", "label", show_path(csv_path.parent),
-                           *(word for name in a.labellers for word in ("--labeller", name))])
-    if sheet.label_columns and sheet.kind == "pairwise":
-        first = sheet.label_columns[0]
+    if not sheet.label_columns:
+        return lines
+    first = sheet.label_columns[0]
+    pairwise = sheet.kind == "pairwise"
+    command = "compare" if pairwise else "agree" if sheet.design == "priority" else "estimate"
+    lines += wrap("label them on the labelling page (one link per labeller):", "  ")
+    lines += _command(["evaluator", "label", sheet_dir,
+                       *(word for name in names for word in ("--labeller", name))])
+    lines += wrap("then, from the labels saved there:", "  ")
+    lines += _command(["evaluator", command, show_path(results[0]), "--labels", sheet_dir,
+                       *(["--label-field", first] if command == "estimate" else [])])
+    if pairwise:
         lines += wrap(f"label columns (A, B or tie; A is {sheet.rows[0].get('system_a', 'A')}"
                       f", B {sheet.rows[0].get('system_b', 'B')}): "
                       f"{', '.join(sheet.label_columns)}" if sheet.rows else
                       f"label columns: {', '.join(sheet.label_columns)}")
-        lines += wrap("fill one in, then:", "  ")
+        lines += wrap("or fill one in review.csv, then:", "  ")
         lines += _command(["evaluator", "compare", show_path(results[0]), "--labels",
                            show_path(csv_path), "--label-field", first])
-    elif sheet.label_columns:
-        first = sheet.label_columns[0]
-        command = "agree" if sheet.design == "priority" else "estimate"
-        lines += wrap(f"label columns: {', '.join(sheet.label_columns)}")
-        which = ", for each results file (the first shown)" if len(results) > 1 else ""
-        lines += wrap(f"fill one in, then{which}:", "  ")
-        lines += _command(["evaluator", command, show_path(results[0]), "--labels",
-                           show_path(csv_path), "--label-field", first, "--criterion",
-                           first.removesuffix(".label")])
-        if sheet.design == "priority":
-            lines += wrap("note: these cases were chosen for being hard: figures from their "
-                          "labels describe them, not the run (--design random or active for "
-                          "figures about the run)")
+        return lines
+    lines += wrap(f"label columns: {', '.join(sheet.label_columns)}")
+    which = ", for each results file (the first shown)" if len(results) > 1 else ""
+    lines += wrap(f"or fill one in review.csv, then{which}:", "  ")
+    lines += _command(["evaluator", command, show_path(results[0]), "--labels",
+                       show_path(csv_path), "--label-field", first, "--criterion",
+                       first.removesuffix(".label")])
+    if sheet.design == "priority":
+        lines += wrap("note: these cases were chosen for being hard: figures from their "
+                      "labels describe them, not the run (--design random or active for "
+                      "figures about the run)")
     return lines
 
 
