@@ -110,3 +110,23 @@ def test_two_processes_appending_at_once_lose_nothing(tmp_path):
     assert len(entries) == 400
     assert len(latest_labels(entries)) == 400
     assert not os.path.exists(tmp_path / "journal.jsonl.tmp")
+
+
+def test_a_whole_last_entry_without_its_newline_counts_and_is_kept(tmp_path):
+    """An editor that drops the final newline leaves a whole entry: it is read, and the
+    next append ends it instead of cutting it off."""
+    append_label(tmp_path, _entry("c1", 3))
+    append_label(tmp_path, _entry("c2", 4))
+    path = journal_path(tmp_path)
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    assert [e.case_id for e in read_journal(tmp_path)] == ["c1", "c2"]
+    append_label(tmp_path, _entry("c3", 5))
+    assert [e.case_id for e in read_journal(tmp_path)] == ["c1", "c2", "c3"]
+
+
+def test_a_torn_line_longer_than_a_read_chunk_is_cut_alone(tmp_path):
+    append_label(tmp_path, _entry("c1", 3))
+    with journal_path(tmp_path).open("ab") as handle:
+        handle.write(b'{"comment":"' + b"x" * 200_000)  # torn, no newline in 64 KiB
+    append_label(tmp_path, _entry("c2", 4))
+    assert [e.case_id for e in read_journal(tmp_path)] == ["c1", "c2"]

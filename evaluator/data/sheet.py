@@ -167,10 +167,32 @@ def read_sheet_info(sheet_dir: Path) -> SheetInfo:
         raise SheetError(f"{show_path(target)}: field {where!r}: {first['msg']}") from None
 
 
+def _parses(fragment: bytes) -> bool:
+    try:
+        JournalEntry.model_validate_json(fragment)
+    except ValidationError:
+        return False
+    return True
+
+
+def _tail_start(fd: int, size: int) -> int:
+    """Where the journal's last line starts (just after its last newline; 0: none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        cut = os.pread(fd, end - start, start).rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        end = start
+    return 0
+
+
 def append_label(sheet_dir: Path, entry: JournalEntry) -> None:
     """Append ``entry`` to the sheet's journal (created 0600): under an exclusive ``flock``
-    of the journal, a torn last line (a writer killed mid-line, never acknowledged) is cut
-    off, the line is written in one ``write`` and fsynced. Returns once it is on disk."""
+    of the journal, a last line without its newline is ended when it is a whole entry (a
+    file saved by an editor that drops the final newline) and cut off when it is torn (a
+    writer killed mid-line: never acknowledged); the line is written in one ``write`` and
+    fsynced. Returns once it is on disk."""
     line = (json.dumps(entry.to_json(), ensure_ascii=False, separators=(",", ":"))
             + "\n").encode("utf-8")
     with open_private_append(journal_path(sheet_dir), readable=True) as handle:
@@ -178,11 +200,12 @@ def append_label(sheet_dir: Path, entry: JournalEntry) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             size = os.fstat(fd).st_size
-            if size:
-                tail = os.pread(fd, min(size, 1 << 16), max(0, size - (1 << 16)))
-                if not tail.endswith(b"\n"):
-                    cut = tail.rfind(b"\n")
-                    os.ftruncate(fd, size - len(tail) + cut + 1 if cut >= 0 else 0)
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                start = _tail_start(fd, size)
+                if _parses(os.pread(fd, size - start, start)):
+                    line = b"\n" + line
+                else:
+                    os.ftruncate(fd, start)
             os.write(fd, line)
             os.fsync(fd)
         finally:
@@ -190,9 +213,10 @@ def append_label(sheet_dir: Path, entry: JournalEntry) -> None:
 
 
 def read_journal(sheet_dir: Path) -> Iterator[JournalEntry]:
-    """Every complete line of the journal in order (none: no journal yet). A torn last line
-    (no newline) is skipped; a damaged complete line is a :class:`SheetError` naming the
-    line (never its content: a comment may hold PHI)."""
+    """Every entry of the journal in order (none: no journal yet). A last line without its
+    newline counts when it is a whole entry and is skipped when torn (a writer killed
+    mid-line: that save was never acknowledged); a damaged line before it is a
+    :class:`SheetError` naming the line (never its content: a comment may hold PHI)."""
     target = journal_path(sheet_dir)
     try:
         data = target.read_bytes()
@@ -201,14 +225,18 @@ def read_journal(sheet_dir: Path) -> Iterator[JournalEntry]:
     except OSError as exc:
         raise SheetError(f"cannot read {show_path(target)} ({exc.strerror})") from None
     lines = data.split(b"\n")
-    for number, line in enumerate(lines[:-1], start=1):  # lines[-1]: b"" or a torn line
+    last = len(lines)
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             yield JournalEntry.model_validate_json(line)
         except ValidationError:
+            if number == last:  # no newline after it: torn
+                return
             raise SheetError(f"{show_path(target)} line {number}: not a journal entry "
-                             "(damaged; restore it from a backup)") from None
+                             "(damaged: correct or delete that line in a text editor)"
+                             ) from None
 
 
 def latest_labels(entries: Iterable[JournalEntry],
