@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from evaluator.analysis.review.assignment import assign
 from evaluator.analysis.review.signals import ReviewError
 from evaluator.cli.main import cli
-from evaluator.data.sheet import CasesRef, read_sheet_info
+from evaluator.data.sheet import CasesRef, JournalEntry, append_label, now, read_sheet_info
 from evaluator.judges.backends.fake import FakeBackend
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.rubrics.load import load_rubric
@@ -267,6 +267,24 @@ def test_sheet_json_describes_the_draw(run, tmp_path):
     assert info.fingerprint == hashlib.sha256(
         (tmp_path / "s" / "review.jsonl").read_bytes()).hexdigest()
     assert info.seed == 6 and len(read_csv(tmp_path / "s" / "review.csv")[1]) == 4
+
+
+def test_force_never_draws_over_a_sheet_with_saved_labels(run, tmp_path):
+    results, _ = run
+    out = tmp_path / "s"
+    assert invoke("review", results, "--out", out, "--design", "random", "--n", "4",
+                  "--seed", "5").exit_code == 0
+    info = read_sheet_info(out)
+    case = json.loads((out / "review.jsonl").read_text().splitlines()[0])["case_id"]
+    for value in (3, 4):
+        append_label(out, JournalEntry(labeller="ana", time=now(), case_id=case,
+                                       criterion="accuracy", value=value,
+                                       sheet=info.fingerprint, rubric_hash=info.rubric_hash))
+    before = {name: (out / name).read_bytes() for name in ("review.jsonl", "sheet.json")}
+    line = one_line_error(invoke("review", results, "--out", out, "--design", "random",
+                                 "--n", "4", "--seed", "6", "--force"))
+    assert "2 saved label(s)" in line and "another --out" in line
+    assert {name: (out / name).read_bytes() for name in before} == before
 
 
 # --- overlap ----------------------------------------------------------------------------------

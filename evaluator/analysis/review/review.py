@@ -73,10 +73,14 @@ from evaluator.data.files import (
 )
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.data.sheet import (
+    JOURNAL,
     CasesRef,
     FileRef,
+    SheetError,
     SheetInfo,
+    journal_path,
     now,
+    read_journal,
     sheet_path,
 )
 from evaluator.data.sources import CaseSource, LabelSource
@@ -477,14 +481,27 @@ def review_paths(out_dir: Path) -> tuple[Path, Path]:
     return Path(out_dir) / REVIEW_CSV, Path(out_dir) / REVIEW_JSONL
 
 
+def _saved_labels(out_dir: Path) -> int:
+    """How many labels the sheet folder's journal holds (a damaged journal: its non-blank
+    lines, which are labels someone saved all the same)."""
+    target = journal_path(out_dir)
+    if not target.exists():
+        return 0
+    try:
+        return sum(1 for _ in read_journal(out_dir))
+    except SheetError:
+        return sum(1 for line in target.read_bytes().splitlines() if line.strip())
+
+
 def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
                  inputs: Sequence[Path] = ()) -> tuple[Path, Path]:
     """Write ``review.csv``, ``review.jsonl`` and ``sheet.json`` in ``out_dir`` (created
     0700; files 0600). ``sheet.json`` (:meth:`ReviewSheet.info`) carries the SHA-256 of the
     ``review.jsonl`` bytes written (its ``fingerprint``).
     An existing worksheet (a clinician may be filling it in) is replaced only with
-    ``force``, and never when it is one of ``inputs`` (the labels read). Every CSV cell,
-    header and case ids included, is escaped by :func:`~evaluator.data.csv_files.csv_text`
+    ``force``, and never when it is one of ``inputs`` (the labels read) or when the
+    folder's ``journal.jsonl`` holds labels (saved against the old draw: a new draw would
+    strand them). Every CSV cell, header and case ids included, is escaped by :func:`~evaluator.data.csv_files.csv_text`
     (no cell a spreadsheet runs; the labels reader undoes it). ``review.evaluator-lock``
     in ``out_dir`` (:func:`exclusive_lock`, as a run's) is held from the checks to the end:
     a second ``review`` on the same ``--out`` is refused
@@ -522,6 +539,13 @@ def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
                     raise ReviewError(f"{show_path(target)} exists (a worksheet that may hold "
                                       "labels already); pass --force to replace it, or choose "
                                       "another --out")
+            saved = _saved_labels(out_dir)
+            if saved:
+                # The journal's labels were saved against this draw (its fingerprint): a new
+                # draw over it would strand every one of them, --force or not.
+                raise ReviewError(f"{show_path(out_dir)}: the sheet has {saved} saved "
+                                  f"label(s) in {JOURNAL}; draw the new sheet into another "
+                                  "--out")
             # The three temporaries are written in full before any is renamed into place
             # (the JSONL's, the CSV's, then sheet.json's, as write_sheet_info writes it): an
             # error while writing leaves the three old files.
