@@ -256,6 +256,27 @@ def test_the_non_blind_note(run, tmp_path, blind, seen):
         assert (NOTE_START in " ".join(result.stdout.split())) == (not blind)
 
 
+@pytest.mark.parametrize("extra, noted", [
+    ({}, False), ({"accuracy.score": 3}, True), ({"min_confidence": 0.6}, True),
+    ({"design": "priority"}, True)])
+def test_the_non_blind_note_for_a_labels_file_outside_its_sheet_folder(run, tmp_path, extra,
+                                                                       noted):
+    # The usual path: the worksheet mailed to a clinician and back, no sheet.json beside it.
+    # A priority sheet's design, or any judge column a non-blind sheet shows, gives the note.
+    path, _, truth, _, rows = run
+    csv = write_rows(tmp_path / "back.csv", [{**r, **extra, "accuracy.label": truth[r["case_id"]]}
+                                             for r in rows])
+    commands = ("agree",) if "design" in extra else ("agree", "estimate")  # estimate: refused
+    for command in commands:
+        result = invoke(command, path, "--labels", csv, "--label-field", "accuracy.label",
+                        "--criterion", "accuracy")
+        assert result.exit_code == 0, result.output
+        flat = " ".join(result.stdout.split())
+        assert (NOTE_START in flat) == noted, (command, result.stdout)
+        if noted:
+            assert ("priority worksheet" if "design" in extra else next(iter(extra))) in flat
+
+
 def test_compare_reads_a_pairwise_sheet_by_majority(tmp_path):
     records = run_judge(honest, 40, seed=4, criteria=("accuracy",))
     path = write_pairs(tmp_path / "ab.jsonl", records)

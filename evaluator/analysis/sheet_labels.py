@@ -58,6 +58,12 @@ RULES = {
     "majority": ("each case counts once, with its labellers' majority choice (a tie between "
                  "their choices: tie)"),
 }
+# The columns a non-blind worksheet (``evaluator review --design priority``) adds to show
+# the judge's verdict: whole-row signals, and each criterion's KEY.<part> (an aggregate's
+# KEY.aggregate). A labels file holding any of them was labelled with the verdict in view.
+JUDGE_SIGNAL_COLUMNS = ("min_confidence", "max_spread", "gate_margin")
+JUDGE_PARTS = ("score", "expected", "confidence", "distribution")
+AGGREGATE_PART = "aggregate"
 VERDICT_SEEN = ("NOTE: labels given with the judge's verdict in view ({why}): they may echo "
                 "the judge, which inflates agreement (kappa, gate sensitivity) and PPI++'s "
                 "lambda; for figures about the judge, label a blind sheet (evaluator review "
@@ -257,11 +263,24 @@ def sheet_folder(path: Path | None) -> bool:
     return path is not None and is_sheet_dir(Path(path))
 
 
-def verdict_seen_note(path: Path, sheet: SheetLabels | None = None) -> str | None:
+def judge_columns(rows: Sequence[tuple[int, dict[str, Any]]]) -> list[str]:
+    """The columns of a non-blind sheet that show the judge's verdict
+    (:data:`JUDGE_SIGNAL_COLUMNS`, ``KEY.<part>`` of :data:`JUDGE_PARTS`, ``KEY.aggregate``) among ``rows``'
+    columns, in the file's order."""
+    names = dict.fromkeys(name for _, row in rows for name in row)
+    return [name for name in names if name in JUDGE_SIGNAL_COLUMNS
+            or ("." in name and name.rsplit(".", 1)[1] in (*JUDGE_PARTS, AGGREGATE_PART))]
+
+
+def verdict_seen_note(path: Path, sheet: SheetLabels | None = None, *,
+                      rows: Sequence[tuple[int, dict[str, Any]]] = (),
+                      priority: bool = False) -> str | None:
     """The note for labels given with the judge's verdict in view, or None: ``sheet`` (the
     labels of a sheet folder) says blind false, or some of its labels were saved after the
     verdict was shown; or the labels file ``path`` sits in a sheet folder whose sheet.json
-    says blind false (a non-blind sheet's review.csv)."""
+    says blind false (a non-blind sheet's review.csv); or, wherever the file is (a
+    worksheet mailed to a clinician and back), its design is ``priority`` (a sheet that
+    shows the verdicts) or its ``rows`` have a column of the judge's (:func:`judge_columns`)."""
     if sheet is not None:
         why = []
         if not sheet.info.blind:
@@ -269,6 +288,14 @@ def verdict_seen_note(path: Path, sheet: SheetLabels | None = None) -> str | Non
         if sheet.judge_seen:
             why.append(f"{sheet.judge_seen} label(s) were saved after the verdict was shown")
         return VERDICT_SEEN.format(why="; ".join(why)) if why else None
+    if priority:
+        return VERDICT_SEEN.format(why=f"{path} is a priority worksheet, which shows the "
+                                       "judge's verdicts")
+    shown = judge_columns(rows)
+    if shown:
+        more = f" and {len(shown) - 2} more" if len(shown) > 2 else ""
+        return VERDICT_SEEN.format(why=f"{path} has the judge's columns "
+                                       f"({', '.join(shown[:2])}{more})")
     parent = Path(path).parent
     if not is_sheet_dir(parent):
         return None

@@ -63,6 +63,7 @@ from evaluator.analysis.kinds import KINDS, analysis_kind
 from evaluator.analysis.label_files import (
     AgreementError,
     Labels,
+    label_rows,
     load_groups,
     load_labels,
     rated_criteria,
@@ -437,13 +438,16 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
     ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}
     not_ok = [r for r in records if r.case_id not in ok]
     sheet = None
+    rows: list[tuple[int, dict[str, Any]]] = []
     if labels.is_sheet(labels_path):
         sheet = read_sheet_labels(labels_path, rubric=rubric,
                                   rubric_hash=rubric.source_sha256 if rubric else None)
         read = _SheetRead(sheet, sheet.criteria_for(labels.field, criteria), seed)
         label_field = labels.field or ", ".join(f"{k}.label" for k in read.keys)
     else:
-        read = _FileRead(load_labels(labels, rubric=rubric))
+        # One read: the labels, the design and the columns a non-blind sheet shows.
+        rows = label_rows(labels_path)
+        read = _FileRead(load_labels(labels, rubric=rubric, rows=rows))
     id_column = "case_id" if sheet is not None else labels.id_column
     every = read.every
     groups = (load_groups(sheet.review_path if sheet else labels_path, by, id_column)
@@ -460,7 +464,7 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
                              + (" among the common cases" if only_ids is not None else "")
                              + ("" if sheet else "; check --id-column"))
     design = agree_design(sheet.review_path if sheet else labels_path, id_column, joined_ids,
-                          list(ok), results_path, rows=sheet.rows if sheet else None)
+                          list(ok), results_path, rows=sheet.rows if sheet else rows)
     available: list[str] = []
     for record in ok.values():
         for key in _numeric_keys(record.scores or {}) + list(record.aggregates or {}):
@@ -553,7 +557,8 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
             notes=sheet.notes + ceiling_notes
             + ([CEILING_DRAWN_NOTE] if design.weighted and ceilings else []))
     else:
-        verdict_seen = verdict_seen_note(labels_path)
+        verdict_seen = verdict_seen_note(labels_path, rows=rows,
+                                         priority=design.design.kind == "priority")
     return AgreementReport(
         results=str(results_path), labels=str(labels_path), label_field=label_field,
         results_ok=len(ok), labels_total=len(every), joined=len(joined_ids),

@@ -228,7 +228,8 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
         system.drawn = {case: float(v) for case, v
                         in sheet.combined(key, "draw", GATE_DRAW_SEED).items()}
         system.notes += [sheet.rule_line("mean"), *sheet.notes]
-    seen = verdict_seen_note(Path(labels_path), sheet)
+    seen = verdict_seen_note(Path(labels_path), sheet, rows=() if sheet else rows,
+                             priority=design.kind == "priority")
     if seen:
         system.notes.append(seen)
     _check_design(system, records)

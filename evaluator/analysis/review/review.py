@@ -63,6 +63,7 @@ from evaluator.analysis.review.signals import (
     rank_candidates,
     score_at,
 )
+from evaluator.analysis.sheet_labels import AGGREGATE_PART, JUDGE_PARTS, JUDGE_SIGNAL_COLUMNS
 from evaluator.data.csv_files import csv_text
 from evaluator.data.files import (
     atomic_writer,
@@ -95,10 +96,9 @@ from evaluator.rubrics.rubric import (
 REVIEW_CSV = "review.csv"
 REVIEW_JSONL = "review.jsonl"
 DEFAULT_N = 50
-FIXED_COLUMNS = ("case_id", "rubric", "judge", "rank", "reason", "min_confidence",
-                 "max_spread", "gate_margin")
 # A blind sheet's: no signal of the judge's (its confidence, spread or gate margin).
-BLIND_COLUMNS = FIXED_COLUMNS[:5]
+BLIND_COLUMNS = ("case_id", "rubric", "judge", "rank", "reason")
+FIXED_COLUMNS = (*BLIND_COLUMNS, *JUDGE_SIGNAL_COLUMNS)
 # A pairwise sheet's: which system is A and which is B (the labels are in their terms).
 SYSTEM_COLUMNS = ("system_a", "system_b")
 ASSIGNED_COLUMN = "assigned_to"
@@ -389,9 +389,8 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     label_keys = ([c.key for c in choices] if pairwise else list(dict.fromkeys(
         [f.key for f in chosen if isinstance(f, IntegerCriterion)] + aggregates)))
     verdict_columns = [] if blind else [
-        *(f"{f.key}.{part}" for f in chosen
-          for part in ("score", "expected", "confidence", "distribution")),
-        *(f"{name}.aggregate" for name in aggregates)]
+        *(f"{f.key}.{part}" for f in chosen for part in JUDGE_PARTS),
+        *(f"{name}.{AGGREGATE_PART}" for name in aggregates)]
     hashes = [file_sha256(path) for path, _ in files]
     drawn_from = ";".join(dict.fromkeys(hashes))
     columns = [*(BLIND_COLUMNS if blind else FIXED_COLUMNS), *DESIGN_COLUMNS, RESULTS_SHA256,
