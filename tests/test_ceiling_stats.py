@@ -21,9 +21,11 @@ from evaluator.analysis.agreement.ceiling import (
     alpha_from_coincidences,
     ceiling,
     kappa_from_counts,
+    reading,
     share_from_counts,
     spearman_from_counts,
 )
+from evaluator.analysis.agreement.records import CeilingFigure
 
 SCALE = [1, 2, 3, 4, 5]
 
@@ -165,6 +167,33 @@ def test_an_undefined_statistic_gives_no_interval_and_says_why():
     exact = result.statistics["exact"]
     assert exact.clinicians.value == 1.0 and exact.difference.value == 0.0
     assert exact.difference.ci95 is None and "same value" in exact.difference.ci_method
+
+
+def _difference(low, high):
+    return CeilingFigure(value=(low + high) / 2, ci95=[low, high], ci_method="BCa")
+
+
+def test_the_reading_decides_only_on_enough_cases_and_never_calls_a_wide_ci_equivalence():
+    # The review's 6 overlap cases: figures shown, no decision.
+    few = reading(6, _difference(-0.97, 0.77))
+    assert few.startswith("too few overlap cases (6) to decide") and "about as well" not in few
+    assert "too few" in reading(29, _difference(-0.05, 0.04))
+    # A CI that includes 0 but spans most of the scale: no difference detected, said as the
+    # interval, never "about as well".
+    wide = reading(80, _difference(-0.97, 0.77))
+    assert wide == ("no difference detected: the judge's kappa is anything from 0.97 lower "
+                    "to 0.77 higher than the clinicians'")
+    same = reading(80, _difference(-0.05, 0.04))
+    assert "about as well" in same and "within 0.1" in same
+    assert "0.05 to 0.30 lower" in reading(100, _difference(-0.30, -0.05))
+    assert "0.05 to 0.30 higher" in reading(100, _difference(0.05, 0.30))
+    # Between 30 and 60 cases: read, with a warning that the interval may cover less.
+    middle = reading(40, _difference(-0.30, -0.05))
+    assert "lower" in middle and "may cover less than 95%" in middle
+    assert "may cover less" not in reading(60, _difference(-0.30, -0.05))
+    assert ceiling("accuracy", [3, 2, 4, 5, 1, 3], [{"ana": v, "ben": v} for v in
+                                                    (3, 2, 4, 5, 1, 2)],
+                   scale=SCALE, resamples=200).reading.startswith("too few overlap cases (6)")
 
 
 REPLICATES = 500

@@ -156,10 +156,27 @@ def test_the_ceiling_is_the_overlap_cases_figures_and_is_printed_for_a_decision(
     assert "ceiling: 50 case(s) labelled by two or more of ana, ben" in text
     assert "judge vs clinicians kw" in text and "clinician vs clinician" in text
     assert "difference" in text and max(map(len, text.splitlines())) <= 80
+    assert " ".join(found.reading.split()) in " ".join(text.split())
+    assert "(on 50 overlap cases; below about 60" in " ".join(text.split())
     as_json = json.loads(invoke("agree", path, "--labels", sheet, "--resamples", 300,
                                 "--seed", 3, "--json").stdout)
     assert as_json["ceiling"][0]["statistics"]["kappa_quadratic"]["difference"]["value"] == \
         pytest.approx(kappa.difference.value)
+
+
+def test_a_ceiling_on_six_overlap_cases_shows_the_figures_and_decides_nothing(run, tmp_path):
+    path, _, truth, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows)
+    for i, case in enumerate(chosen):
+        label(sheet, "ana", case, truth[case])
+        if i < 6:
+            label(sheet, "ben", case, min(5, truth[case] + (i % 2)))
+    result = invoke("agree", path, "--labels", sheet, "--resamples", 200)
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.stdout.split())
+    assert "ceiling: 6 case(s)" in flat and "judge vs clinicians kw" in flat
+    assert "too few overlap cases (6) to decide" in flat
+    assert "about as well" not in flat and "agrees with a clinician" not in flat
 
 
 def test_estimate_takes_the_mean_of_a_cases_labellers(run, tmp_path):
@@ -309,6 +326,8 @@ def test_compare_reads_a_pairwise_sheet_by_majority(tmp_path):
 
 
 def test_the_html_report_shows_the_ceiling_beside_the_agreement(run, tmp_path):
+    from markupsafe import escape
+
     from evaluator.report.build import build_report
     from evaluator.report.html import render_html
 
@@ -327,4 +346,6 @@ def test_the_html_report_shows_the_ceiling_beside_the_agreement(run, tmp_path):
     for figure in (kappa.judge, kappa.clinicians, kappa.difference):
         assert f"{figure.value:.3f}".replace("-", "") in html
     assert "judge vs each labeller" in html and "Not blind" in html
+    assert found.n == 30 and str(escape(found.reading)) in html
+    assert "about as well as clinicians" not in html
     assert SECRET not in html

@@ -38,7 +38,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evaluator.analysis.agreement.records import Ceiling, CeilingStatistic
+from evaluator.analysis.agreement.records import Ceiling, CeilingFigure, CeilingStatistic
 from evaluator.analysis.intervals import CONFIDENCE, UNDEFINED_SHARE_LIMIT, clean
 
 CEILING_RESAMPLES = 1000
@@ -48,6 +48,15 @@ CEILING_STATISTICS = (("kappa_quadratic", "kappa (quadratic)"), ("spearman", "Sp
                       ("exact", "exact agreement"), ("within_one", "within-one agreement"),
                       ("krippendorff_alpha_ordinal", "Krippendorff alpha (ordinal)"))
 SIDES = ("clinicians", "judge", "difference")
+# Below DECISION_FLOOR overlap cases the figures are shown but not read for a decision: in
+# simulation the intervals cover 95% from about HONEST_FROM cases (docs/statistics.md), and
+# under 30 an interval can span most of kappa's range. Between the two the reading is given
+# with a warning.
+DECISION_FLOOR = 30
+HONEST_FROM = 60
+# Kappa's difference whose whole CI lies within +-SAME_MARGIN reads as "about as well";
+# one that includes 0 but is wider says only that no difference was detected.
+SAME_MARGIN = 0.1
 METHOD = "BCa bootstrap over the overlap cases, paired (one resample for all three)"
 
 
@@ -230,6 +239,40 @@ def _interval(point: float | None, distribution: Any, low: float, high: float,
     return [clean(ci[0]) or 0.0, clean(ci[1]) or 0.0], method, undefined
 
 
+def reading(n: int, difference: CeilingFigure) -> str:
+    """Kappa's difference (judge minus clinicians) on ``n`` overlap cases read in words:
+    too few cases to decide (under :data:`DECISION_FLOOR`); no interval; lower, higher; the
+    same within :data:`SAME_MARGIN`; else no difference detected, with the interval said in
+    words (a wide interval that includes 0 is not evidence that the two are alike). Between
+    :data:`DECISION_FLOOR` and :data:`HONEST_FROM` cases, a warning follows."""
+    if n < DECISION_FLOOR:
+        return (f"too few overlap cases ({n}) to decide: the figures are shown, but a "
+                f"decision needs {DECISION_FLOOR} or more (the intervals are honest from "
+                f"about {HONEST_FROM})")
+    if difference.ci95 is None:
+        return "kappa's difference has no interval: nothing to decide"
+    low, high = difference.ci95
+    if high < 0:
+        text = ("the judge agrees with a clinician less than clinicians agree with each "
+                f"other: the judge's kappa is {-high:.2f} to {-low:.2f} lower than the "
+                "clinicians'")
+    elif low > 0:
+        text = ("the judge agrees with a clinician more than clinicians agree with each "
+                f"other: the judge's kappa is {low:.2f} to {high:.2f} higher than the "
+                "clinicians'")
+    elif -SAME_MARGIN <= low and high <= SAME_MARGIN:
+        text = ("the judge agrees with a clinician about as well as clinicians agree with "
+                f"each other: the judge's kappa is within {SAME_MARGIN:g} of the "
+                f"clinicians' (from {-low:.2f} lower to {high:.2f} higher)")
+    else:
+        text = ("no difference detected: the judge's kappa is anything from "
+                f"{-low:.2f} lower to {high:.2f} higher than the clinicians'")
+    if n < HONEST_FROM:
+        text += (f" (on {n} overlap cases; below about {HONEST_FROM} the intervals may "
+                 "cover less than 95%)")
+    return text
+
+
 def ceiling(criterion: str, judge: Sequence[float], ratings: Sequence[Mapping[str, float]],
             *, scale: Sequence[float], resamples: int = CEILING_RESAMPLES,
             seed: int = CEILING_SEED) -> Ceiling:
@@ -277,4 +320,5 @@ def ceiling(criterion: str, judge: Sequence[float], ratings: Sequence[Mapping[st
     return Ceiling(criterion=criterion, n=n, labellers=tables.labellers,
                    pairs=len(tables.pairs),
                    ratings=sum(len(case) for case in ratings), resamples=resamples,
-                   seed=seed, method=METHOD, statistics=statistics)
+                   seed=seed, method=METHOD, statistics=statistics,
+                   reading=reading(n, statistics["kappa_quadratic"].difference))

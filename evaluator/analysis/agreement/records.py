@@ -44,8 +44,8 @@ class CeilingStatistic(Record):
 class Ceiling(Record):
     """The ceiling of one criterion (:mod:`evaluator.analysis.agreement.ceiling`): the
     overlap cases (``n``, each labelled by two or more of ``labellers``), the labeller
-    ``pairs`` and ``ratings`` behind them, the bootstrap, and per statistic the three
-    figures."""
+    ``pairs`` and ``ratings`` behind them, the bootstrap, per statistic the three
+    figures, and kappa's difference read in words (``reading``)."""
 
     criterion: str
     n: int
@@ -56,6 +56,9 @@ class Ceiling(Record):
     seed: int
     method: str
     statistics: dict[str, CeilingStatistic]
+    # What kappa's difference says, in words (or that there are too few cases to decide):
+    # :func:`evaluator.analysis.agreement.ceiling.reading`, printed by agree and the report.
+    reading: str = ""
 
 
 class LabellerAgreement(Record):

@@ -108,25 +108,10 @@ def _figure(figure: CeilingFigure) -> str:
     return whole(text)
 
 
-def _verdict(ceiling: Ceiling) -> str | None:
-    """Kappa's difference read for a decision, or None when it has no CI."""
-    difference = ceiling.statistics["kappa_quadratic"].difference
-    if difference.ci95 is None:
-        return None
-    low, high = difference.ci95
-    if high < 0:
-        return ("the judge agrees with a clinician less than clinicians agree with each "
-                "other (kappa's difference is below 0)")
-    if low > 0:
-        return ("the judge agrees with a clinician more than clinicians agree with each "
-                "other (kappa's difference is above 0)")
-    return ("the judge agrees with a clinician about as well as clinicians agree with each "
-            "other: kappa's difference CI includes 0")
-
-
 def format_ceiling(ceiling: Ceiling) -> list[str]:
     """The ceiling of one criterion: per statistic judge vs clinicians, clinician vs
-    clinician and the difference, each with its 95% CI, then what kappa's says."""
+    clinician and the difference, each with its 95% CI, then what kappa's says
+    (:func:`evaluator.analysis.agreement.ceiling.reading`)."""
     lines = wrap(f"ceiling: {ceiling.n} case(s) labelled by two or more of "
                  f"{', '.join(ceiling.labellers)}; judge vs clinicians (mean over labellers) "
                  f"beside clinician vs clinician (mean over {ceiling.pairs} pair(s); alpha "
@@ -149,9 +134,8 @@ def format_ceiling(ceiling: Ceiling) -> list[str]:
                 why.append(f"{title}, {side}: CI {figure.ci_method}")
     lines += [line for text in why for line in wrap(f"- {text}", "    ")]
     lines += wrap(f"note: {WITHIN_ONE_NOTE}", "    ")
-    verdict = _verdict(ceiling)
-    if verdict:
-        lines += wrap(verdict, "  ")
+    if ceiling.reading:
+        lines += wrap(ceiling.reading, "  ")
     return lines
 
 
