@@ -325,6 +325,29 @@ def test_compare_reads_a_pairwise_sheet_by_majority(tmp_path):
     assert document["comparisons"][0]["labels"] == same["comparisons"][0]["labels"]
 
 
+def test_report_reads_every_criterion_of_a_sheet_without_label_field(run, tmp_path):
+    # docs/labelling.md: `evaluator report RESULTS --labels SHEET_DIR --html rep.html`.
+    path, _, truth, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows, criteria=("accuracy", "clarity"))
+    for case in chosen:
+        label(sheet, "ana", case, truth[case])
+        label(sheet, "ana", case, truth[case], criterion="clarity")
+    out = tmp_path / "rep.html"
+    result = invoke("report", path, "--labels", sheet, "--html", out, "--resamples", 200)
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    agreement_part = html[html.index('id="agreement"'):html.index('id="estimates"')]
+    estimates_part = html[html.index('id="estimates"'):]
+    for key in ("accuracy", "clarity"):
+        assert f">{key}<" in agreement_part
+        assert f'<td class="l">{key}</td>' in estimates_part
+    assert "no clinician-level estimate" not in html
+    # A labels file still needs its field.
+    csv = write_rows(tmp_path / "l.csv", [{"case_id": c, "x": truth[c]} for c in chosen])
+    refused = invoke("report", path, "--labels", csv, "--html", tmp_path / "r2.html")
+    assert refused.exit_code == 2 and "--label-field" in refused.output
+
+
 def test_the_html_report_shows_the_ceiling_beside_the_agreement(run, tmp_path):
     from markupsafe import escape
 

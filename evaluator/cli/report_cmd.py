@@ -63,8 +63,11 @@ def report_command(results: tuple[Path, ...], html_path: Path, overwrite: bool,
     statuses, agreement with labels and clinician-level estimates (PPI++) with the
     differences between systems, the judge's confidence, worst cases, from the scores
     --score names. Works offline; no case text unless --show-text."""
-    if labels is not None and labels.paths and not labels.field:
-        raise click.UsageError("--labels needs --label-field")
+    # A sheet folder needs no --label-field: its criteria are in its sheet.json.
+    if labels is not None and labels.paths and not labels.field and not all(
+            labels.is_sheet(p) for p in labels.paths):
+        raise click.UsageError("--labels needs --label-field (a labels file; a sheet folder "
+                               "needs none)")
     written = write_report(list(results), html_path, overwrite=overwrite,
                            rubrics_dirs=rubrics_dirs, labels=labels, cases=cases,
                            estimate_criteria=estimate_criteria, worst_by=worst_by,

@@ -49,6 +49,7 @@ from evaluator.common.errors import UserError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.common.version import __version__
 from evaluator.data.results import ResultRecord, Status, read_results
+from evaluator.data.sheet import SheetError, read_sheet_info
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.report.text import attach_text
 from evaluator.rubrics.load import load_rubric
@@ -298,30 +299,58 @@ def _labels_per_file(labels: Sequence[Path], files: Sequence[Any]) -> list[Path]
     return [Path(p) for p in labels]
 
 
+def _sheet_criteria(labels: LabelSource, criteria: Sequence[str]) -> list[str] | None:
+    """Without --label-field, sheet folders' criteria (those every sheet rates, in the first
+    sheet's order; ``criteria`` narrows them): each gets its own estimate, as ``agree``
+    compares every criterion of a sheet. None: a --label-field, or labels files."""
+    if labels.field or not labels.paths or not all(labels.is_sheet(p) for p in labels.paths):
+        return None
+    try:
+        rated = [read_sheet_info(Path(p)).criteria for p in labels.paths]
+    except SheetError:
+        return None  # estimate says what is wrong with the folder
+    shared = [key for key in rated[0] if all(key in other for other in rated[1:])]
+    return [key for key in shared if not criteria or key in criteria]
+
+
 def _estimates(files: list[dict[str, Any]], labels: LabelSource, criteria: Sequence[str],
                score_mode: str, rubrics_dirs: Sequence[Path]) -> dict[str, Any]:
     """Clinician-level estimates (:func:`evaluator.analysis.estimate.estimate.estimate`) beside each
     file's judge-only mean, and with one labels file per file, the differences; an estimate
-    that cannot be made is a note on the page, never a failed report."""
+    that cannot be made is a note on the page, never a failed report. Sheet folders without
+    --label-field: one estimate per criterion of the sheets (:func:`_sheet_criteria`)."""
     per_file = replace(labels, paths=tuple(_labels_per_file(labels.paths, files)))
-    try:
-        result = estimate([Path(f["path"]) for f in files], per_file, criteria=criteria,
-                          score_mode=score_mode, rubrics_dirs=rubrics_dirs)
-    except (AgreementError, ScoreModeError) as exc:
-        return {"note": f"no clinician-level estimate: {exc}", "rows": [], "differences": []}
+    keys = _sheet_criteria(labels, criteria)
+    runs = ([(per_file, criteria)] if keys is None else
+            [(replace(per_file, field=key), (key,)) for key in keys])
+    results, failed = [], []
+    for source, wanted in runs:
+        try:
+            results.append(estimate([Path(f["path"]) for f in files], source,
+                                    criteria=wanted, score_mode=score_mode,
+                                    rubrics_dirs=rubrics_dirs))
+        except (AgreementError, ScoreModeError) as exc:
+            failed.append(f"no clinician-level estimate{f' of {wanted[0]}' if keys else ''}: "
+                          f"{exc}")
+    if not results:
+        return {"note": "; ".join(failed) or "no clinician-level estimate: the sheets share "
+                "no criterion", "rows": [], "differences": []}
     by_path = {str(f["path"]): f["label"] for f in files}
-    for row in [*result.estimates, *result.differences]:
+    rows = [row for result in results for row in result.estimates]
+    differences = [row for result in results for row in result.differences]
+    for row in [*rows, *differences]:
         for key, path_key in (("label", "file"), ("a_label", "a_file"), ("b_label", "b_file")):
             if path_key in row:
                 row[key] = by_path.get(row[path_key], row[path_key])
     shared = len(labels.paths) == 1 and len(files) > 1
-    return {"note": None, "rows": result.estimates, "systems": result.systems,
-            "differences": [] if shared else result.differences,
+    return {"note": None, "rows": rows, "systems": results[0].systems,
+            "differences": [] if shared else differences, "failed": failed,
             "shared_note": ("one labels file for every results file (several judges of the "
                             "same answers): each judge's estimate of the same clinician-level "
                             "mean; no differences between them. For systems, give one "
                             "--labels per results file." if shared else None),
-            "scale_note": result.scale_note}
+            "scale_note": "; ".join(dict.fromkeys(r.scale_note for r in results
+                                                  if r.scale_note)) or None}
 
 
 def _restrict_to_common(rubric: Rubric, files: list[dict[str, Any]]) -> dict[str, Any]:
