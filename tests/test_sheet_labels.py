@@ -250,6 +250,18 @@ def test_a_csv_still_needs_its_label_field_and_a_plain_folder_is_refused(run, tm
                    "without a sheet.json")
 
 
+def test_an_empty_worksheet_beside_a_journal_with_labels_points_to_the_sheet(run, tmp_path):
+    path, _, truth, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows)
+    csv = write_rows(sheet / "review.csv", [{**r, "accuracy.label": ""} for r in rows])
+    line = one_line_error(invoke("agree", path, "--labels", csv, "--label-field",
+                                 "accuracy.label"), "no labels yet")
+    assert "journal" not in line
+    label(sheet, "ana", chosen[0], truth[chosen[0]])  # saved on the page: the CSV stays empty
+    one_line_error(invoke("agree", path, "--labels", csv, "--label-field", "accuracy.label"),
+                   "the labels are in the sheet's journal", f"give --labels {sheet}")
+
+
 @pytest.mark.parametrize("blind, seen", [(True, False), (False, False), (True, True)])
 def test_the_non_blind_note(run, tmp_path, blind, seen):
     path, _, truth, chosen, rows = run

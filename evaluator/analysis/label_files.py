@@ -27,6 +27,7 @@ from evaluator.data.csv_files import (
     read_cell,
     semicolon_separated,
 )
+from evaluator.data.sheet import is_sheet_dir, journal_path
 from evaluator.data.sources import LabelSource
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
@@ -269,8 +270,24 @@ def load_labels(source: LabelSource, path: Path | None = None, *, allow_none: bo
         labels[case_id] = value
         line_of[case_id] = number
     if not labels and not allow_none:
-        raise AgreementError(f"{path}: every row's {label_field!r} is empty: no labels yet")
+        raise AgreementError(no_labels_yet(path, label_field))
     return labels
+
+
+def no_labels_yet(path: Path, label_field: str) -> str:
+    """The line for a labels file whose ``label_field`` is empty in every row: no labels
+    yet, or, when the file is a sheet's worksheet and the sheet's journal holds labels (saved
+    on the labelling page, which never writes the CSV), where they are."""
+    folder = Path(path).parent
+    journal = journal_path(folder)
+    try:
+        saved = is_sheet_dir(folder) and journal.is_file() and journal.stat().st_size > 0
+    except OSError:
+        saved = False
+    if saved:
+        return (f"{path}: every row's {label_field!r} is empty; the labels are in the "
+                f"sheet's journal: give --labels {folder}")
+    return f"{path}: every row's {label_field!r} is empty: no labels yet"
 
 
 def load_groups(path: Path, column: str, id_column: str = "case_id") -> dict[str, str]:

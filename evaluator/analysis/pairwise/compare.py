@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluator.analysis.label_files import AgreementError, label_rows
+from evaluator.analysis.label_files import AgreementError, label_rows, no_labels_yet
 from evaluator.analysis.pairwise.bradley_terry import Battles, bradley_terry
 from evaluator.analysis.pairwise.pairwise import (
     INCONSISTENT_NOTE,
@@ -122,7 +122,7 @@ def load_choice_labels(source: LabelSource) -> tuple[dict[str, str], int]:
         labels[case_id] = "tie" if text == "tie" else text.upper()
         line_of[case_id] = number
     if not labels:
-        raise CompareError(f"{path}: every row's {label_field!r} is empty: no labels yet")
+        raise CompareError(no_labels_yet(path, label_field))
     return labels, empty
 
 
