@@ -44,7 +44,7 @@ NOTE_START = VERDICT_SEEN.split("{")[0]
 
 
 def make_sheet(folder, rows, *, blind=True, criteria=("accuracy",), kind="single",
-               rubric="trial_eligibility", rubric_hash=RUBRIC_HASH):
+               rubric="trial_eligibility", rubric_hash=RUBRIC_HASH, **who):
     """A sheet folder as `evaluator review` draws one: review.jsonl rows and sheet.json
     (its fingerprint: review.jsonl's SHA-256)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -53,7 +53,7 @@ def make_sheet(folder, rows, *, blind=True, criteria=("accuracy",), kind="single
     write_sheet_info(folder, SheetInfo(
         fingerprint=hashlib.sha256(drawn).hexdigest(), rubric=rubric, rubric_hash=rubric_hash, kind=kind,
         design=rows[0].get("design") or "random", blind=blind, criteria=list(criteria),
-        results=[], created=now()))
+        results=[], created=now(), **who))
     return folder
 
 
@@ -238,6 +238,30 @@ def test_labels_of_another_draw_or_rubric_are_refused_in_one_line(run, tmp_path)
     with (edited / "review.jsonl").open("a") as handle:  # a row added by hand
         handle.write(json.dumps({**rows[0], "case_id": "case-0199"}) + "\n")
     one_line_error(invoke("agree", path, "--labels", edited), "review.jsonl was changed")
+
+
+def test_hand_added_lines_for_an_unlisted_labeller_or_an_unassigned_case_are_refused(run,
+                                                                                      tmp_path):
+    path, _, truth, chosen, rows = run
+    ana, ben = chosen[:50], chosen[40:]
+    sheet = make_sheet(tmp_path / "sheet", rows, labellers=["ana", "ben"],
+                       assignment={"ana": ana, "ben": ben})
+    for case in ana:
+        label(sheet, "ana", case, truth[case])
+    for case in ben:
+        label(sheet, "ben", case, truth[case])
+    assert agreement(path, label_source(sheet, None), resamples=200).joined == 80
+    journal = (sheet / "journal.jsonl").read_bytes()
+    label(sheet, "eve", chosen[0], truth[chosen[0]], comment="SECRET-COMMENT")  # line 91
+    line = one_line_error(invoke("agree", path, "--labels", sheet), "line 91",
+                          "does not list")
+    assert "eve" not in line and "SECRET" not in line and chosen[0] not in line
+    (sheet / "journal.jsonl").write_bytes(journal)
+    label(sheet, "ana", chosen[70], truth[chosen[70]])  # ben's case, not ana's: line 91
+    line = one_line_error(invoke("agree", path, "--labels", sheet), "line 91",
+                          "did not assign")
+    assert chosen[70] not in line
+    one_line_error(invoke("estimate", path, "--labels", sheet), "line 91")
 
 
 def test_a_csv_still_needs_its_label_field_and_a_plain_folder_is_refused(run, tmp_path):

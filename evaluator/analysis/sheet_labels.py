@@ -5,8 +5,10 @@ the sheet and the results, and each case's label when several labellers labelled
 :func:`read_sheet_labels` keeps, per (labeller, case, criterion), the last label saved;
 drops "cannot judge" (counted); refuses in one line journal lines of another draw (their
 ``sheet`` fingerprint is not sheet.json's), of another rubric (their ``rubric_hash`` is not
-the results' rubric's), for a criterion or case the sheet does not have, or with a value off
-the criterion's scale (A, B or tie on a pairwise sheet); and a ``review.jsonl`` changed since
+the results' rubric's), for a criterion or case the sheet does not have, by a labeller
+sheet.json does not list (when it lists labellers) or for a case not assigned to its
+labeller (each named by its journal line number), or with a value off the criterion's
+scale (A, B or tie on a pairwise sheet); and a ``review.jsonl`` changed since
 the draw (its SHA-256 is sheet.json's ``fingerprint``). The sheet's ``review.jsonl`` rows
 carry the design columns (:func:`evaluator.analysis.designs.read_design` reads them as it
 reads a worksheet's).
@@ -39,11 +41,12 @@ from evaluator.analysis.label_files import AgreementError, label_number, label_r
 from evaluator.data.sheet import (
     JOURNAL,
     PAIRWISE_VALUES,
+    JournalEntry,
     SheetError,
     SheetInfo,
     is_sheet_dir,
     latest_labels,
-    read_journal,
+    read_journal_lines,
     read_sheet_info,
 )
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
@@ -186,9 +189,10 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
     folder = Path(folder)
     try:
         info = read_sheet_info(folder)
-        entries = list(read_journal(folder))
+        numbered = list(read_journal_lines(folder))
     except SheetError as exc:
         raise SheetLabelsError(str(exc)) from None
+    entries = [entry for _, entry in numbered]
     if (info.kind == "pairwise") != pairwise:
         raise SheetLabelsError(f"{folder} is a {info.kind} sheet, but the results are "
                                f"{'pairwise' if pairwise else 'single-answer'}: give the "
@@ -211,6 +215,7 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
         raise SheetLabelsError(f"{journal}: {other_draw} label(s) were saved on another draw "
                                "(their sheet fingerprint is not sheet.json's): keep each "
                                "sheet's journal in its own folder")
+    _check_labellers(journal, info, numbered)
     if rubric_hash is not None:
         other_rubric = sum(1 for e in entries if e.rubric_hash != rubric_hash)
         if other_rubric:
@@ -241,6 +246,24 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
     if cannot:
         sheet.notes.append(f"{cannot} label(s) saved as \"cannot judge\": left out")
     return sheet
+
+
+def _check_labellers(journal: Path, info: SheetInfo,
+                     numbered: Sequence[tuple[int, JournalEntry]]) -> None:
+    """Refuse a journal line (named by its number, never its content) by a labeller the
+    sheet does not list, when sheet.json lists labellers, or for a case the sheet did not
+    assign to that labeller: a hand-added line, which the page never writes."""
+    listed = set(info.labellers)
+    assigned = {name: set(cases) for name, cases in info.assignment.items()}
+    for number, entry in numbered:
+        if listed and entry.labeller not in listed:
+            raise SheetLabelsError(f"{journal} line {number}: a label by a labeller the sheet "
+                                   "does not list (sheet.json's labellers): delete that line "
+                                   "or draw a sheet for that labeller")
+        if assigned and entry.case_id not in assigned.get(entry.labeller, set()):
+            raise SheetLabelsError(f"{journal} line {number}: a label for a case the sheet "
+                                   "did not assign to its labeller (sheet.json's "
+                                   "assignment): delete that line")
 
 
 def _value(journal: Path, value: float | str, criterion: str, scale: set[float] | None,

@@ -217,6 +217,13 @@ def read_journal(sheet_dir: Path) -> Iterator[JournalEntry]:
     newline counts when it is a whole entry and is skipped when torn (a writer killed
     mid-line: that save was never acknowledged); a damaged line before it is a
     :class:`SheetError` naming the line (never its content: a comment may hold PHI)."""
+    for _, entry in read_journal_lines(sheet_dir):
+        yield entry
+
+
+def read_journal_lines(sheet_dir: Path) -> Iterator[tuple[int, JournalEntry]]:
+    """:func:`read_journal`'s entries with their line numbers in the journal (1-based), for
+    a message that names a line."""
     target = journal_path(sheet_dir)
     try:
         data = target.read_bytes()
@@ -230,13 +237,14 @@ def read_journal(sheet_dir: Path) -> Iterator[JournalEntry]:
         if not line.strip():
             continue
         try:
-            yield JournalEntry.model_validate_json(line)
+            entry = JournalEntry.model_validate_json(line)
         except ValidationError:
             if number == last:  # no newline after it: torn
                 return
             raise SheetError(f"{show_path(target)} line {number}: not a journal entry "
                              "(damaged: correct or delete that line in a text editor)"
                              ) from None
+        yield number, entry
 
 
 def latest_labels(entries: Iterable[JournalEntry],
