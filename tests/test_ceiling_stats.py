@@ -2,9 +2,11 @@
 checks them: on simulated ratings every clinician-vs-clinician and judge-vs-clinician figure
 equals scikit-learn's cohen_kappa_score, scipy's spearmanr and krippendorff.alpha on the same
 data; and the 95% CI of the difference (judge vs clinicians minus clinician vs clinician)
-covers the true difference in 93-97% of 500 simulated studies, in three scenarios (kappa,
-Spearman, exact agreement and alpha; within-one agreement, near 1, covers less: printed).
-``pytest -s`` prints the coverage (docs/statistics.md, "The ceiling", has the figures)."""
+covers the true difference in 93-97% of the simulated studies that give it one (of 500), in
+three scenarios, for every statistic (within-one agreement's difference by the jackknife t
+interval, checked against scipy's t interval of the per-case differences, and none with too
+few disagreements: how often none is given is printed). ``pytest -s`` prints the coverage
+(docs/statistics.md, "The ceiling", has the figures)."""
 
 from __future__ import annotations
 
@@ -198,35 +200,62 @@ def test_the_reading_decides_only_on_enough_cases_and_never_calls_a_wide_ci_equi
 
 REPLICATES = 500
 CASES = 100
+# Fewer intervals than this and their coverage is not measured (only printed).
+MEASURABLE = 100
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_the_differences_95_ci_covers_the_true_difference(scenario):
+    # Every figure's difference, in every scenario: among the studies that give it an
+    # interval, the interval covers the true difference 93-97% of the time; how often none
+    # is given is printed (within-one agreement gives none with too few disagreements).
     truth = _population(scenario)
     rng = np.random.default_rng(2026)
     covered = {key: 0 for key, _ in CEILING_STATISTICS}
-    undefined = 0
+    given = {key: 0 for key, _ in CEILING_STATISTICS}
     for replicate in range(REPLICATES):
         judge, a, b = _study(scenario, CASES, rng)
         result = ceiling("accuracy", judge.tolist(), _ratings(a, b), scale=SCALE,
                          resamples=1000, seed=replicate)
         for key, _ in CEILING_STATISTICS:
             ci = result.statistics[key].difference.ci95
-            if ci is None:
-                undefined += 1
-            elif ci[0] <= truth[key] <= ci[1]:
-                covered[key] += 1
-    coverage = {key: count / REPLICATES for key, count in covered.items()}
+            if ci is not None:
+                given[key] += 1
+                covered[key] += ci[0] <= truth[key] <= ci[1]
+    coverage = {key: covered[key] / given[key] if given[key] else None for key in covered}
     print(f"\n{scenario}: true differences "
           + ", ".join(f"{k} {v:+.3f}" for k, v in truth.items()))
     print(f"{scenario}: coverage of the difference's 95% CI over {REPLICATES} studies of "
-          f"{CASES} overlap cases: "
-          + ", ".join(f"{k} {v:.1%}" for k, v in coverage.items())
-          + f"; no interval: {undefined}")
+          f"{CASES} overlap cases, among those with an interval (no interval): "
+          + ", ".join(f"{k} " + (f"{coverage[k]:.1%}" if coverage[k] is not None else "-")
+                      + f" ({1 - given[k] / REPLICATES:.1%})" for k in coverage))
     for key, value in coverage.items():
-        if key != "within_one":
-            assert 0.93 <= value <= 0.97, (scenario, key, value)
-    # Within-one agreement is near 1 (clinicians rarely differ by two points), so a few
-    # cases decide it and its interval covers less (docs/statistics.md says so, and agree's
-    # text marks it): it is printed above, and kept from falling below 60%.
-    assert coverage["within_one"] >= 0.6
+        if given[key] >= MEASURABLE:
+            assert 0.93 <= value <= 0.97, (scenario, key, value, given[key])
+        else:
+            # Too few intervals to measure their coverage: the figure mostly has none (with
+            # its reason), never an interval that undercovers.
+            assert key == "within_one" and given[key] <= 0.2 * REPLICATES, (scenario, key)
+
+
+def test_within_ones_difference_interval_is_the_t_interval_of_the_per_case_differences():
+    # Two labellers on every case: the within-one difference is the mean of each case's
+    # (judge within one of ana + of ben) / 2 - (ana within one of ben), and its interval
+    # scipy's one-sample t interval of those values.
+    from scipy.stats import ttest_1samp
+
+    judge, a, b = _study("confidently wrong", 100, np.random.default_rng(11))
+    result = ceiling("accuracy", judge.tolist(), _ratings(a, b), scale=SCALE, resamples=200)
+    near = lambda x, y: (np.abs(x - y) <= 1).astype(float)
+    per_case = (near(judge, a) + near(judge, b)) / 2 - near(a, b)
+    assert np.count_nonzero(per_case) >= 10
+    reference = ttest_1samp(per_case, 0.0).confidence_interval(0.95)
+    difference = result.statistics["within_one"].difference
+    assert difference.value == pytest.approx(per_case.mean(), abs=1e-9)
+    assert difference.ci95 == pytest.approx([reference.low, reference.high], abs=1e-9)
+    assert difference.ci_method.startswith("jackknife t")
+    # Fewer than 10 cases more than one point apart: no interval, and why.
+    few = ceiling("accuracy", a.tolist(), _ratings(a, a), scale=SCALE, resamples=200)
+    within = few.statistics["within_one"]
+    assert within.difference.ci95 is None and "too few disagreements" in \
+        within.difference.ci_method

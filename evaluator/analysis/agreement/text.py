@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evaluator.analysis.agreement.ceiling import CEILING_STATISTICS
+from evaluator.analysis.agreement.ceiling import CEILING_STATISTICS, MIN_DISAGREEMENTS
 from evaluator.analysis.agreement.records import (
     AgreementReport,
     Ceiling,
@@ -33,8 +33,9 @@ DRAWN_ONLY = " (drawn cases, not design-weighted)"
 CI_NOTES = "CI: the method of each 95% CI, or why there is none"
 GROUP_WIDTH = 24  # the subgroup tables' first column
 WITHIN_ONE_NOTE = ("within-one agreement is near 1 when clinicians rarely differ by two "
-                   "points: a few cases decide it, and its CI covers less than 95% "
-                   "(docs/statistics.md)")
+                   "points, so a few cases decide it: its difference's CI is a jackknife t "
+                   f"interval, and with fewer than {MIN_DISAGREEMENTS} cases more than one "
+                   "point apart it has no CI (docs/statistics.md)")
 
 
 def _p(value: float | None) -> str:
