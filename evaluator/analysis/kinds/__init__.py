@@ -15,7 +15,11 @@ from evaluator.rubrics.rubric import Rubric
 
 
 class AnalysisKind(Protocol):
-    """What the analysis and the reports need of a rubric kind."""
+    """What the analysis and the reports need of a rubric kind. ``SHEET``: the kind of
+    labelling sheet its results give (``sheet.json``'s ``kind``: a score per criterion,
+    ``single``, or A/B/tie, ``pairwise``)."""
+
+    SHEET: str
 
     def summarize(self, rubric: Rubric, judge: str, records: Iterable[ResultRecord], *,
                   score_mode: str = "argmax", source: str = "the results") -> RunSummary:

@@ -11,6 +11,8 @@ from evaluator.analysis.summary.summary import pairwise_summary
 from evaluator.data.results import ResultRecord
 from evaluator.rubrics.rubric import Rubric
 
+SHEET = "pairwise"  # a labelling sheet of A/B/tie per criterion
+
 
 def summarize(rubric: Rubric, judge: str, records: Iterable[ResultRecord], *,
               score_mode: str = "argmax", source: str = "the results") -> PairwiseSummary:

@@ -326,7 +326,8 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     except RubricError as exc:
         raise ReviewError(f"rubric {names[0]!r} cannot be loaded ({exc}); give "
                           "--rubrics-dir") from None
-    pairwise = rubric.pairwise
+    sheet_kind = analysis_kind(rubric).SHEET
+    pairwise = sheet_kind == "pairwise"
     if pairwise and design != "random":
         raise ReviewError(pairwise_refusal(results, rubric, design))
     if not pairwise and (refused := analysis_kind(rubric).elsewhere(
@@ -466,7 +467,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                        not_ok=len(not_ok - set(by_case)), without_signal=without,
                        show_text=show_text, label_columns=[f"{k}.label" for k in label_keys],
                        estimates=estimates, notes=notes, design=design, draw=draw,
-                       exhausted=exhausted, kind="pairwise" if pairwise else "single",
+                       exhausted=exhausted, kind=sheet_kind,
                        blind=blind, rubric_hash=rubric.source_sha256 or "",
                        criteria=label_keys,
                        results=[FileRef(path=str(path), sha256=digest)
