@@ -487,3 +487,29 @@ def test_labeller_names_are_checked_as_review_checks_them(tmp_path, names, says)
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], result.output
+
+
+def test_a_custom_rubric_is_found_beside_the_results_or_named_with_rubrics_dir(tmp_path):
+    """review prints the label command without --rubrics-dir: label finds the sheet's
+    rubric file beside the results file it was drawn from (its hash must be the sheet's),
+    and otherwise says to give --rubrics-dir."""
+    from evaluator.rubrics.load import BUILTIN_RUBRICS_DIR
+
+    sheet = tmp_path / "sheet"
+    info = make_single_sheet(sheet, 2)
+    text = (BUILTIN_RUBRICS_DIR / "trial_eligibility.yaml").read_text()
+    custom = text.replace("name: trial_eligibility\n", "name: our_trials\n")
+    (tmp_path / "runs").mkdir()
+    rubric_file = tmp_path / "runs" / "our_trials.yaml"
+    rubric_file.write_text(custom)
+    write_sheet_info(sheet, info.model_copy(update={
+        "rubric": "our_trials", "rubric_hash": sha256(rubric_file),
+        "results": [FileRef(path="runs/results.jsonl", sha256="0" * 64)]}))
+    assert LabelSession(sheet, ["ana"]).rubric.source_path == rubric_file.resolve()
+    rubric_file.write_text(custom + "# edited\n")  # another file of that name: not it
+    with pytest.raises(LabelError, match="give the folder of its file with --rubrics-dir"):
+        LabelSession(sheet, ["ana"])
+    elsewhere = tmp_path / "rubrics"
+    elsewhere.mkdir()
+    (elsewhere / "our_trials.yaml").write_text(custom)
+    assert LabelSession(sheet, ["ana"], rubrics_dirs=[elsewhere]).rubric.name == "our_trials"

@@ -47,8 +47,8 @@ from evaluator.label.criteria import (
     to_screen,
     to_systems,
 )
-from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.rubric import Rubric
+from evaluator.rubrics.load import load_rubric, load_rubric_file
+from evaluator.rubrics.rubric import Rubric, RubricError
 
 REVIEW_JSONL = "review.jsonl"
 MAX_TEXT = 4000  # a reason or comment, in characters
@@ -136,6 +136,37 @@ def _read_review(sheet_dir: Path, info: SheetInfo, keep_judge: bool,
     return ids, judge
 
 
+def _sheet_rubric(sheet_dir: Path, info: SheetInfo, rubrics_dirs: Sequence[Path]) -> Rubric:
+    """The sheet's rubric: by name in ``rubrics_dirs`` and the built-ins; without
+    ``rubrics_dirs``, else a file named after it (``NAME.yaml``) beside a results file the
+    sheet was drawn from, or beside the sheet folder, whose hash is the sheet's (``review``
+    prints the ``label`` command without ``--rubrics-dir``, and a run's manifest does not
+    record where its rubric file was)."""
+    try:
+        return load_rubric(info.rubric, list(rubrics_dirs))
+    except RubricError:
+        if rubrics_dirs:
+            raise
+    folders = [sheet_dir.parent]
+    for ref in info.results:
+        given = Path(ref.path)
+        folders += [given.parent] if given.is_absolute() else [
+            given.parent, sheet_dir.parent / given.parent]
+    for folder in dict.fromkeys(f.resolve() for f in folders):
+        for path in (folder / f"{info.rubric}.yaml", folder / f"{info.rubric}.yml"):
+            if not path.is_file():
+                continue
+            try:
+                rubric = load_rubric_file(path)
+            except RubricError:
+                continue
+            if rubric.source_sha256 == info.rubric_hash:
+                return rubric
+    raise LabelError(f"rubric {info.rubric!r} of {show_path(sheet_dir / 'sheet.json')} is "
+                     "not a built-in, nor beside the results it was drawn from: give the "
+                     "folder of its file with --rubrics-dir DIR")
+
+
 def _verdict_cell(cell: Any) -> str:
     if isinstance(cell, dict):
         for name in ("score", "verdict", "choice", "value"):
@@ -184,7 +215,7 @@ class LabelSession:
         if unknown:
             raise LabelError(f"labeller {unknown[0]!r} is not one of this sheet's labellers "
                              f"({', '.join(info.labellers)}); use one of those names")
-        self.rubric: Rubric = load_rubric(info.rubric, list(rubrics_dirs))
+        self.rubric: Rubric = _sheet_rubric(self.sheet_dir, info, rubrics_dirs)
         if self.rubric.source_sha256 != info.rubric_hash:
             raise LabelError(f"rubric {info.rubric!r} ({show_path(self.rubric.source_path or '')})"
                              " has changed since the sheet was drawn (its hash is not "
