@@ -225,7 +225,8 @@ def test_user_rubric_dir_adds_a_rubric_without_code(tmp_path):
     (lambda d: d.update(template="nothing"), "never used"),
     (lambda d: d.update(name="other"), "must match the file name"),
     (lambda d: d["output"][1].pop("max_length"), "max_length"),
-    (lambda d: d["output"][0].update(levels={4: "beyond the scale"}), "not on the criterion's scale"),
+    (lambda d: d["output"][0].update(levels={4: "beyond the scale"}),
+     "not on the criterion's scale"),
     (lambda d: d["output"][0].update(levels={2: ""}), "levels"),
 ])
 def test_invalid_rubrics_fail_with_the_file_named(tmp_path, mutate, message):
