@@ -18,6 +18,7 @@ from tests.browser import find_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 URL = re.compile(r"^\s+(https?://\S+/l/[A-Za-z0-9_-]+/)$")
+NAME = re.compile(r"^  (\S.*) \((\d+) cases?\):$")  # "  ana (13 cases):"
 
 
 class Server:
@@ -48,8 +49,8 @@ class Server:
             found = URL.match(line.rstrip("\n"))
             if found and name is not None:
                 self.urls[name] = found.group(1)
-            elif line.strip().endswith(":"):
-                name = line.strip()[:-1]
+            elif NAME.match(line.rstrip("\n")):
+                name = NAME.match(line.rstrip("\n")).group(1)  # type: ignore[union-attr]
             if time.monotonic() > deadline:
                 raise TimeoutError("the label server printed no URLs")
 

@@ -196,3 +196,85 @@ def test_without_javascript_the_page_is_plain_forms(tmp_path, browser):
         ctx.close()
     assert [(e.criterion, e.value) for e in read_journal(sheet)] == [
         ("accuracy", 2), ("clarity", 5)]
+
+
+def test_enter_and_digits_on_a_link_button_or_text_box_are_theirs_not_the_pages(
+        tmp_path, context):
+    """Enter on a focused link follows it (no save); a digit on a focused link chooses
+    nothing; digits in the comment box are typed."""
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 4)
+    with Server(sheet, ["ana"]) as server:
+        page = context.new_page()
+        page.goto(server.url.rstrip("/") + "/case/2")
+        page.keyboard.press("4")  # accuracy 4, highlight on clarity
+        page.focus("#prev")
+        page.keyboard.press("3")
+        assert not page.locator('input[name="v.clarity"]:checked').count()
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+        assert page.url.endswith("/case/1")  # followed "previous", saved nothing
+        page.focus("#next-unlabelled")
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+        assert page.url.endswith("/case/2")
+        page.click('input[name="comment"]')
+        page.keyboard.type("42")
+        assert page.input_value('input[name="comment"]') == "42"
+        assert not page.locator('input[type=radio]:checked').count()
+    assert list(read_journal(sheet)) == []
+
+
+def test_cannot_judge_with_the_keys_moves_on_and_an_unanswered_case_is_not_saved(
+        tmp_path, context):
+    """x, then the reason, then Down (or Enter) moves to the next criterion, so the next
+    digit is that criterion's; Enter with a criterion unanswered says so and stays."""
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 3)
+    with Server(sheet, ["ana"]) as server:
+        page = context.new_page()
+        page.goto(server.url)
+        page.keyboard.press("x")
+        assert page.evaluate("document.activeElement.name") == "reason.accuracy"
+        page.keyboard.type("answer cut off")
+        page.keyboard.press("ArrowDown")
+        assert page.locator("fieldset.current").get_attribute("data-criterion") == "clarity"
+        page.keyboard.press("3")
+        assert page.locator('input[name="v.accuracy"][value="x"]').is_checked()
+        _key_label(page, "", 2)
+        page.keyboard.press("x")
+        page.keyboard.type("not in English")
+        page.keyboard.press("Enter")  # on to clarity, not a save
+        assert page.url.endswith("/case/2")
+        assert page.locator("fieldset.current").get_attribute("data-criterion") == "clarity"
+        page.keyboard.press("Enter")  # clarity unanswered: not saved, and the page says so
+        notice = page.locator("#unanswered")
+        notice.wait_for(state="visible")
+        assert "clarity" in notice.inner_text()
+        assert page.url.endswith("/case/2")
+        page.click("#save")  # the button too
+        assert page.url.endswith("/case/2") and notice.is_visible()
+        page.keyboard.press("5")
+        _key_label(page, "", 3)
+    assert [(e.case_id == e.case_id, e.criterion, e.value, e.cannot_judge)
+            for e in read_journal(sheet)] == [
+        (True, "accuracy", None, "answer cut off"), (True, "clarity", 3, None),
+        (True, "accuracy", None, "not in English"), (True, "clarity", 5, None)]
+
+
+def test_the_end_page_has_keys_and_the_progress_bar_stays_in_view(tmp_path, context):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 2)
+    with Server(sheet, ["ana"]) as server:
+        page = context.new_page()
+        page.set_viewport_size({"width": 1200, "height": 400})
+        page.goto(server.url)
+        page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        page.wait_for_function("window.scrollY > 0")
+        box = page.locator("#progress").bounding_box()
+        assert box is not None and 0 <= box["y"] < 400
+        _key_label(page, "44", 2)
+        _key_label(page, "44", None)
+        assert page.url.endswith("/done")
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_url("**/case/2")

@@ -22,6 +22,7 @@ from evaluator.data.sheet import (
     SheetInfo,
     append_label,
     journal_path,
+    latest_labels,
     now,
     read_journal,
     read_sheet_info,
@@ -102,7 +103,7 @@ def test_a_post_from_another_origin_is_403_and_saves_nothing(sheet, headers):
                          follow_redirects=False)
     assert answer.status_code == 403
     assert not journal_path(sheet).exists()
-    ok = client.post(f"/l/{token}/case/1", data={"v.accuracy": "3"},
+    ok = client.post(f"/l/{token}/case/1", data={"v.accuracy": "3", "v.clarity": "3"},
                      headers={"referer": f"{ORIGIN}/l/{token}/case/1"}, follow_redirects=False)
     assert ok.status_code == 303
 
@@ -177,8 +178,9 @@ def test_show_judge_shows_the_verdict_only_after_her_save_and_records_it(tmp_pat
     client, token = _client(session), _token(session)
     before = client.get(f"/l/{token}/case/1").text
     assert 'class="verdict"' not in before and "Judge:" not in before
-    partial = _post(client, token, 1, {"v.accuracy": "2"})  # one criterion of two: not done
-    assert partial.headers["location"].endswith("/case/2")
+    partial = _post(client, token, 1, {"v.accuracy": "2"})  # one criterion of two: refused
+    assert partial.status_code == 400 and 'class="verdict"' not in partial.text
+    assert "not saved: clarity not answered" in partial.text
     assert 'class="verdict"' not in client.get(f"/l/{token}/case/1").text
     saved = _post(client, token, 1, {"v.accuracy": "2", "v.clarity": "5"})
     assert saved.headers["location"].endswith("/case/1")  # back to the case: the verdict
@@ -305,8 +307,11 @@ def test_a_changed_cases_file_or_a_sheet_without_cases_is_refused(sheet):
 def test_a_changed_review_jsonl_is_refused(sheet):
     with (sheet / "review.jsonl").open("a") as handle:
         handle.write('{"case_id": "extra"}\n')
-    with pytest.raises(LabelError, match="changed since the sheet was drawn"):
+    with pytest.raises(LabelError, match="changed since the sheet was drawn") as caught:
         LabelSession(sheet, ["ana"])
+    # A new draw would strand the journal's labels (they carry this draw's fingerprint).
+    assert "restore the review.jsonl" in str(caught.value)
+    assert "draw the sheet again" not in str(caught.value)
 
 
 @pytest.mark.parametrize("args, says", [
@@ -413,3 +418,98 @@ def test_a_rubric_changed_since_the_draw_or_of_another_kind_is_refused(sheet):
     write_sheet_info(sheet, info.model_copy(update={"kind": "pairwise"}))
     with pytest.raises(LabelError, match="does not fit rubric"):
         LabelSession(sheet, ["ana"])
+
+
+def test_two_servers_for_one_labeller_write_every_change_and_show_the_journal(sheet):
+    """The same labeller on two servers: 2 via the first, 4 via the second, 2 via the first
+    again. Each save is judged "unchanged" against the journal, not the server's memory, so
+    the third is written (the journal's last is 2), and either server's page shows it."""
+    one, two = LabelSession(sheet, ["ana"]), LabelSession(sheet, ["ana"])
+    first, second = (_client(one), _token(one)), (_client(two), _token(two))
+    for (client, token), value in ((first, "2"), (second, "4"), (first, "2")):
+        assert _post(client, token, 1, {"v.accuracy": value, "v.clarity": "3"}
+                     ).status_code == 303
+    case_id = one.labellers[first[1]].cases[0]
+    latest = latest_labels(read_journal(sheet))
+    assert latest[("ana", case_id, "accuracy")].value == 2
+    assert [e.value for e in read_journal(sheet) if e.criterion == "accuracy"] == [2, 4, 2]
+    for client, token in (first, second):
+        assert 'value="2" data-key="2" checked' in client.get(f"/l/{token}/case/1").text
+    # A save the other server made is shown there too, and counts in its progress.
+    assert _post(*second, 2, {"v.accuracy": "5", "v.clarity": "5"}).status_code == 303
+    page = first[0].get(f"/l/{first[1]}/case/2").text
+    assert 'value="5" data-key="5" checked' in page and "2 of 10 labelled" in page
+
+
+def test_a_save_with_a_criterion_unanswered_is_refused_and_the_page_keeps_her_choices(sheet):
+    session = LabelSession(sheet, ["ana"])
+    client, token = _client(session), _token(session)
+    answer = _post(client, token, 1, {"v.accuracy": "4", "comment": "half done"})
+    assert answer.status_code == 400
+    assert "not saved: clarity not answered" in answer.text
+    assert 'value="4" data-key="4" checked' in answer.text  # what she chose, kept
+    assert 'value="half done"' in answer.text
+    assert not journal_path(sheet).exists()
+    assert "0 of 10 labelled" in client.get(f"/l/{token}/case/1").text
+    # Cannot judge with its reason under each criterion: each reason is that criterion's.
+    assert _post(client, token, 1, {"v.accuracy": "x", "reason.accuracy": "answer cut off",
+                                    "v.clarity": "x", "reason.clarity": "not in English"}
+                 ).status_code == 303
+    assert [(e.criterion, e.cannot_judge) for e in read_journal(sheet)] == [
+        ("accuracy", "answer cut off"), ("clarity", "not in English")]
+    page = client.get(f"/l/{token}/case/1").text
+    assert 'name="reason.accuracy" value="answer cut off"' in page
+    assert 'name="reason.clarity" value="not in English"' in page
+
+
+def test_the_page_shows_each_levels_words_and_warns_that_reasons_may_hold_phi(sheet):
+    session = LabelSession(sheet, ["ana"])
+    page = _client(session).get(f"/l/{_token(session)}/case/1").text
+    rubric = load_rubric("trial_eligibility")
+    accuracy = next(f for f in rubric.output if f.key == "accuracy")
+    for value, text in accuracy.levels.items():
+        assert f"{value} <span class=\"level-text\">{text}</span>" in page
+    assert "Reasons and comments stay on this computer" in page
+
+
+@pytest.mark.parametrize("names, says", [
+    ([""], "--labeller number 1 is empty"),
+    (["ana", "b;c"], "--labeller number 2 holds ';'"),
+    (["eve\n  mallory:"], "--labeller number 1 holds a control character"),
+    (["ana", "ana"], "--labeller 'ana' is given twice"),
+    (["x" * 65], "at most 64"),
+])
+def test_labeller_names_are_checked_as_review_checks_them(tmp_path, names, says):
+    folder = tmp_path / "s"
+    make_single_sheet(folder, 3)  # drawn without --labeller: any name would do
+    args = [a for name in names for a in ("--labeller", name)]
+    result = CliRunner().invoke(cli, ["label", str(folder), *args])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], result.output
+
+
+def test_a_custom_rubric_is_found_beside_the_results_or_named_with_rubrics_dir(tmp_path):
+    """review prints the label command without --rubrics-dir: label finds the sheet's
+    rubric file beside the results file it was drawn from (its hash must be the sheet's),
+    and otherwise says to give --rubrics-dir."""
+    from evaluator.rubrics.load import BUILTIN_RUBRICS_DIR
+
+    sheet = tmp_path / "sheet"
+    info = make_single_sheet(sheet, 2)
+    text = (BUILTIN_RUBRICS_DIR / "trial_eligibility.yaml").read_text()
+    custom = text.replace("name: trial_eligibility\n", "name: our_trials\n")
+    (tmp_path / "runs").mkdir()
+    rubric_file = tmp_path / "runs" / "our_trials.yaml"
+    rubric_file.write_text(custom)
+    write_sheet_info(sheet, info.model_copy(update={
+        "rubric": "our_trials", "rubric_hash": sha256(rubric_file),
+        "results": [FileRef(path="runs/results.jsonl", sha256="0" * 64)]}))
+    assert LabelSession(sheet, ["ana"]).rubric.source_path == rubric_file.resolve()
+    rubric_file.write_text(custom + "# edited\n")  # another file of that name: not it
+    with pytest.raises(LabelError, match="give the folder of its file with --rubrics-dir"):
+        LabelSession(sheet, ["ana"])
+    elsewhere = tmp_path / "rubrics"
+    elsewhere.mkdir()
+    (elsewhere / "our_trials.yaml").write_text(custom)
+    assert LabelSession(sheet, ["ana"], rubrics_dirs=[elsewhere]).rubric.name == "our_trials"

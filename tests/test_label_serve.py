@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.data.sheet import read_journal
+from evaluator.data.sheet import read_journal, write_sheet_info
 from tests.label_browser import Server
 from tests.label_sheets import MARKER, make_single_sheet
 
@@ -142,3 +142,17 @@ def test_sigkill_in_the_middle_of_saves_loses_no_acknowledged_label(tmp_path):
     assert len(written) - len(expected) <= 2
     with Server(sheet, ["ana"]) as again:  # and it starts again on that journal
         assert _get(again.url)[0] == 200
+
+
+def test_the_start_lines_give_each_labeller_her_own_count(tmp_path):
+    sheet = tmp_path / "sheet"
+    info = make_single_sheet(sheet, 6, labellers=["ana", "ben"])
+    ids = [json.loads(line)["case_id"]
+           for line in (sheet / "review.jsonl").read_text().splitlines()]
+    write_sheet_info(sheet, info.model_copy(
+        update={"assignment": {"ana": ids[:3], "ben": ids[2:]}}))
+    with Server(sheet, ["ana", "ben"]) as server:
+        printed = list(server.printed)
+    assert printed[0] == "Labelling sheet (single, blind): 6 cases in the sheet."
+    assert "  ana (3 cases):" in printed and "  ben (4 cases):" in printed
+    assert set(server.urls) == {"ana", "ben"}

@@ -147,6 +147,44 @@ def test_pairwise_versions_keep_the_originals_criteria_verbatim(name):
             "length must not influence your choice.") in text
 
 
+# The built-ins whose prompt defines every score of an integer criterion in words: their
+# rubric files give those words as the criterion's ``levels`` (for the labelling page).
+LEVELLED = {"trial_eligibility": {"hallucination", "accuracy", "clarity"},
+            "pathology_report": {"critical_finding_concordance", "factual_accuracy",
+                                 "factual_completeness", "overall_equivalence"},
+            "drug_monograph_similarity": {"Score"}}
+
+
+@pytest.mark.parametrize("name", [*BUILTIN, *PAIRWISE_BUILTIN])
+def test_every_level_text_is_the_prompts_own_words(name):
+    """A criterion's ``levels`` are copied verbatim from the same file's prompt (each is a
+    line's text after its score), so the page's scale and the judge's cannot drift apart;
+    every built-in whose prompt defines the levels has them, for every score."""
+    rubric = load_rubric(name)
+    prompt = (rubric.system or "") + "\n" + rubric.template
+    levelled = set()
+    for field in rubric.output:
+        if isinstance(field, IntegerCriterion) and field.levels:
+            levelled.add(field.key)
+            assert sorted(field.levels) == sorted(field.allowed), field.key
+            for value, text in field.levels.items():
+                assert text in prompt, f"{name}.{field.key} level {value}: {text!r}"
+    assert levelled == LEVELLED.get(name, set())
+
+
+def test_levels_leave_the_rendered_prompt_unchanged(tmp_path):
+    from evaluator.rubrics.render import render_messages
+
+    with_levels = _minimal()
+    with_levels["output"][0]["levels"] = {1: "poor", 2: "fair", 3: "good"}
+    (tmp_path / "a").mkdir()
+    plain = load_rubric_file(_write(tmp_path / "a", _minimal()))
+    levelled = load_rubric_file(_write(tmp_path, with_levels))
+    assert levelled.output[0].levels == {1: "poor", 2: "fair", 3: "good"}
+    case = {"answer": "the case"}
+    assert render_messages(plain, case) == render_messages(levelled, case)
+
+
 def _write(tmp_path: Path, data: dict, name: str = "custom") -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
@@ -187,6 +225,9 @@ def test_user_rubric_dir_adds_a_rubric_without_code(tmp_path):
     (lambda d: d.update(template="nothing"), "never used"),
     (lambda d: d.update(name="other"), "must match the file name"),
     (lambda d: d["output"][1].pop("max_length"), "max_length"),
+    (lambda d: d["output"][0].update(levels={4: "beyond the scale"}),
+     "not on the criterion's scale"),
+    (lambda d: d["output"][0].update(levels={2: ""}), "levels"),
 ])
 def test_invalid_rubrics_fail_with_the_file_named(tmp_path, mutate, message):
     data = _minimal()

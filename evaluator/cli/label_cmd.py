@@ -44,12 +44,18 @@ def label_command(sheet_dir: Path, labellers: tuple[str, ...], port: int, host: 
     def announce(links: list[tuple[str, str]]) -> None:
         blind = "blind" if info.blind else ("judge shown after each save" if show_judge
                                             else "judge not shown")
-        click.echo(f"Labelling {len(session.case_ids)} cases of {sheet_dir.name} "
-                   f"({info.kind}, {blind}).")
+        # Each labeller's own count: with an assignment she has her share, not the sheet.
+        counts = {p.name: len(p.cases) for p in session.labellers.values()}
+        click.echo(f"Labelling {sheet_dir.name} ({info.kind}, {blind}): "
+                   f"{len(session.case_ids)} cases in the sheet.")
         click.echo("Open each link in that labeller's own browser (new links each start):")
         for name, url in links:
-            click.echo(f"  {name}:")
+            click.echo(f"  {name} ({_cases(counts[name])}):")
             click.echo(f"    {url}")
         click.echo("Stop with Ctrl-C; every saved label is already on disk.")
 
     serve(session, listen, announce)
+
+
+def _cases(n: int) -> str:
+    return f"{n} case" if n == 1 else f"{n} cases"

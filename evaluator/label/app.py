@@ -139,14 +139,15 @@ def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http")
         return index if 1 <= index <= len(person.cases) else None
 
     def page(person: Labeller, index: int, error: str | None = None,
-             status: int = 200) -> Response:
-        view = session.view(person, index, error)
+             status: int = 200, form: dict[str, str] | None = None) -> Response:
+        view = session.view(person, index, error, form)
         html = case_page.render(v=view, base=base(person), labeller=person.name, pairwise=session.rubric.pairwise,
                                 title=session.rubric.title)
         return HTMLResponse(html, status_code=status)
 
     async def start(request: Request) -> Response:
         person = person_of(request)
+        session.refresh()
         first = session.first_unlabelled(person)
         target = f"/case/{first}" if first is not None else "/done"
         return RedirectResponse(base(person) + target, status_code=303)
@@ -175,8 +176,8 @@ def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http")
         shown_before = case_id in person.judge_shown
         # The journal's fsync blocks: off the event loop.
         written, problem = await run_in_threadpool(session.save, person, index, values)
-        if problem is not None:
-            return page(person, index, problem, status=400)
+        if problem is not None:  # the page again, as she filled it in, and why
+            return page(person, index, problem, status=400, form=values)
         if session.show_judge and written and not shown_before and case_id in person.done:
             target = index  # the verdict, now that her own label is saved
         elif index < len(person.cases):
@@ -188,6 +189,7 @@ def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http")
 
     async def done(request: Request) -> Response:
         person = person_of(request)
+        session.refresh()
         html = done_page.render(labeller=person.name, done=len(person.done),
                                 total=len(person.cases), base=base(person),
                                 next_unlabelled=session.first_unlabelled(person),

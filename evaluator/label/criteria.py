@@ -1,6 +1,7 @@
 """What a labeller chooses for each criterion of a sheet, taken from the rubric file: the
-criterion's description (its scale definition, e.g. ``4 = Perfect Match, 3 = Minor
-Discrepancy``) and its allowed values, each with the key that chooses it.
+criterion's description (its scale, e.g. ``4 = Perfect Match, 3 = Minor Discrepancy``), its
+allowed values, each with the key that chooses it and, when the rubric defines them
+(``levels``), what each value means.
 
 A sheet's ``criteria`` are integer criteria (a choice among the rubric's values), the
 names of aggregates or item lists (a number typed in), or, on a pairwise sheet, choice
@@ -36,6 +37,7 @@ class Option:
     value: str
     label: str
     key: str
+    level: str = ""  # what the value means, from the rubric's ``levels``
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,13 @@ def _scale(f: IntegerCriterion) -> LabelCriterion:
     # A digit key chooses the value it names when every value is a single digit; else the
     # n-th value (1-9).
     by_value = all(0 <= v <= 9 for v in allowed)
-    options = tuple(Option(str(v), f"{v}" + (f" = {anchors[v]}" if v in anchors else ""),
-                           str(v) if by_value else (str(i) if i <= 9 else ""))
+    levels = f.levels or {}
+    # The rubric's own text for a value when it has one (``levels``), else the anchor its
+    # one-line description gives.
+    options = tuple(Option(str(v), f"{v}" + (f" = {anchors[v]}" if v in anchors and v not in
+                                              levels else ""),
+                           str(v) if by_value else (str(i) if i <= 9 else ""),
+                           levels.get(v, ""))
                     for i, v in enumerate(allowed, start=1))
     return LabelCriterion(f.key, f.description, "scale", options)
 

@@ -11,15 +11,21 @@ can send them.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import secrets
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from evaluator.analysis.review.assignment import check_labellers
 from evaluator.common.errors import UserError
 from evaluator.data.files import show_path
 from evaluator.data.sheet import (
@@ -27,6 +33,7 @@ from evaluator.data.sheet import (
     JournalEntry,
     SheetInfo,
     append_label,
+    journal_path,
     latest_labels,
     now,
     read_journal,
@@ -40,8 +47,8 @@ from evaluator.label.criteria import (
     to_screen,
     to_systems,
 )
-from evaluator.rubrics.load import load_rubric
-from evaluator.rubrics.rubric import Rubric
+from evaluator.rubrics.load import load_rubric, load_rubric_file
+from evaluator.rubrics.rubric import Rubric, RubricError
 
 REVIEW_JSONL = "review.jsonl"
 MAX_TEXT = 4000  # a reason or comment, in characters
@@ -86,7 +93,7 @@ class CaseView:
     right: Field | None
     criteria: list[LabelCriterion]
     chosen: dict[str, str]
-    reason: str
+    reasons: dict[str, str]
     comment: str
     verdict: dict[str, str] | None
     next_unlabelled: int | None
@@ -105,8 +112,11 @@ def _read_review(sheet_dir: Path, info: SheetInfo, keep_judge: bool,
     except (OSError, UnicodeDecodeError) as exc:
         raise LabelError(f"cannot read {show_path(path)} ({exc})") from None
     if digest != info.fingerprint:
+        # Not "draw the sheet again": a new draw has a new fingerprint, and every label of
+        # the journal (kept to this one) would be stranded.
         raise LabelError(f"{show_path(path)} has changed since the sheet was drawn (its "
-                         "SHA-256 is not sheet.json's fingerprint); draw the sheet again")
+                         "SHA-256 is not sheet.json's fingerprint); restore the "
+                         "review.jsonl that review wrote (the journal's labels belong to it)")
     ids: list[str] = []
     judge: dict[str, dict[str, Any]] = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -124,6 +134,37 @@ def _read_review(sheet_dir: Path, info: SheetInfo, keep_judge: bool,
     if len(set(ids)) != len(ids):
         raise LabelError(f"{show_path(path)}: a case id appears twice; draw the sheet again")
     return ids, judge
+
+
+def _sheet_rubric(sheet_dir: Path, info: SheetInfo, rubrics_dirs: Sequence[Path]) -> Rubric:
+    """The sheet's rubric: by name in ``rubrics_dirs`` and the built-ins; without
+    ``rubrics_dirs``, else a file named after it (``NAME.yaml``) beside a results file the
+    sheet was drawn from, or beside the sheet folder, whose hash is the sheet's (``review``
+    prints the ``label`` command without ``--rubrics-dir``, and a run's manifest does not
+    record where its rubric file was)."""
+    try:
+        return load_rubric(info.rubric, list(rubrics_dirs))
+    except RubricError:
+        if rubrics_dirs:
+            raise
+    folders = [sheet_dir.parent]
+    for ref in info.results:
+        given = Path(ref.path)
+        folders += [given.parent] if given.is_absolute() else [
+            given.parent, sheet_dir.parent / given.parent]
+    for folder in dict.fromkeys(f.resolve() for f in folders):
+        for path in (folder / f"{info.rubric}.yaml", folder / f"{info.rubric}.yml"):
+            if not path.is_file():
+                continue
+            try:
+                rubric = load_rubric_file(path)
+            except RubricError:
+                continue
+            if rubric.source_sha256 == info.rubric_hash:
+                return rubric
+    raise LabelError(f"rubric {info.rubric!r} of {show_path(sheet_dir / 'sheet.json')} is "
+                     "not a built-in, nor beside the results it was drawn from: give the "
+                     "folder of its file with --rubrics-dir DIR")
 
 
 def _verdict_cell(cell: Any) -> str:
@@ -163,14 +204,18 @@ class LabelSession:
         if show_judge and info.blind:
             raise LabelError(f"{show_path(self.sheet_dir)} is a blind sheet: --show-judge "
                              "is refused (its labels must not see the judge's verdict)")
-        names = list(dict.fromkeys(labellers))
+        names = list(labellers)
         if not names:
             raise LabelError("name at least one labeller: --labeller NAME")
+        try:  # the rules review applies to its --labeller names (a newline would fake a link)
+            check_labellers(names, None)
+        except UserError as exc:
+            raise LabelError(str(exc)) from None
         unknown = [n for n in names if info.labellers and n not in info.labellers]
         if unknown:
             raise LabelError(f"labeller {unknown[0]!r} is not one of this sheet's labellers "
                              f"({', '.join(info.labellers)}); use one of those names")
-        self.rubric: Rubric = load_rubric(info.rubric, list(rubrics_dirs))
+        self.rubric: Rubric = _sheet_rubric(self.sheet_dir, info, rubrics_dirs)
         if self.rubric.source_sha256 != info.rubric_hash:
             raise LabelError(f"rubric {info.rubric!r} ({show_path(self.rubric.source_path or '')})"
                              " has changed since the sheet was drawn (its hash is not "
@@ -180,6 +225,10 @@ class LabelSession:
                              f"{info.rubric!r} (kind {self.rubric.kind!r})")
         self.criteria = label_criteria(self.rubric, info.criteria)
         self.case_ids, self._judge = _read_review(self.sheet_dir, info, show_judge)
+        # Where this server's reading of the journal stops: lines appended after it (by
+        # another server on this sheet) are taken in by _take_in. Taken before the read, so
+        # a line appended in between is read twice, in order: harmless.
+        self._offset = _journal_end(self.sheet_dir)
         entries = list(read_journal(self.sheet_dir))
         foreign = next((i for i, e in enumerate(entries, start=1)
                         if e.sheet != info.fingerprint or e.rubric_hash != info.rubric_hash),
@@ -192,11 +241,44 @@ class LabelSession:
         self._lock = threading.Lock()
         self.cases = read_sheet_cases(self.sheet_dir, info, self.rubric, self.case_ids)
         self.labellers: dict[str, Labeller] = {}
+        self._by_name: dict[str, Labeller] = {}
         for name in names:
             mine = info.cases_of(name, self.case_ids)
             person = Labeller(name, secrets.token_urlsafe(32), mine)
             person.done = {c for c in mine if self._complete(name, c)}
             self.labellers[person.token] = person
+            self._by_name[name] = person
+
+    def refresh(self) -> None:
+        """Take in what other servers on this sheet have saved since the last look."""
+        with self._lock:
+            self._take_in()
+
+    def _take_in(self) -> None:
+        """Take in the whole lines appended to the journal since the last look (another
+        server's saves for the same labeller included), so that pages and the "unchanged"
+        check go by the journal, not by this server's memory. Call under ``_lock``."""
+        try:
+            with journal_path(self.sheet_dir).open("rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n")
+        if end < 0:
+            return  # nothing new, or a line still being written
+        for line in data[:end].split(b"\n"):
+            try:
+                entry = JournalEntry.model_validate_json(line)
+            except ValidationError:
+                continue  # blank or damaged: the next start names a damaged line
+            if entry.sheet != self.info.fingerprint or entry.rubric_hash != self.info.rubric_hash:
+                continue
+            self._latest[(entry.labeller, entry.case_id, entry.criterion)] = entry
+            person = self._by_name.get(entry.labeller)
+            if person is not None and self._complete(entry.labeller, entry.case_id):
+                person.done.add(entry.case_id)
+        self._offset += end + 1
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -221,10 +303,14 @@ class LabelSession:
                 return i + 1
         return None
 
-    def view(self, person: Labeller, index: int, error: str | None = None) -> CaseView:
-        """The page for ``person``'s case at 1-based ``index``. With ``show_judge``, the
-        judge's verdict is in the view only when she has saved her own label for the case,
-        and showing it is remembered (her later saves record ``judge_seen``)."""
+    def view(self, person: Labeller, index: int, error: str | None = None,
+             form: Mapping[str, str] | None = None) -> CaseView:
+        """The page for ``person``'s case at 1-based ``index``, with her labels as the
+        journal has them (or, with ``form``, as a refused save sent them, to correct). With
+        ``show_judge``, the judge's verdict is in the view only when she has saved her own
+        label for the case, and showing it is remembered (her later saves record
+        ``judge_seen``)."""
+        self.refresh()
         case_id = person.cases[index - 1]
         fields = self.cases[case_id]
         side = shown_left(self.info, person.name, case_id) if self.rubric.pairwise else None
@@ -238,18 +324,23 @@ class LabelSession:
             a, b = fields.get(first, ""), fields.get(second, "")
             left = Field("left", "Left answer", a if side == "A" else b)
             right = Field("right", "Right answer", b if side == "A" else a)
-        chosen, reason, comment = {}, "", ""
-        for c in self.criteria:
+        chosen: dict[str, str] = {}
+        reasons: dict[str, str] = {}
+        comment = ""
+        for c in self.criteria if form is None else ():
             entry = self._latest.get((person.name, case_id, c.key))
             if entry is None:
                 continue
             if entry.cannot_judge is not None:
-                chosen[c.key], reason = CANNOT_JUDGE, entry.cannot_judge
+                chosen[c.key], reasons[c.key] = CANNOT_JUDGE, entry.cannot_judge
             elif c.kind == "choice":
                 chosen[c.key] = to_screen(entry.value, entry.shown_left or side or "A") or ""
             else:
                 chosen[c.key] = _form_value(entry.value)
             comment = entry.comment or comment
+        if form is not None:
+            chosen, reasons = _form_choices(self.criteria, form)
+            comment = (form.get("comment") or "")[:MAX_TEXT]
         verdict = None
         done = case_id in person.done
         if self.show_judge and done and case_id in self._judge:
@@ -262,31 +353,35 @@ class LabelSession:
                 verdict[c.key] = text
             person.judge_shown.add(case_id)
         return CaseView(person.name, index, len(person.cases), len(person.done), done, shown,
-                        left, right, self.criteria, chosen, reason, comment, verdict,
+                        left, right, self.criteria, chosen, reasons, comment, verdict,
                         self.first_unlabelled(person, index), error)
 
     # -- saving ----------------------------------------------------------------------------
 
     def save(self, person: Labeller, index: int, form: Mapping[str, str]) -> tuple[int, str | None]:
-        """Append what the form changed for ``person``'s case at ``index`` to the journal
-        (each line fsynced before this returns). Returns (lines written, the problem when
-        nothing could be saved). An unchanged value writes nothing: a changed one is a new
-        line, the last one counts."""
+        """Append ``person``'s labels of the case at ``index`` to the journal (each line
+        fsynced before this returns). Returns (lines written, the problem when nothing could
+        be saved). Every criterion must be answered (a value, or cannot judge with its
+        reason). A value the journal already holds as her last one writes nothing; any
+        other is a new line (the last one counts). The journal's last line is looked up
+        under an exclusive lock of the sheet folder, so that two servers on one sheet (the
+        same labeller in both) judge "unchanged" by the journal, not by their memory."""
         case_id = person.cases[index - 1]
         side = shown_left(self.info, person.name, case_id) if self.rubric.pairwise else None
-        reason = (form.get("reason") or "").strip()[:MAX_TEXT]
         comment = (form.get("comment") or "").strip()[:MAX_TEXT] or None
+        chosen, reasons = _form_choices(self.criteria, form)
         planned: list[tuple[LabelCriterion, float | str | None, str | None]] = []
+        missing = []
         for c in self.criteria:
-            raw = (form.get(f"v.{c.key}") or "").strip()
-            if form.get(f"cj.{c.key}") == CANNOT_JUDGE:  # a typed-in number's checkbox
-                raw = CANNOT_JUDGE
+            raw = chosen.get(c.key, "")
             if not raw:
+                missing.append(c.key)
                 continue
             if raw == CANNOT_JUDGE:
+                reason = reasons.get(c.key, "").strip()[:MAX_TEXT]
                 if not reason:
-                    return 0, (f"{c.key}: 'cannot judge' needs a reason; write it in the "
-                               "reason box")
+                    return 0, (f"{c.key}: 'cannot judge' needs a reason; write it in "
+                               f"{c.key}'s reason box")
                 planned.append((c, None, reason))
                 continue
             try:
@@ -296,11 +391,12 @@ class LabelSession:
             if side is not None:
                 value = to_systems(str(value), side)
             planned.append((c, value, None))
-        if not planned and not any((person.name, case_id, c.key) in self._latest
-                                   for c in self.criteria):
-            return 0, "choose a value for at least one criterion, then save"
+        if missing:
+            return 0, (f"not saved: {', '.join(missing)} not answered; choose a value (or "
+                       "cannot judge, with a reason) for each criterion, then save")
         written = 0
-        with self._lock:
+        with self._lock, _folder_lock(self.sheet_dir):
+            self._take_in()
             seen = case_id in person.judge_shown
             for c, value, cannot in planned:
                 old = self._latest.get((person.name, case_id, c.key))
@@ -318,3 +414,46 @@ class LabelSession:
             if self._complete(person.name, case_id):
                 person.done.add(case_id)
         return written, None
+
+
+def _form_choices(criteria: Sequence[LabelCriterion], form: Mapping[str, str],
+                  ) -> tuple[dict[str, str], dict[str, str]]:
+    """What a posted form chose per criterion (screen terms; ``x``: cannot judge) and the
+    reason written under each. ``reason`` without a criterion (a form of an earlier page)
+    is every criterion's."""
+    chosen, reasons = {}, {}
+    shared = form.get("reason") or ""
+    for c in criteria:
+        raw = (form.get(f"v.{c.key}") or "").strip()
+        if form.get(f"cj.{c.key}") == CANNOT_JUDGE:  # a typed-in number's checkbox
+            raw = CANNOT_JUDGE
+        if raw:
+            chosen[c.key] = raw
+        reason = form.get(f"reason.{c.key}") or shared
+        if reason:
+            reasons[c.key] = reason[:MAX_TEXT]
+    return chosen, reasons
+
+
+def _journal_end(sheet_dir: Path) -> int:
+    """The journal's length up to just after its last newline (0: no journal)."""
+    try:
+        data = journal_path(sheet_dir).read_bytes()
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise LabelError(f"cannot read {show_path(journal_path(sheet_dir))} "
+                         f"({exc.strerror})") from None
+    return data.rfind(b"\n") + 1
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive ``flock`` of the sheet folder while a save reads the journal's last
+    lines and appends (the journal's own lock covers only one append)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing it releases the lock

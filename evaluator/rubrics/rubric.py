@@ -91,11 +91,22 @@ class _Scored(_Strict):
 
 
 class IntegerCriterion(_Scored):
-    """A single integer score drawn from an enumerated set or an inclusive range."""
+    """A single integer score drawn from an enumerated set or an inclusive range.
+    ``levels`` (optional): what each score means, for the people who label (the labelling
+    page shows it beside each choice); the judge's prompt is the template alone."""
 
     key: OutputKey
     type: Literal["integer"]
     description: str = ""
+    levels: dict[Score, Annotated[str, Field(min_length=1, max_length=2000)]] | None = None
+
+    @model_validator(mode="after")
+    def _levels_on_scale(self) -> IntegerCriterion:
+        off = [v for v in self.levels or {} if v not in self.allowed]
+        if off:
+            raise ValueError(f"levels: {off[0]} is not on the criterion's scale "
+                             f"({self.allowed[0]}..{self.allowed[-1]})")
+        return self
 
 
 class ItemsCriterion(_Scored):
