@@ -98,9 +98,9 @@ def label_criteria(rubric: Rubric, keys: list[str]) -> list[LabelCriterion]:
     out = []
     for key in keys:
         field = by_key.get(key)
-        if isinstance(field, IntegerCriterion) and not rubric.pairwise:
+        if isinstance(field, IntegerCriterion):
             out.append(_scale(field))
-        elif isinstance(field, ChoiceCriterion) and rubric.pairwise:
+        elif isinstance(field, ChoiceCriterion):
             out.append(_choice(field))
         elif key in aggregates or isinstance(field, ItemsCriterion):
             of = by_key.get(aggregates[key].of) if key in aggregates else field

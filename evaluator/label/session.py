@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.review.assignment import check_labellers
 from evaluator.common.errors import UserError
 from evaluator.data.files import show_path
@@ -220,9 +221,11 @@ class LabelSession:
             raise LabelError(f"rubric {info.rubric!r} ({show_path(self.rubric.source_path or '')})"
                              " has changed since the sheet was drawn (its hash is not "
                              "sheet.json's rubric_hash); restore that rubric file")
-        if (info.kind == "pairwise") != self.rubric.pairwise:
+        if info.kind != analysis_kind(self.rubric).SHEET:
             raise LabelError(f"sheet kind {info.kind!r} does not fit rubric "
                              f"{info.rubric!r} (kind {self.rubric.kind!r})")
+        # The page's layout follows the sheet's kind (checked against the rubric's above).
+        self.pairwise = info.kind == "pairwise"
         self.criteria = label_criteria(self.rubric, info.criteria)
         self.case_ids, self._judge = _read_review(self.sheet_dir, info, show_judge)
         # Where this server's reading of the journal stops: lines appended after it (by
@@ -313,7 +316,7 @@ class LabelSession:
         self.refresh()
         case_id = person.cases[index - 1]
         fields = self.cases[case_id]
-        side = shown_left(self.info, person.name, case_id) if self.rubric.pairwise else None
+        side = shown_left(self.info, person.name, case_id) if self.pairwise else None
         shown, left, right = [], None, None
         candidates = self.rubric.candidates or ()
         for name, spec in self.rubric.inputs.items():
@@ -367,7 +370,7 @@ class LabelSession:
         under an exclusive lock of the sheet folder, so that two servers on one sheet (the
         same labeller in both) judge "unchanged" by the journal, not by their memory."""
         case_id = person.cases[index - 1]
-        side = shown_left(self.info, person.name, case_id) if self.rubric.pairwise else None
+        side = shown_left(self.info, person.name, case_id) if self.pairwise else None
         comment = (form.get("comment") or "").strip()[:MAX_TEXT] or None
         chosen, reasons = _form_choices(self.criteria, form)
         planned: list[tuple[LabelCriterion, float | str | None, str | None]] = []
