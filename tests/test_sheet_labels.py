@@ -226,6 +226,8 @@ def test_labels_of_another_draw_or_rubric_are_refused_in_one_line(run, tmp_path)
     label(sheet, "ana", chosen[1], 3, sheet="0" * 64)
     one_line_error(invoke("agree", path, "--labels", sheet), "1 label(s) were saved on "
                    "another draw")
+    one_line_error(invoke("report", path, "--labels", sheet, "--html", tmp_path / "r.html"),
+                   "1 label(s) were saved on another draw")
     other = make_sheet(tmp_path / "other", rows)
     label(other, "ana", chosen[0], 3, rubric_hash="e" * 64)
     one_line_error(invoke("agree", path, "--labels", other), "another version of rubric")
@@ -238,6 +240,21 @@ def test_labels_of_another_draw_or_rubric_are_refused_in_one_line(run, tmp_path)
     with (edited / "review.jsonl").open("a") as handle:  # a row added by hand
         handle.write(json.dumps({**rows[0], "case_id": "case-0199"}) + "\n")
     one_line_error(invoke("agree", path, "--labels", edited), "review.jsonl was changed")
+
+
+def test_labels_of_a_sheet_drawn_before_the_rubric_file_changed_are_read_with_a_note(
+        run, tmp_path):
+    """Results, sheet and labels all made with an earlier version of the rubric file (a new
+    release, an edit): the labels are the sheet's, so they are read, and a note says the
+    rubric file has changed since."""
+    path, _, _, chosen, rows = run
+    old = "d" * 64
+    sheet = make_sheet(tmp_path / "sheet", rows, rubric_hash=old)
+    for case in chosen[:40]:
+        label(sheet, "ana", case, 3, rubric_hash=old)
+    done = invoke("agree", path, "--labels", sheet)
+    assert done.exit_code == 0, done.output
+    assert "has changed since the sheet was drawn" in done.output
 
 
 def test_hand_added_lines_for_an_unlisted_labeller_or_an_unassigned_case_are_refused(run,

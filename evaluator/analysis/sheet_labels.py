@@ -216,14 +216,17 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
                                "(their sheet fingerprint is not sheet.json's): keep each "
                                "sheet's journal in its own folder")
     _check_labellers(journal, info, numbered)
-    if rubric_hash is not None:
-        other_rubric = sum(1 for e in entries if e.rubric_hash != rubric_hash)
-        if other_rubric:
-            raise SheetLabelsError(
-                f"{journal}: {other_rubric} label(s) were given against another version of "
-                f"rubric {info.rubric!r} than the results' (rubric hash differs): compare "
-                "them with results judged with that rubric, or give its file with "
-                "--rubrics-dir")
+    # The labels were given on the page showing the sheet's rubric: one of another is not of
+    # this sheet. The rubric file read now (``rubric_hash``) may have changed since the sheet
+    # was drawn (a new version of the tool, an edit): said, not refused, so that labels and
+    # results made before the change stay usable together.
+    other_rubric = sum(1 for e in entries if e.rubric_hash != info.rubric_hash)
+    if other_rubric:
+        raise SheetLabelsError(
+            f"{journal}: {other_rubric} label(s) were given against another version of "
+            f"rubric {info.rubric!r} than sheet.json's (rubric hash differs): keep each "
+            "sheet's journal in its own folder")
+    changed = rubric_hash is not None and rubric_hash != info.rubric_hash
     scales = _scales(rubric)
     ratings: dict[str, dict[str, dict[str, float | str]]] = {k: {} for k in info.criteria}
     cannot = seen = 0
@@ -245,6 +248,10 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
     sheet = SheetLabels(folder, info, rows, ratings, cannot, seen)
     if cannot:
         sheet.notes.append(f"{cannot} label(s) saved as \"cannot judge\": left out")
+    if changed:
+        sheet.notes.append(f"rubric {info.rubric!r} has changed since the sheet was drawn "
+                           "(its file's hash is not sheet.json's): check that its criteria "
+                           "and scales still mean what the labellers were shown")
     return sheet
 
 
