@@ -436,6 +436,8 @@ def _rubric_on(tmp_path, low: int, high: int):
             ).read_text()
     head, tail = text.split("- key: accuracy\n", 1)
     tail = tail.replace("range: [1, 5]", f"range: [{low}, {high}]", 1)
+    # accuracy's level texts are for 1-5: this variant has none (they would be off its scale)
+    tail = re.sub(r"    levels:\n(?:      .*\n)+", "", tail, count=1)
     folder = tmp_path / f"rubrics{low}{high}"
     folder.mkdir()
     (folder / "trial_eligibility.yaml").write_text(head + "- key: accuracy\n" + tail)
