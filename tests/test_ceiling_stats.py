@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 
-import krippendorff
-import numpy as np
 import pytest
-from scipy.stats import spearmanr
-from sklearn.metrics import cohen_kappa_score
+
+krippendorff = pytest.importorskip("krippendorff", reason="needs the stats extra")
+np = pytest.importorskip("numpy", reason="needs the stats extra")
+spearmanr = pytest.importorskip("scipy.stats", reason="needs the stats extra").spearmanr
+cohen_kappa_score = pytest.importorskip(
+    "sklearn.metrics", reason="needs the stats extra").cohen_kappa_score
 
 from evaluator.analysis.agreement.ceiling import (
     CEILING_STATISTICS,
