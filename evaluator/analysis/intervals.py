@@ -270,6 +270,15 @@ def format_number(value: float | None, digits: int = 3) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
+def format_p(p: float | None) -> str:
+    """A p-value as every output shows it: two significant digits, ``<1e-4`` below 1e-4
+    (a smaller p is not worth more digits; ``0.000`` would read as impossible), "-" for
+    none."""
+    if p is None or (isinstance(p, float) and not math.isfinite(p)):
+        return "-"
+    return "<1e-4" if p < 1e-4 else f"{p:.2g}"
+
+
 def format_ci(ci: Sequence[float | None] | None, digits: int = 3) -> str:
     """``[low, high]`` with :func:`format_number`, "-" for no interval."""
     if not ci or ci[0] is None or ci[1] is None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from evaluator.analysis.intervals import format_ci, format_number
+from evaluator.analysis.intervals import format_ci, format_number, format_p
 from evaluator.data.files import write_bytes_atomic
 from evaluator.report import plots as rp
 from evaluator.report.build import build_report, status_table
@@ -59,7 +59,7 @@ def environment() -> Any:
     # select_autoescape would not escape.
     env = Environment(loader=PackageLoader("evaluator.report", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=_num, ci=_ci, pct=_pct)
+    env.filters.update(num=_num, ci=_ci, pct=_pct, pval=format_p)
     return env
 
 

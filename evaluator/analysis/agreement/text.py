@@ -19,7 +19,7 @@ from evaluator.analysis.agreement.records import (
     LabellerAgreement,
 )
 from evaluator.analysis.gates import format_gates
-from evaluator.analysis.intervals import format_ci, format_number
+from evaluator.analysis.intervals import format_ci, format_number, format_p
 from evaluator.common.columns import Notes, row, whole, wrap
 
 STATISTICS = (("spearman", "Spearman rho"), ("kendall_tau_b", "Kendall tau-b"),
@@ -36,10 +36,6 @@ WITHIN_ONE_NOTE = ("within-one agreement is near 1 when clinicians rarely differ
                    "points, so a few cases decide it: its difference's CI is a jackknife t "
                    f"interval, and with fewer than {MIN_DISAGREEMENTS} cases more than one "
                    "point apart it has no CI (docs/statistics.md)")
-
-
-def _p(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2g}"
 
 
 def _wrapped(text: str, indent: str = "") -> list[str]:
@@ -175,7 +171,7 @@ def _statistics(stats: Mapping[str, Any]) -> list[str]:
         elif entry.get("value") is None:
             # A bare "-" would not say why: the note (e.g. "needs integer scores") does.
             method = f"undefined: {entry.get('note') or 'not computable on these data'}"
-        p = _p(entry.get("p")) if "p" in entry else ""
+        p = format_p(entry.get("p")) if "p" in entry else ""
         chance = (format_number(entry["chance"]) if entry.get("chance") is not None else "")
         mark = notes.mark(method if method != "-" else None)
         lines.append(f"  {title:<29}{value:>7}  {format_ci(entry.get('ci95')):<16}{p:>8}"
@@ -206,7 +202,7 @@ def _correlation_text(name: str, figure: Mapping[str, Any]) -> str:
     text = f"{name} {format_number(figure['rho'])} {whole(format_ci(figure['ci95']))}"
     if figure.get("ci95") is None and "no interval" in figure.get("method", ""):
         text += f" ({figure['method'].split('; ', 1)[-1]})"
-    return text + (f", p {_p(figure['p'])}" if "p" in figure else "")
+    return text + (f", p {format_p(figure['p'])}" if "p" in figure else "")
 
 
 def _verbosity(verbosity: Mapping[str, Any], tail: str = "") -> list[str]:

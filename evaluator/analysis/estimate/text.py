@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evaluator.analysis.estimate.records import EstimateReport
-from evaluator.analysis.intervals import NO_INTERVAL, format_ci, format_number
+from evaluator.analysis.intervals import NO_INTERVAL, format_ci, format_number, format_p
 from evaluator.common.columns import row as table_row
 from evaluator.common.columns import wrap
 
@@ -54,7 +54,7 @@ def no_ci_reason(value: Any, ci: Any, method: str | None) -> str | None:
 
 
 def _difference_line(diff: Mapping[str, Any]) -> list[str]:
-    p = "-" if diff.get("p") is None else (f"{diff['p']:.2g}" if diff["p"] >= 1e-4 else "<1e-4")
+    p = format_p(diff.get("p"))
     lines = _wrapped(f"{diff['criterion']}: {diff['b']} - {diff['a']}", "  ")
     lines += table_row(f"    PPI++ {format_number(diff['estimate']):>7}  "
                        f"{format_ci(diff['ci']):<18} p {p:<6} ", diff["mode"])
