@@ -8,8 +8,9 @@ import json
 
 import pytest
 
+from evaluator.data.files import sha256_file as file_sha256
 from evaluator.data.sheet import CasesRef, SheetError, SheetInfo, now
-from evaluator.data.sheet_cases import file_sha256, read_sheet_cases
+from evaluator.data.sheet_cases import read_sheet_cases
 from evaluator.rubrics.load import load_rubric
 
 

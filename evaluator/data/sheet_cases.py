@@ -9,26 +9,14 @@ were read, is refused in one line. Messages name files, lines and fields, never 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
 from evaluator.data.cases import Case, read_cases
-from evaluator.data.files import show_path
+from evaluator.data.files import sha256_file, show_path
 from evaluator.data.pairs import iter_pairs
 from evaluator.data.sheet import SHEET_JSON, CasesRef, SheetError, SheetInfo
 from evaluator.rubrics.rubric import Rubric
-
-_CHUNK = 1 << 20
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def locate(sheet_dir: Path, given: str) -> Path:
@@ -48,7 +36,7 @@ def _checked(sheet_dir: Path, ref: CasesRef) -> Path:
                          f"({SHEET_JSON} 'cases.path'); put it back at that path, or run "
                          "from the folder the run was started in")
     try:
-        digest = file_sha256(path)
+        digest = sha256_file(path)
     except OSError as exc:
         raise SheetError(f"cannot read {show_path(path)} ({exc.strerror})") from None
     if digest != ref.sha256:

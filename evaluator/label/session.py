@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.review.assignment import check_labellers
 from evaluator.common.errors import UserError
-from evaluator.data.files import show_path
+from evaluator.data.files import sha256_file, show_path
 from evaluator.data.sheet import (
     JOURNAL,
     JournalEntry,
@@ -40,7 +40,7 @@ from evaluator.data.sheet import (
     read_journal,
     read_sheet_info,
 )
-from evaluator.data.sheet_cases import file_sha256, read_sheet_cases
+from evaluator.data.sheet_cases import read_sheet_cases
 from evaluator.label.criteria import (
     CANNOT_JUDGE,
     LabelCriterion,
@@ -105,7 +105,7 @@ def _read_review(sheet_dir: Path, info: SheetInfo, keep_judge: bool,
                  ) -> tuple[list[str], dict[str, dict[str, Any]]]:
     path = Path(sheet_dir) / REVIEW_JSONL
     try:
-        digest = file_sha256(path)
+        digest = sha256_file(path)
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise LabelError(f"{show_path(path)}: not found; a sheet folder holds the "

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evaluator.common.readable import check_regular_file
-from evaluator.data.files import lock_held, lock_path_for, write_bytes_atomic
+from evaluator.data.files import lock_held, lock_path_for, sha256_file, write_bytes_atomic
 from evaluator.data.sheet import CasesRef
 from evaluator.judges.embedded_judge import prepare_embedded_judge
 from evaluator.judges.models_file import JudgeSpec
@@ -62,15 +62,6 @@ PLACEMENT_ONLY_ENGINE_KEYS = ("gpu_memory_utilization", "kv_cache_memory_bytes",
 def sha256_bytes(data: bytes) -> str:
     """Hex SHA-256 of bytes."""
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def canonical_hash(value: Any) -> str:

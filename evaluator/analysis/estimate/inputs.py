@@ -9,7 +9,6 @@ A labels file whose design cannot give an unbiased estimate is refused
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +34,7 @@ from evaluator.analysis.label_files import (
 )
 from evaluator.analysis.score_mode import score_view
 from evaluator.analysis.sheet_labels import SheetLabels, read_sheet_labels, verdict_seen_note
+from evaluator.data.files import sha256_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.data.sheet import SheetError, read_sheet_info
 from evaluator.data.sources import LabelSource
@@ -361,11 +361,7 @@ def _check_sheet_results(system: System) -> bool:
              for h in str(row.get(RESULTS_SHA256) or "").split(";") if h}
     if not drawn:
         return False
-    digest = hashlib.sha256()
-    with Path(system.path).open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    if digest.hexdigest() not in drawn:
+    if sha256_file(Path(system.path)) not in drawn:
         system.notes.append(
             f"WARNING: the worksheet was not drawn from {system.path} (its "
             f"{RESULTS_SHA256!r} names other results files): was it drawn from another "

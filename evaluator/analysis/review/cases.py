@@ -9,13 +9,12 @@ the runs recorded their reading options gives nothing here: the options are give
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator.analysis.review.signals import ReviewError
-from evaluator.data.files import show_path
+from evaluator.data.files import sha256_file, show_path
 from evaluator.data.sheet import CasesRef
 from evaluator.data.sources import CaseSource
 
@@ -29,15 +28,6 @@ class Given:
     id_column: bool = False
 
 
-def file_sha256(path: Path) -> str:
-    """Hex SHA-256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _check_unchanged(path: Path, recorded: str | None, what: str, manifest: str) -> None:
     # The --versus file has no option of review's: it is put back, or the run made again.
     fix = ("give the file the run read with --cases" if what == "cases file" else
@@ -46,7 +36,7 @@ def _check_unchanged(path: Path, recorded: str | None, what: str, manifest: str)
         raise ReviewError(f"{what} {show_path(path)} (the one {manifest} records) is not "
                           f"there: {fix}")
     try:
-        digest = file_sha256(path)
+        digest = sha256_file(path)
     except OSError as exc:
         raise ReviewError(f"cannot read {what} {show_path(path)} ({exc.strerror})") from None
     if recorded is not None and digest != recorded:
@@ -69,7 +59,7 @@ def sheet_reading(recorded: CasesRef | None, given: CaseSource, which: Given, *,
             return given, None
         # An older manifest: the file the user names, as it is now.
         return given, CasesRef(path=str(Path(given.path).resolve()),
-                               sha256=file_sha256(Path(given.path)),
+                               sha256=sha256_file(Path(given.path)),
                                mapping=dict(given.mapping), id_column=given.id_column)
     path = Path(given.path) if which.path and given.path is not None else Path(recorded.path)
     mapping: Mapping[str, str] = given.mapping if which.mapping else recorded.mapping

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from evaluator.analysis.review.signals import ReviewError
+from evaluator.analysis.review.signals import ReviewError, pick_criteria
 from evaluator.data.cases import Case, InputFileError
 from evaluator.data.pairs import iter_pairs
 from evaluator.data.sheet import CasesRef
@@ -18,15 +18,7 @@ from evaluator.rubrics.rubric import ChoiceCriterion, Rubric
 def chosen_choices(rubric: Rubric, criteria: Sequence[str]) -> list[ChoiceCriterion]:
     """A pairwise rubric's choice criteria (``criteria``: those named, else every one);
     an unknown one is a :class:`ReviewError`."""
-    choices = rubric.choices()
-    if not criteria:
-        return choices
-    by_key = {c.key: c for c in choices}
-    unknown = [k for k in criteria if k not in by_key]
-    if unknown:
-        raise ReviewError(f"unknown --criterion {', '.join(map(repr, unknown))}; rubric "
-                          f"{rubric.name!r} compares: {', '.join(by_key)}")
-    return [by_key[k] for k in dict.fromkeys(criteria)]
+    return pick_criteria(rubric.choices(), criteria, rubric.name, "compares")
 
 
 def pair_texts(ids: set[str], rubric: Rubric, ref: CasesRef) -> dict[str, dict[str, str]]:

@@ -45,7 +45,6 @@ from evaluator.analysis.designs import (
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.label_files import label_criterion
 from evaluator.analysis.review.assignment import Assignment, assign, check_labellers
-from evaluator.analysis.review.cases import file_sha256
 from evaluator.analysis.review.inputs import check_input_file, read_labelled
 from evaluator.analysis.review.pairwise_sheet import (
     chosen_choices,
@@ -60,6 +59,7 @@ from evaluator.analysis.review.signals import (
     case_candidate,
     confidence_of,
     criterion_paths,
+    pick_criteria,
     rank_candidates,
     score_at,
 )
@@ -70,6 +70,7 @@ from evaluator.data.files import (
     exclusive_lock,
     lock_path_for,
     same_file,
+    sha256_file,
     show_path,
 )
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
@@ -204,14 +205,7 @@ def _cell(value: Any) -> str:
 def _chosen_criteria(rubric: Rubric, criteria: Sequence[str],
                      ) -> list[IntegerCriterion | ItemsCriterion]:
     scored = [f for f in rubric.output if isinstance(f, (IntegerCriterion, ItemsCriterion))]
-    if not criteria:
-        return scored
-    by_key = {f.key: f for f in scored}
-    unknown = [k for k in criteria if k not in by_key]
-    if unknown:
-        raise ReviewError(f"unknown --criterion {', '.join(map(repr, unknown))}; rubric "
-                          f"{rubric.name!r} scores: {', '.join(by_key)}")
-    return [by_key[k] for k in dict.fromkeys(criteria)]
+    return pick_criteria(scored, criteria, rubric.name, "scores")
 
 
 def _check_gates(rubric: Rubric, gates: Sequence[PassGate]) -> None:
@@ -392,7 +386,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     verdict_columns = [] if blind else [
         *(f"{f.key}.{part}" for f in chosen for part in JUDGE_PARTS),
         *(f"{name}.{AGGREGATE_PART}" for name in aggregates)]
-    hashes = [file_sha256(path) for path, _ in files]
+    hashes = [sha256_file(path) for path, _ in files]
     drawn_from = ";".join(dict.fromkeys(hashes))
     columns = [*(BLIND_COLUMNS if blind else FIXED_COLUMNS), *DESIGN_COLUMNS, RESULTS_SHA256,
                *(SYSTEM_COLUMNS if pairwise else ()),

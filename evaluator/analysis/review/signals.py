@@ -42,6 +42,21 @@ class ReviewError(UserError, ValueError):
     worksheet already there); the message names files, lines and fields, never case text."""
 
 
+def pick_criteria(available: list[Any], criteria: Sequence[str], rubric_name: str,
+                  verb: str) -> list[Any]:
+    """The ``--criterion`` keys of ``available`` (the rubric's criteria a sheet can show;
+    all of them without ``--criterion``), each once, in the order given; an unknown key is
+    a :class:`ReviewError` listing what the rubric ``verb`` (scores, compares)."""
+    if not criteria:
+        return available
+    by_key = {c.key: c for c in available}
+    unknown = [k for k in criteria if k not in by_key]
+    if unknown:
+        raise ReviewError(f"unknown --criterion {', '.join(map(repr, unknown))}; rubric "
+                          f"{rubric_name!r} {verb}: {', '.join(by_key)}")
+    return [by_key[k] for k in dict.fromkeys(criteria)]
+
+
 PassGate = Gate  # ``--pass KEY>=T`` (also >, <=, <): the rule agree's gates use
 
 
