@@ -39,7 +39,7 @@ from evaluator.analysis.score_mode import (
     left_out_note,
     score_view,
 )
-from evaluator.analysis.sheet_labels import read_sheet_labels
+from evaluator.analysis.sheet_labels import SheetLabelsError
 from evaluator.analysis.summary.confidence import (
     DEFAULT_LOW_CONFIDENCE,
     confidence_criteria,
@@ -268,9 +268,7 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
 def _agreement(files: list[dict[str, Any]], labels: LabelSource, resamples: int,
                options: Mapping[str, Any]) -> dict[str, Any]:
     for path in dict.fromkeys(labels.paths):  # a bad labels file stops the report
-        if labels.is_sheet(path):  # read again by agreement(): here its refusals stop it
-            read_sheet_labels(Path(path), rubric=files[0]["rubric"])
-        else:
+        if not labels.is_sheet(path):  # a sheet folder is read (and checked) by agreement()
             load_labels(labels, path, rubric=files[0]["rubric"])
     per_file = []
     for entry, path in zip(files, _labels_per_file(labels.paths, files), strict=True):
@@ -279,6 +277,8 @@ def _agreement(files: list[dict[str, Any]], labels: LabelSource, resamples: int,
                                resamples=resamples, only_ids=entry.get("common_ids"),
                                score_mode=entry["view"].mode, **options)
             per_file.append({"label": entry["label"], "result": result, "note": None})
+        except SheetLabelsError:  # the sheet itself cannot be used: stops the report
+            raise
         except AgreementError as exc:  # no overlap for this file: said in the page
             per_file.append({"label": entry["label"], "result": None, "note": str(exc)})
     shown = ", ".join(str(p) for p in dict.fromkeys(labels.paths))
