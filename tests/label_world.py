@@ -16,6 +16,7 @@ from evaluator.data.results import ResultRecord
 CRITERIA = ("hallucination", "accuracy", "clarity")
 SECRET = "SECRET-CASE-TEXT"
 SCALE = (1, 2, 3, 4, 5)
+LABEL_P = (0.1, 0.2, 0.3, 0.25, 0.15)
 
 
 def _spread(centre: float, sd: float) -> dict[int, float]:
@@ -25,17 +26,19 @@ def _spread(centre: float, sd: float) -> dict[int, float]:
 
 
 def world(n: int, *, seed: int = 0, bias: float = 0.5, unsure_share: float = 0.3,
-          prefix: str = "case") -> tuple[list[ResultRecord], dict[str, int]]:
+          prefix: str = "case", label_p: tuple[float, ...] = LABEL_P,
+          ) -> tuple[list[ResultRecord], dict[str, int]]:
     """``n`` ok records (case ids ``prefix-0000``...) and the true labels by case id. Every
     criterion gets the same score; the judge's score is the true label + ``bias`` + noise
     (sd 0.3, or 1.5 on the unsure share), rounded into 1-5, and its distribution is centred
-    on that score with the matching spread."""
+    on that score with the matching spread. ``label_p``: the true labels' distribution
+    over 1..5."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     records, truth = [], {}
     for i in range(n):
-        label = int(rng.choice(SCALE, p=[0.1, 0.2, 0.3, 0.25, 0.15]))
+        label = int(rng.choice(SCALE, p=list(label_p)))
         sd = 1.5 if rng.random() < unsure_share else 0.3
         score = int(min(5, max(1, round(label + bias + rng.normal(0, sd)))))
         case_id = f"{prefix}-{i:04d}"
