@@ -518,6 +518,15 @@ def test_report_renders_in_headless_chromium(hostile_run, two_runs, tmp_path):
     shot = browser.render(page, tmp_path / "report.png")
     assert shot.returncode == 0, shot.stderr[-2000:]
     assert shot.console == [], shot.console
+    # The technical sections are folded (closed <details>): the same page with every one
+    # opened, as a reader clicking them would, is where the plots must be drawn.
+    html = page.read_text(encoding="utf-8")
+    opened = tmp_path / "opened.html"
+    opened.write_text(html.replace("<details ", "<details open ").replace(
+        "<details>", "<details open>"), encoding="utf-8")
+    assert opened.read_text(encoding="utf-8").count("<details open") == html.count("<details")
+    shot = browser.render(opened, tmp_path / "opened.png")
+    assert shot.returncode == 0 and shot.console == [], shot.console
     with image.open(shot.png) as png:
         assert png.size == (1280, 4000)
         rgb = png.convert("RGB")
@@ -616,7 +625,8 @@ def test_agreement_warnings_methods_and_bias_figures_in_the_page(unequal_runs, t
     html = out.read_text(encoding="utf-8")
     text = " ".join(parse(html).text)
     assert "the judge gave the same value (2) to all" in text            # judge C
-    assert "meaningless here (the judge gives one value)" in text
+    assert "all agreement statistics are meaningless for accuracy: the judge gave 2 on " \
+        "every case" in text
     assert "bootstrap BCa, 100 resamples" in text and "Wilson" in text
     assert "F distribution (pingouin)" in text
     assert "rows: label, --label-scale; columns: judge, rubric scale" in text
@@ -637,6 +647,8 @@ def test_agreement_rows_name_the_file_they_belong_to(unequal_runs):
     # Judge C (#2) is the constant one: its warnings and * notes say #2, never #1.
     assert "(#2 judge-c · results.jsonl): the judge gave the same value (2)" in text
     assert "(#1 judge-a · results.jsonl): the judge gave the same value" not in text
-    assert "* #2 Spearman rho: meaningless here (the judge gives one value)" in text
+    assert "* #2 judge-c · results.jsonl: all agreement statistics are meaningless for " \
+        "accuracy: the judge gave 2 on every case" in text
+    assert "* #1 judge-a · results.jsonl: all agreement statistics" not in text
     verbosity = [row for row in table_rows(html) if row and row[0].startswith("judge's verdict")]
     assert [row[1] for row in verbosity] == ["#1", "#2"] * len(report["scored_keys"])

@@ -1,7 +1,8 @@
 """Reports: one self-contained HTML page over one or more results files. :mod:`.build`
 gathers the data (summaries, worst cases, agreement with labels), :mod:`.text` adds case text
 for ``--show-text``, :mod:`.plots` draws the SVG plots (matplotlib, the ``report`` extra,
-imported inside the functions) and :mod:`.html` renders ``templates/report.html.j2``.
+imported inside the functions), :mod:`.notes` words the page's short notes and :mod:`.html`
+renders ``templates/report.html.j2``.
 :mod:`.export` writes a results file as a flat Parquet table (pyarrow, the ``parquet``
 extra, imported inside the functions; its columns in :mod:`.export_columns`), and
 :mod:`.targets` says where either may be written.

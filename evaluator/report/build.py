@@ -49,6 +49,7 @@ from evaluator.analysis.summary.summary import summarize, summary_path_for
 from evaluator.common.errors import UserError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.common.version import __version__
+from evaluator.data.files import sha256_file
 from evaluator.data.results import ResultRecord, Status, read_results
 from evaluator.data.sheet import SheetError, read_sheet_info
 from evaluator.data.sources import CaseSource, LabelSource
@@ -249,6 +250,8 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
         entry: dict[str, Any] = {
             "view": view,
             "path": str(path), "label": label, "judge": judge, "rubric": rubric,
+            # The page's header: which bytes the figures came from.
+            "sha256": sha256_file(path),
             "records": records, "by_id": {r.case_id: r for r in records},
             "summary": summary, "notes": notes + _rubric_note(path, rubric),
             "left_out": left_out_note(view.left_out),
@@ -416,6 +419,7 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
     report: dict[str, Any] = {
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "version": __version__, "rubric": rubric, "files": files, "statuses": STATUSES,
+        "judges": list(dict.fromkeys(f["judge"] for f in files)),
         "show_text": show_text, "scored_keys": scored_keys(rubric),
         "criteria": [f for f in rubric.output if isinstance(f, IntegerCriterion)],
         "aggregates": list(rubric.aggregates), "worst": None, "agreement": None,

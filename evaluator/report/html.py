@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from evaluator.analysis.intervals import format_ci, format_number, format_p
 from evaluator.data.files import write_bytes_atomic
 from evaluator.report import plots as rp
 from evaluator.report.build import build_report, status_table
+from evaluator.report.notes import AGREEMENT_STATISTICS, meaningless_note
 from evaluator.report.targets import (
     Target,
     case_files,
@@ -53,13 +55,32 @@ def _pct(rate: float | None) -> str:
     return "-" if rate is None else f"{100 * rate:.1f}%"
 
 
+def css_string(value: Any) -> Markup:
+    """``value`` as a quoted CSS string for the page's ``<style>`` (the printed pages'
+    header). Everything but ASCII letters, digits and spaces becomes a CSS hex escape, so no
+    quote, backslash, newline or ``</style>`` can end the string or the element: a rubric
+    or judge name is data, never style. Marked safe because HTML escaping does not apply
+    inside ``<style>`` (an ``&amp;`` there would be printed as it is)."""
+    escaped = "".join(ch if ch == " " or (ch.isascii() and ch.isalnum())
+                      else f"\\{ord(ch):x} " for ch in str(value))
+    return Markup(f'"{escaped}"')
+
+
+def page_header(report: dict[str, Any]) -> str:
+    """The line at the top of every printed page: rubric, judge(s) and when it was made."""
+    return (f"{report['rubric'].name} · {', '.join(report['judges'])} · generated "
+            f"{report['generated']}")
+
+
 def environment() -> Any:
     """The Jinja2 environment: the package's templates, autoescape always on."""
     # autoescape=True, not select_autoescape: the template's name ends in .j2, which
     # select_autoescape would not escape.
     env = Environment(loader=PackageLoader("evaluator.report", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=_num, ci=_ci, pct=_pct, pval=format_p)
+    env.filters.update(num=_num, ci=_ci, pct=_pct, pval=format_p, css_string=css_string)
+    env.globals.update(meaningless_note=meaningless_note,
+                       agreement_statistics=AGREEMENT_STATISTICS)
     return env
 
 
@@ -101,7 +122,7 @@ def render_html(report: dict[str, Any], *, plots: bool = True) -> str:
     drawn = _plots(report, statuses) if plots else {"note": "plots left out"}
     template = environment().get_template(TEMPLATE)
     return template.render(report=report, status_rows=statuses, plots=drawn, csp=CSP,
-                           generator=GENERATOR_TAG)
+                           generator=GENERATOR_TAG, page_header=page_header(report))
 
 
 def is_report_file(path: Path) -> bool:
