@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import Field
+
 from evaluator.analysis.estimate.text import no_ci_reason
 from evaluator.analysis.intervals import format_ci, format_number
 from evaluator.common.record import Record
@@ -36,14 +38,14 @@ Finding = Literal["higher", "lower", "no difference detected", "no interval", "n
 # give clinician-level ones (docs/statistics.md, docs/labelling.md).
 WITHOUT_LABELS = (
     "No clinician labels were given: every figure on this page is the judge's own.",
-    "The judge's figures tell how the judge scored these cases, and how the systems compare "
-    "in the judge's eyes. They cannot tell what clinicians would say: the judge's bias is "
-    "unknown, so its mean is not a clinician-level figure, and a difference between systems "
-    "in its scores may be the judge's own, not the systems'.",
+    ("The judge's figures tell how the judge scored these cases, and how the systems compare "
+     "in the judge's eyes. They cannot tell what clinicians would say: the judge's bias is "
+     "unknown, so its mean is not a clinician-level figure, and a difference between systems "
+     "in its scores may be the judge's own, not the systems'."),
 )
 HOW_TO_LABEL = (
-    ("draw a random sheet of cases per results file (the same --n and --seed for every "
-     "system, so their difference is paired)",
+    (("draw a random sheet of cases per results file (the same --n and --seed for every "
+      "system, so their difference is paired)"),
      "evaluator review RESULTS --out SHEET_DIR --design random --n 60 --seed 1"),
     ("have clinicians label it", "evaluator label SHEET_DIR --labeller NAME"),
     ("make the report with the labels (one --labels per results file, in order)",
@@ -120,13 +122,13 @@ class Decision(Record):
     ``notes`` when labels were given but no estimate could be made)."""
 
     labelled: bool
-    outcomes: list[Outcome] = []
-    differences: list[Difference] = []
-    validity: list[Validity] = []
-    rests_on: list[str] = []
-    notes: list[str] = []
-    without_labels: list[str] = []
-    how_to_label: list[tuple[str, str]] = []
+    outcomes: list[Outcome] = Field(default_factory=list)
+    differences: list[Difference] = Field(default_factory=list)
+    validity: list[Validity] = Field(default_factory=list)
+    rests_on: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    without_labels: list[str] = Field(default_factory=list)
+    how_to_label: list[tuple[str, str]] = Field(default_factory=list)
 
 
 def number(value: Any, digits: int = DIGITS) -> str:
