@@ -283,3 +283,23 @@ def test_no_case_text_in_the_decision_section_even_with_show_text(tmp_path):
     # A plain labels file: whether the labellers saw the verdict is not recorded.
     assert any("not recorded whether the labellers saw the judge's verdict" in line
                for line in report["decision"].rests_on)
+
+
+def test_a_gates_pass_rate_is_drawn_from_0_to_1_and_said_as_a_pass_rate():
+    rows = [{"file": f, "criterion": "accuracy >= 4", "outcome": "pass rate",
+             "n_labelled": 40, "n_cases": 400, "judge_mean": 0.5, "judge_ci": [0.45, 0.55],
+             "classical_estimate": 0.4, "classical_ci": [0.26, 0.56], "ppi_estimate": 0.45,
+             "ppi_ci": [0.33, 0.57], "judge_bias": 0.1, "judge_bias_ci": [0.02, 0.18]}
+            for f in ("a/A.jsonl", "b/B.jsonl")]
+    decision = _decision_of([{"criterion": "accuracy >= 4", "estimate": 0.25,
+                              "ci": [0.1, 0.4]}], rows)
+    (outcome,) = decision.outcomes
+    assert outcome.kind == "pass rate" and outcome.scale == (0.0, 1.0)
+    assert outcome.systems[0].sentence.startswith(
+        "A (#1): by clinicians' standard, the pass rate (accuracy >= 4) is 0.450 (95% CI "
+        "0.330 to 0.570; PPI++, 40 of 400 cases labelled). The judge alone says 0.500, "
+        "0.100 too high (95% CI 0.020 to 0.180 too high).")
+    (difference,) = decision.differences
+    assert difference.kind == "pass rate" and difference.finding == "higher"
+    assert difference.sentence.startswith(
+        "By clinicians' standard, the pass rate (accuracy >= 4) is 0.250 higher for B (#2)")

@@ -12,9 +12,9 @@ what the judge-only figures can and cannot tell, and how to get clinician-level 
 
 The sentences never call a difference whose 95% CI holds 0 higher or lower: they say no
 difference was detected and give the interval in words. A figure without an interval claims
-nothing. Numbers are written as the report's tables write them (:func:`number`,
-:func:`interval`: ``format_number`` / ``format_ci`` with 3 decimals), so a sentence can be
-checked against its table row. Nothing here reads or holds case text or case ids.
+nothing. Numbers are written as the report's tables write them (:func:`number`: the
+tables' ``num(3)``, ``format_number`` with 3 decimals; a CI's ends the same way), so a
+sentence can be checked against its table row. Nothing here reads or holds case text or case ids.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from evaluator.analysis.estimate.text import no_ci_reason
-from evaluator.analysis.intervals import format_ci, format_number
+from evaluator.analysis.intervals import format_number
 from evaluator.common.record import Record
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
@@ -140,11 +140,6 @@ def number(value: Any, digits: int = DIGITS) -> str:
     if isinstance(value, float):
         return format_number(value, digits)
     return str(value)
-
-
-def interval(ci: Sequence[float] | None, digits: int = DIGITS) -> str:
-    """A CI as the tables print it (their ``ci`` filter): ``[low, high]`` or "-"."""
-    return format_ci(ci, digits)
 
 
 def _zero(value: float) -> bool:
@@ -302,8 +297,7 @@ def _ci_words(ci: Sequence[float] | None) -> str:
 
 def _ceiling_text(ceiling: Any) -> str:
     figure = ceiling.statistics["kappa_quadratic"].clinicians
-    return (f"{number(figure.value)} ({_ci_words(figure.ci95)}, {ceiling.n} cases labelled by "
-            "two or more)")
+    return f"{number(figure.value)} ({_ci_words(figure.ci95)}, {ceiling.n} cases)"
 
 
 def _validity(criteria: Sequence[str], agreement: Mapping[str, Any] | None) -> list[Validity]:
@@ -325,7 +319,8 @@ def _validity(criteria: Sequence[str], agreement: Mapping[str, Any] | None) -> l
                            if c.criterion == criterion and "kappa_quadratic" in c.statistics]
         line = f"{criterion}: the judge against clinicians, {KAPPA} {_grouped(judge)}"
         if clinicians:
-            line += f"; clinicians against each other, {KAPPA} {_grouped(clinicians)}"
+            line += (f"; clinicians against each other (cases labelled by two or more), "
+                     f"{KAPPA} {_grouped(clinicians)}")
         else:
             line += "; no case labelled by two clinicians: their own agreement is unknown"
         lines.append(Validity(criterion=criterion, line=line + "."))

@@ -259,7 +259,9 @@ def forest_plot(outcomes: Sequence[dict[str, Any]]) -> str:
     its 95% CI. ``outcomes`` items: ``criterion``, ``kind``, ``scale`` (low, high),
     ``scale_text`` and ``systems`` (``number`` and a ``judge`` / ``labels_only`` / ``ppi``
     figure each: ``value``, ``ci95``)."""
-    rows = max((3 * len(o["systems"]) + len(o["systems"]) - 1 for o in outcomes), default=3)
+    gap = 0.6  # between one system's rows and the next's
+    rows = max((3 * len(o["systems"]) + gap * (len(o["systems"]) - 1) for o in outcomes),
+               default=3)
 
     def draw(figure: Any) -> None:
         for axes, outcome in zip(_grid(figure, len(outcomes)), outcomes):
@@ -274,7 +276,7 @@ def forest_plot(outcomes: Sequence[dict[str, Any]]) -> str:
                     ticks.append(y)
                     labels.append(f"#{system['number']} {title}")
                     y += 1
-                y += 1  # a blank row between systems
+                y += gap
             axes.set_yticks(ticks, labels, fontsize=8)
             axes.set_ylim(rows - 0.5, -0.6)
             axes.set_xlim(low - pad, high + pad)
@@ -284,7 +286,7 @@ def forest_plot(outcomes: Sequence[dict[str, Any]]) -> str:
             axes.set_xlabel(outcome["scale_text"], fontsize=8)
 
     panel_rows = -(-max(len(outcomes), 1) // 2)
-    return _render(draw, panel_rows * (0.65 + 0.17 * rows), _DECISION_WIDTH)
+    return _render(draw, panel_rows * (0.62 + 0.16 * rows), _DECISION_WIDTH)
 
 
 def difference_plot(differences: Sequence[dict[str, Any]]) -> str:
@@ -318,4 +320,4 @@ def difference_plot(differences: Sequence[dict[str, Any]]) -> str:
             axes.set_xlabel("difference, 95% CI (dashed line: none)", fontsize=8)
 
     panel_rows = -(-max(len(by_outcome), 1) // 2)
-    return _render(draw, panel_rows * (0.75 + 0.25 * rows), _DECISION_WIDTH)
+    return _render(draw, panel_rows * (0.68 + 0.22 * rows), _DECISION_WIDTH)
