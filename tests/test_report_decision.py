@@ -218,8 +218,10 @@ def test_no_interval_claims_nothing_and_an_end_at_zero_is_no_difference():
         {"estimate": 0.0, "ci": None, "method": "PPI++; no interval: no variation"},
         {"estimate": 0.2, "ci": [0.0, 0.4]},
         {"estimate": -0.3, "ci": [-0.5, -0.1]},
-        {"estimate": None, "ci": None, "method": "no case labelled for both"}])
-    none, touching, lower, missing = decision.differences
+        {"estimate": None, "ci": None, "method": "no case labelled for both"},
+        {"estimate": 0.5, "ci": [0.2, 0.8], "mode": "independent", "n_labelled": None,
+         "n_cases": None}])
+    none, touching, lower, missing, independent = decision.differences
     assert none.finding == "no interval" and "nothing is claimed" in none.sentence
     assert "no variation" in none.sentence and not re.search(r"higher|lower", none.sentence)
     assert touching.finding == "no difference detected"
@@ -228,6 +230,9 @@ def test_no_interval_claims_nothing_and_an_end_at_zero_is_no_difference():
     assert "0.300 lower for B (#2) than for A (#1) (95% CI 0.100 to 0.500 lower" in \
         lower.sentence
     assert missing.finding == "no estimate" and "nothing is claimed" in missing.sentence
+    assert independent.sentence.endswith(
+        "(95% CI 0.200 to 0.800 higher; independent: each system's own labels, 40 of 400 and "
+        "40 of 400 cases).")
     # The judge's bias of each system, its CI holding 0: no bias detected, not "too high".
     (outcome,) = decision.outcomes
     for system in outcome.systems:
