@@ -1,5 +1,6 @@
 """Reports: one self-contained HTML page over one or more results files. :mod:`.build`
-gathers the data (summaries, worst cases, agreement with labels), :mod:`.text` adds case text
+gathers the data (summaries, worst cases, agreement with labels), :mod:`.decision` the
+page's first section (the answer in sentences and figures), :mod:`.text` adds case text
 for ``--show-text``, :mod:`.plots` draws the SVG plots (matplotlib, the ``report`` extra,
 imported inside the functions), :mod:`.notes` words the page's short notes and :mod:`.html`
 renders ``templates/report.html.j2``.

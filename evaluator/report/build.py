@@ -53,6 +53,7 @@ from evaluator.data.files import sha256_file
 from evaluator.data.results import ResultRecord, Status, read_results
 from evaluator.data.sheet import SheetError, read_sheet_info
 from evaluator.data.sources import CaseSource, LabelSource
+from evaluator.report.decision import build_decision
 from evaluator.report.text import attach_text
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
@@ -443,6 +444,8 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
                                                  "cases": cases, "text_field": text_field})
         report["estimates"] = _estimates(files, labels, estimate_criteria, score_mode,
                                          rubrics_dirs)
+    # The page's first section: built from the figures above, never from case text.
+    report["decision"] = build_decision(report)
     if show_text:
         attach_text(report, cases)
     else:

@@ -90,6 +90,12 @@ def _plots(report: dict[str, Any], statuses: list[dict[str, Any]]) -> dict[str, 
         return {"note": f"plots need the report extra (matplotlib): {rp.REPORT_EXTRA_HINT}"}
     files = report["files"]
     plots: dict[str, Any] = {"status": rp.status_plot(report["statuses"], statuses)}
+    decision = report.get("decision")
+    if decision is not None and decision.outcomes:
+        plots["decision_forest"] = rp.forest_plot([o.model_dump() for o in decision.outcomes])
+        if decision.differences:
+            plots["decision_differences"] = rp.difference_plot(
+                [d.model_dump() for d in decision.differences])
     for field in report["criteria"]:
         series = [f["summary"].criteria[field.key].model_dump() for f in files]
         if report.get("expected"):

@@ -1,0 +1,463 @@
+"""The report's "Decision" section: the answer a committee asked for, first, in figures and
+plain sentences.
+
+:func:`build_decision` reads what :func:`evaluator.report.build.build_report` already
+gathered (the clinician-level estimates and differences, the agreement with the labels) and
+returns a :class:`Decision`: per outcome (a criterion's mean, or a gate's pass rate) and
+system the judge-only, labels-only and PPI++ figures with their 95% CIs on the rubric's
+scale; per pair of systems the difference; one sentence per figure that a non-statistician
+can repeat; the judge's agreement with clinicians beside the clinicians' with each other;
+and what the figures rest on (design, labels, blind or not). Without labels it holds only
+what the judge-only figures can and cannot tell, and how to get clinician-level ones.
+
+The sentences never call a difference whose 95% CI holds 0 higher or lower: they say no
+difference was detected and give the interval in words. A figure without an interval claims
+nothing. Numbers are written as the report's tables write them (:func:`number`: the
+tables' ``num(3)``, ``format_number`` with 3 decimals; a CI's ends the same way), so a
+sentence can be checked against its table row. Nothing here reads or holds case text or case ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from evaluator.analysis.estimate.text import no_ci_reason
+from evaluator.analysis.intervals import format_number
+from evaluator.common.record import Record
+from evaluator.rubrics.rubric import IntegerCriterion, Rubric
+
+DIGITS = 3
+KAPPA = "κw"  # quadratic-weighted kappa, as the agreement tables name it in words
+Finding = Literal["higher", "lower", "no difference detected", "no interval", "no estimate"]
+
+# Without labels: what the judge-only figures can and cannot tell, and the commands that
+# give clinician-level ones (docs/statistics.md, docs/labelling.md).
+WITHOUT_LABELS = (
+    "No clinician labels were given: every figure on this page is the judge's own.",
+    ("The judge's figures tell how the judge scored these cases, and how the systems compare "
+     "in the judge's eyes. They cannot tell what clinicians would say: the judge's bias is "
+     "unknown, so its mean is not a clinician-level figure, and a difference between systems "
+     "in its scores may be the judge's own, not the systems'."),
+)
+HOW_TO_LABEL = (
+    (("draw a random sheet of cases per results file (the same --n and --seed for every "
+      "system, so their difference is paired)"),
+     "evaluator review RESULTS --out SHEET_DIR --design random --n 60 --seed 1"),
+    ("have clinicians label it", "evaluator label SHEET_DIR --labeller NAME"),
+    ("make the report with the labels (one --labels per results file, in order)",
+     "evaluator report RESULTS... --html report.html --labels SHEET_DIR"),
+)
+
+
+class Figure(Record):
+    """One estimate with its 95% CI (None: none could be made; ``why`` says why)."""
+
+    value: float | None
+    ci95: list[float] | None
+    why: str | None = None
+
+
+class SystemFigures(Record):
+    """One system's figures for one outcome: the judge alone over every case, the labels
+    alone, PPI++ (the clinician-level estimate), and the judge's bias (judge - label on the
+    labelled cases); the page's number ``#n`` and the short ``name`` the sentences use."""
+
+    number: int
+    name: str
+    judge: Figure
+    labels_only: Figure
+    ppi: Figure
+    judge_bias: Figure
+    n_labelled: int
+    n_cases: int
+    sentence: str
+
+
+class Outcome(Record):
+    """A criterion's mean or a gate's pass rate (``kind``), drawn on ``scale`` (the rubric's
+    lowest and highest allowed value; 0 and 1 for a pass rate; widened to hold every figure
+    when labels are on another scale); ``scale_text`` says what the axis is."""
+
+    criterion: str
+    kind: Literal["mean", "pass rate"]
+    scale: tuple[float, float]
+    scale_text: str
+    systems: list[SystemFigures]
+
+
+class Difference(Record):
+    """b - a for one outcome: the PPI++ estimate and CI, how it was obtained (``mode``
+    paired or independent, the labelled and total cases), the ``finding`` the sentence
+    states and the sentence."""
+
+    criterion: str
+    kind: Literal["mean", "pass rate"]
+    a_number: int
+    b_number: int
+    a: str
+    b: str
+    difference: Figure
+    mode: str
+    n_labelled: int | None
+    n_cases: int | None
+    how: str
+    finding: Finding
+    sentence: str
+
+
+class Validity(Record):
+    """One criterion: the judge's quadratic-weighted kappa with clinicians per file, and
+    the clinicians' with each other where several labelled the same cases, in one line."""
+
+    criterion: str
+    line: str
+
+
+class Decision(Record):
+    """The Decision section: ``labelled`` False holds only ``without_labels`` (and
+    ``notes`` when labels were given but no estimate could be made)."""
+
+    labelled: bool
+    outcomes: list[Outcome] = Field(default_factory=list)
+    differences: list[Difference] = Field(default_factory=list)
+    validity: list[Validity] = Field(default_factory=list)
+    rests_on: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    without_labels: list[str] = Field(default_factory=list)
+    how_to_label: list[tuple[str, str]] = Field(default_factory=list)
+
+
+def number(value: Any, digits: int = DIGITS) -> str:
+    """A figure as the report's tables print it (their ``num`` filter)."""
+    if value is None or isinstance(value, bool):
+        return "-" if value is None else str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return format_number(value, digits)
+    return str(value)
+
+
+def _zero(value: float) -> bool:
+    """Prints as 0 (a figure that rounds to 0.000 is no direction)."""
+    return float(number(abs(value))) == 0
+
+
+def _figure(value: Any, ci: Any, method: str | None) -> Figure:
+    ci = list(ci) if ci else None
+    return Figure(value=value, ci95=ci, why=no_ci_reason(value, ci, method)
+                  or (None if value is not None else method or "no estimate"))
+
+
+def _scale(rubric: Rubric, criterion: str, kind: str,
+           figures: Sequence[Figure]) -> tuple[tuple[float, float], str]:
+    """The axis: a pass rate 0..1; a criterion its allowed values' range; anything else (an
+    aggregate) the figures' own range. Widened to hold every figure."""
+    ends = [v for f in figures for v in ([f.value] + list(f.ci95 or [])) if v is not None]
+    if kind == "pass rate":
+        low, high, text = 0.0, 1.0, "pass rate, 0 to 1"
+    else:
+        field = next((f for f in rubric.output if isinstance(f, IntegerCriterion)
+                      and f.key == criterion), None)
+        if field is not None:
+            low, high = float(min(field.allowed)), float(max(field.allowed))
+            text = f"{criterion}'s scale, {min(field.allowed)} to {max(field.allowed)}"
+        else:
+            low, high = (min(ends), max(ends)) if ends else (0.0, 1.0)
+            text = "the figures' range (an aggregate has no fixed scale)"
+    if ends and (min(ends) < low or max(ends) > high):
+        low, high = min(low, *ends), max(high, *ends)
+        text += "; widened to hold every figure"
+    if high <= low:
+        high = low + 1.0
+    return (low, high), text
+
+
+def _what(criterion: str, kind: str) -> str:
+    return f"mean {criterion}" if kind == "mean" else f"the pass rate ({criterion})"
+
+
+def _end(value: float, subject: str, up: str, down: str) -> str:
+    """One end of an interval in words: "B (#2) 0.050 lower", "no difference"."""
+    if _zero(value):
+        return "no difference"
+    return f"{subject}{number(abs(value))} {up if value > 0 else down}"
+
+
+def _span(ci: Sequence[float], subject: str, up: str, down: str) -> str:
+    """An interval holding 0, in words, the subject (if any) named once: "B (#2) 0.050
+    lower to 0.120 higher"."""
+    subject = f"{subject} " if subject else ""
+    first = _end(ci[0], subject, up, down)
+    second = _end(ci[1], "" if first != "no difference" else subject, up, down)
+    return f"{first} to {second}"
+
+
+def _one_side(ci: Sequence[float]) -> str:
+    """An interval on one side of 0 as magnitudes, nearer end first: "0.220 to 0.330"."""
+    low, high = sorted(abs(v) for v in ci)
+    return f"{number(low)} to {number(high)}"
+
+
+def _spans_zero(ci: Sequence[float]) -> bool:
+    return ci[0] <= 0 <= ci[1] or _zero(ci[0]) or _zero(ci[1])
+
+
+def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: Figure,
+                     bias: Figure, n_labelled: int, n_cases: int, other_scale: bool) -> str:
+    what = _what(criterion, kind)
+    basis = f"PPI++, {n_labelled} of {n_cases} cases labelled"
+    if ppi.value is None:
+        head = (f"{name}: no clinician-level estimate of {what} could be made "
+                f"({ppi.why}); nothing is claimed.")
+    elif ppi.ci95 is None:
+        head = (f"{name}: by clinicians' standard, {what} is {number(ppi.value)}, but no "
+                f"interval could be made ({ppi.why}; {basis}): a point is not a 95% CI, so "
+                "this claims nothing.")
+    else:
+        head = (f"{name}: by clinicians' standard, {what} is {number(ppi.value)} (95% CI "
+                f"{number(ppi.ci95[0])} to {number(ppi.ci95[1])}; {basis}).")
+    if judge.value is None:
+        return head
+    alone = f"The judge alone says {number(judge.value)}"
+    if other_scale:
+        return (f"{head} {alone}, on another scale than the labels: the two are not "
+                "comparable.")
+    if bias.value is None or bias.ci95 is None:
+        return (f"{head} {alone}; how far it is off could not be measured "
+                f"({bias.why or 'no estimate'}).")
+    if _spans_zero(bias.ci95):
+        return (f"{head} {alone}; no bias detected: the labels are consistent with anything "
+                f"from {_span(bias.ci95, '', 'too high', 'too low')} (95% CI).")
+    way = "too high" if bias.value > 0 else "too low"
+    return (f"{head} {alone}, {number(abs(bias.value))} {way} (95% CI "
+            f"{_one_side(bias.ci95)} {way}).")
+
+
+def _difference_sentence(what: str, a: str, b: str, figure: Figure,
+                         how: str) -> tuple[Finding, str]:
+    if figure.value is None:
+        return "no estimate", (f"No difference in {what} between {b} and {a} could be "
+                               f"estimated ({figure.why}); nothing is claimed.")
+    if figure.ci95 is None:
+        return "no interval", (f"No interval could be made for the difference in {what} "
+                               f"between {b} and {a} ({figure.why}; {how}); nothing is "
+                               "claimed.")
+    if _spans_zero(figure.ci95):
+        return "no difference detected", (
+            f"No difference detected in {what} between {b} and {a}: by clinicians' standard, "
+            f"the labels are consistent with anything from "
+            f"{_span(figure.ci95, b, 'higher', 'lower')} (95% CI; {how}).")
+    finding: Finding = "higher" if figure.value > 0 else "lower"
+    return finding, (f"By clinicians' standard, {what} is {number(abs(figure.value))} "
+                     f"{finding} for {b} than for {a} (95% CI {_one_side(figure.ci95)} "
+                     f"{finding}; {how}).")
+
+
+def _kind(row: Mapping[str, Any]) -> Literal["mean", "pass rate"]:
+    return "pass rate" if row.get("outcome") == "pass rate" else "mean"
+
+
+def _grouped(items: Sequence[tuple[int, str]]) -> str:
+    """Per system ``(number, text)`` as one line: the text once when every system's is the
+    same, else "#1: ...; #2: ..."."""
+    if not items:
+        return ""
+    texts = list(dict.fromkeys(text for _, text in items))
+    if len(texts) == 1:
+        numbers = ", ".join(f"#{n}" for n, _ in items)
+        return texts[0] if len(items) == 1 else f"{numbers}: {texts[0]}"
+    return "; ".join(f"#{n}: {text}" for n, text in items)
+
+
+def _kappa_text(stats: Mapping[str, Any] | None) -> str:
+    """The judge's kappa against the labels on one criterion of one file, in words."""
+    if not stats:
+        return "no joined cases"
+    if "spearman" not in stats:
+        return stats.get("note") or "no statistics"
+    kappa = stats.get("kappa_quadratic") or {}
+    if kappa.get("not_applicable"):
+        return f"not applicable ({kappa['not_applicable']}; n = {stats['n']})"
+    if kappa.get("value") is None:
+        return f"not computed ({kappa.get('note', 'no value')}; n = {stats['n']})"
+    text = f"{number(kappa['value'])} ({_ci_words(kappa.get('ci95'))}, n = {stats['n']})"
+    if kappa.get("meaningless"):
+        text += f", meaningless here ({kappa['meaningless']})"
+    return text
+
+
+def _ci_words(ci: Sequence[float] | None) -> str:
+    return f"95% CI {number(ci[0])} to {number(ci[1])}" if ci else "no interval"
+
+
+def _ceiling_text(ceiling: Any) -> str:
+    figure = ceiling.statistics["kappa_quadratic"].clinicians
+    return f"{number(figure.value)} ({_ci_words(figure.ci95)}, {ceiling.n} cases)"
+
+
+def _validity(criteria: Sequence[str], agreement: Mapping[str, Any] | None) -> list[Validity]:
+    """Per criterion one line: the judge against clinicians per file, and beside it the
+    clinicians against each other where the labels hold a ceiling (cases labelled by two
+    or more)."""
+    if not agreement:
+        return []
+    lines = []
+    for criterion in criteria:
+        judge, clinicians = [], []
+        for index, item in enumerate(agreement["files"], start=1):
+            result = item.get("result")
+            if result is None:
+                judge.append((index, item.get("note") or "no agreement"))
+                continue
+            judge.append((index, _kappa_text(result.criteria.get(criterion))))
+            clinicians += [(index, _ceiling_text(c)) for c in result.ceiling
+                           if c.criterion == criterion and "kappa_quadratic" in c.statistics]
+        line = f"{criterion}: the judge against clinicians, {KAPPA} {_grouped(judge)}"
+        if clinicians:
+            line += (f"; clinicians against each other (cases labelled by two or more), "
+                     f"{KAPPA} {_grouped(clinicians)}")
+        else:
+            line += "; no case labelled by two clinicians: their own agreement is unknown"
+        lines.append(Validity(criterion=criterion, line=line + "."))
+    return lines
+
+
+def _blind(system: Mapping[str, Any], result: Any) -> str:
+    """Whether the labels were given blind to the judge's verdict, as far as is recorded."""
+    sheet = result.sheet if result is not None else None
+    if sheet is not None:
+        seen = []
+        if not sheet.blind:
+            seen.append("the sheet showed the judge's verdicts")
+        if sheet.judge_seen:
+            seen.append(f"{sheet.judge_seen} label(s) saved after the verdict was shown")
+        if seen:
+            return f"not blind ({'; '.join(seen)}): agreement and PPI++'s λ may be inflated"
+        return "blind (the sheet showed no verdict of the judge's)"
+    if result is not None and result.verdict_seen:
+        return "not blind: " + result.verdict_seen.removeprefix("NOTE: ")
+    if system.get("design") in ("random", "active"):
+        return (f"a {system['design']} worksheet, which shows no verdict; whether the "
+                "labellers saw one elsewhere is not recorded")
+    return "not recorded whether the labellers saw the judge's verdict (a plain labels file)"
+
+
+def _rests_on(estimates: Mapping[str, Any], agreement: Mapping[str, Any] | None,
+              numbers: Mapping[str, int]) -> list[str]:
+    results = {}
+    for index, item in enumerate((agreement or {}).get("files", []), start=1):
+        results[index] = item.get("result")
+    designs, labels, blind, warnings = [], [], [], []
+    for system in estimates.get("systems", []):
+        n = numbers.get(str(system["file"]), 0)
+        designs.append((n, str(system["design_text"]).removeprefix("design: ")))
+        labelled = f"{system['n_labelled']} labelled cases of {system['n_cases']}"
+        if system.get("unlabelled_rows"):
+            labelled += f" ({system['unlabelled_rows']} sheet rows not labelled yet)"
+        result = results.get(n)
+        if result is not None and result.sheet is not None and result.sheet.labellers:
+            labelled += f", {len(result.sheet.labellers)} labeller(s)"
+        labels.append((n, labelled))
+        blind.append((n, _blind(system, result)))
+        warnings += [(n, note.removeprefix("WARNING: ")) for note in system.get("notes", [])
+                     if note.startswith("WARNING")]
+    lines = [f"Design: {_grouped(designs)}.", f"Labels: {_grouped(labels)}.",
+             f"Blind: {_grouped(blind)}."]
+    lines += [f"Warning: {_grouped([item])}" for item in warnings]
+    for note in (estimates.get("scale_note"), estimates.get("shared_note")):
+        if note:
+            lines.append(f"Note: {note}")
+    return lines
+
+
+def _numbers(files: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    return {str(entry["path"]): index for index, entry in enumerate(files, start=1)}
+
+
+def _short(file: str, numbers: Mapping[str, int]) -> str:
+    return f"{Path(file).stem} (#{numbers.get(str(file), '?')})"
+
+
+def _outcomes(rows: Sequence[Mapping[str, Any]], rubric: Rubric, numbers: Mapping[str, int],
+              scale_note: str | None) -> list[Outcome]:
+    by_outcome: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_outcome.setdefault((str(row["criterion"]), _kind(row)), []).append(row)
+    outcomes = []
+    for (criterion, kind), group in by_outcome.items():
+        other_scale = kind == "mean" and bool(scale_note) and repr(criterion) in scale_note
+        systems = []
+        for row in group:
+            judge = _figure(row["judge_mean"], row["judge_ci"], row.get("judge_method"))
+            labels_only = _figure(row["classical_estimate"], row["classical_ci"],
+                                  row.get("classical_method"))
+            ppi = _figure(row["ppi_estimate"], row["ppi_ci"], row.get("ppi_method"))
+            bias = _figure(row.get("judge_bias"), row.get("judge_bias_ci"),
+                           row.get("judge_bias_method"))
+            name = _short(row["file"], numbers)
+            systems.append(SystemFigures(
+                number=numbers.get(str(row["file"]), 0), name=name, judge=judge,
+                labels_only=labels_only, ppi=ppi, judge_bias=bias,
+                n_labelled=row["n_labelled"], n_cases=row["n_cases"],
+                sentence=_system_sentence(name, criterion, kind, ppi, judge, bias,
+                                          row["n_labelled"], row["n_cases"], other_scale)))
+        scale, scale_text = _scale(rubric, criterion, kind,
+                                   [f for s in systems for f in (s.judge, s.labels_only, s.ppi)])
+        outcomes.append(Outcome(criterion=criterion, kind=kind, scale=scale,
+                                scale_text=scale_text, systems=systems))
+    return outcomes
+
+
+def _differences(differences: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]],
+                 numbers: Mapping[str, int]) -> list[Difference]:
+    labelled = {(str(r["file"]), str(r["criterion"])): (r["n_labelled"], r["n_cases"])
+                for r in rows}
+    out = []
+    for d in differences:
+        criterion = str(d["criterion"])
+        # A gate's rows say "pass rate"; a difference names only its outcome.
+        kind = next((_kind(r) for r in rows if str(r["criterion"]) == criterion), "mean")
+        a, b = _short(d["a_file"], numbers), _short(d["b_file"], numbers)
+        if d.get("mode") == "paired":
+            how = f"paired, {d['n_labelled']} labelled cases out of {d['n_cases']}"
+        else:
+            la = labelled.get((str(d["a_file"]), criterion), ("?", "?"))
+            lb = labelled.get((str(d["b_file"]), criterion), ("?", "?"))
+            how = (f"independent: each system's own labels, {la[0]} of {la[1]} and "
+                   f"{lb[0]} of {lb[1]} cases")
+        figure = _figure(d["estimate"], d["ci"], d.get("method"))
+        finding, sentence = _difference_sentence(_what(criterion, kind), a, b, figure, how)
+        out.append(Difference(
+            criterion=criterion, kind=kind, a_number=numbers.get(str(d["a_file"]), 0),
+            b_number=numbers.get(str(d["b_file"]), 0), a=a, b=b, difference=figure,
+            mode=str(d.get("mode")), n_labelled=d.get("n_labelled"),
+            n_cases=d.get("n_cases"), how=how, finding=finding, sentence=sentence))
+    return out
+
+
+def build_decision(report: Mapping[str, Any]) -> Decision:
+    """The Decision section of ``report`` (:func:`evaluator.report.build.build_report`'s
+    data, with its ``estimates`` and ``agreement`` when labels were given)."""
+    estimates = report.get("estimates")
+    how = list(HOW_TO_LABEL)
+    if not estimates:
+        return Decision(labelled=False, without_labels=list(WITHOUT_LABELS), how_to_label=how)
+    if not estimates.get("rows"):
+        return Decision(labelled=False, notes=[estimates.get("note") or
+                                               "no clinician-level estimate could be made"],
+                        without_labels=list(WITHOUT_LABELS), how_to_label=how)
+    numbers = _numbers(report["files"])
+    rows = estimates["rows"]
+    outcomes = _outcomes(rows, report["rubric"], numbers, estimates.get("scale_note"))
+    criteria = list(dict.fromkeys(o.criterion for o in outcomes if o.kind == "mean"))
+    return Decision(
+        labelled=True, outcomes=outcomes,
+        differences=_differences(estimates.get("differences") or [], rows, numbers),
+        validity=_validity(criteria, report.get("agreement")),
+        rests_on=_rests_on(estimates, report.get("agreement"), numbers),
+        notes=list(estimates.get("failed") or []))

@@ -1,0 +1,310 @@
+"""The report's Decision section (issue 38 item 1): on synthetic systems with known true
+means and random-design labels (paired), each sentence carries the numbers of the estimates
+table's row it speaks for; a difference whose CI holds 0 is never called higher or lower; a
+figure without an interval claims nothing; without labels the section says what the judge
+alone can tell and how to get labels; the plots are greyscale; and no case text is in it."""
+
+from __future__ import annotations
+
+import json
+import re
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("scipy", reason="needs the stats extra")
+pytest.importorskip("sklearn", reason="needs the stats extra")
+pytest.importorskip("matplotlib", reason="needs the report extra: pip install -e '.[report]'")
+
+from evaluator.analysis.designs import random_draw
+from evaluator.report.build import build_report
+from evaluator.report.decision import WITHOUT_LABELS, build_decision, number
+from evaluator.report.html import render_html
+from evaluator.rubrics.load import load_rubric
+from tests.conftest import label_source, write_jsonl
+from tests.label_world import SECRET, world, write_results, write_rows
+from tests.test_report import TRIAL_FIELDS, embedded_svgs, run_fake, table_rows, trial_verdict
+
+N_CASES, N_LABELS, SEED = 300, 60, 7
+SYSTEM_SENTENCE = re.compile(
+    r"^(?P<name>\S+) \(#(?P<n>\d+)\): by clinicians' standard, mean (?P<criterion>\S+) is "
+    r"(?P<ppi>-?\d+\.\d+) \(95% CI (?P<low>-?\d+\.\d+) to (?P<high>-?\d+\.\d+); PPI\+\+, "
+    r"(?P<labelled>\d+) of (?P<cases>\d+) cases labelled\)\. The judge alone says "
+    r"(?P<judge>-?\d+\.\d+)(?P<rest>.*)$")
+DIFFERENCE_SENTENCE = re.compile(
+    r"^By clinicians' standard, mean (?P<criterion>\S+) is (?P<size>\d+\.\d+) "
+    r"(?P<way>higher|lower) for \S+ \(#(?P<b>\d+)\) than for \S+ \(#(?P<a>\d+)\) \(95% CI "
+    r"(?P<near>\d+\.\d+) to (?P<far>\d+\.\d+) (?P=way); paired, (?P<labelled>\d+) labelled "
+    r"cases out of (?P<cases>\d+)\)\.$")
+NO_DIFFERENCE = re.compile(
+    r"^No difference detected in mean (?P<criterion>\S+) between \S+ \(#(?P<b>\d+)\) and \S+ "
+    r"\(#(?P<a>\d+)\): by clinicians' standard, the labels are consistent with anything from "
+    r"(?P<span>.+) \(95% CI; paired, (?P<labelled>\d+) labelled cases out of (?P<cases>\d+)\)\.$")
+
+
+def _system(base: Path, name: str, seed: int, shift: int) -> tuple[Path, Path]:
+    """A results file of ``N_CASES`` answers (the judge biased +0.5, the clinicians' true
+    labels ``shift`` points up from the world's, capped at 5) and its random worksheet of
+    ``N_LABELS`` cases drawn with ``SEED`` (the same cases for every system: paired),
+    labelled with the true labels."""
+    records, truth = world(N_CASES, seed=seed, bias=0.5, prefix="q")
+    if shift:
+        truth = {c: min(5, v + shift) for c, v in truth.items()}
+        records = [r.model_copy(update={"scores": {
+            **r.scores, **{k: min(5, r.scores[k] + shift)
+                           for k in ("hallucination", "accuracy", "clarity")}}})
+            for r in records]
+    results = write_results(base / f"{name}.jsonl", records)
+    draw = random_draw([r.case_id for r in records], N_LABELS, seed=SEED)
+    sheet = write_rows(base / f"{name}.csv", [
+        {"case_id": c, **draw.columns(c), "accuracy.label": truth[c]} for c in draw.chosen])
+    return results, sheet
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    """Systems A and B with the same true mean, and C a point higher (1 is the cap)."""
+    base = tmp_path_factory.mktemp("decision")
+    made = [_system(base, "A", 1, 0), _system(base, "B", 2, 0), _system(base, "C", 3, 1)]
+    results, sheets = [m[0] for m in made], [m[1] for m in made]
+    report = build_report(results, labels=label_source(sheets, "accuracy.label"),
+                          agreement_resamples=100, worst_n=0)
+    return {"report": report, "html": render_html(report), "results": results}
+
+
+def section(html: str) -> str:
+    found = re.findall(r'<section id="decision".*?</section>', html, re.DOTALL)
+    assert len(found) == 1, "no Decision section"
+    return found[0]
+
+
+def items(html: str, css: str) -> list[str]:
+    """The text of each ``<li class=css>`` of the Decision section, whitespace undone."""
+    return [" ".join(unescape(re.sub(r"<[^>]+>", "", text)).split())
+            for text in re.findall(rf'<li class="{css}">(.*?)</li>', section(html), re.DOTALL)]
+
+
+def table_after(html: str, anchor: str) -> list[list[str]]:
+    """The rows of the first table after the element with id ``anchor``."""
+    start = html.index(f'id="{anchor}"')
+    table = html[html.index("<table", start):html.index("</table>", start)]
+    return table_rows(table)
+
+
+def files_by_number(html: str) -> dict[str, str]:
+    return {row[0]: row[1] for row in table_after(html, "files")[1:]}
+
+
+def test_each_systems_sentence_has_its_estimate_rows_numbers(three):
+    html = three["html"]
+    labels = files_by_number(html)
+    table = {(row[0], row[1]): row for row in table_after(html, "estimates")[1:]}
+    sentences = items(html, "decision-system")
+    assert len(sentences) == 3
+    rows = {row["label"]: row for row in three["report"]["estimates"]["rows"]}
+    for sentence in sentences:
+        match = SYSTEM_SENTENCE.match(sentence)
+        assert match, sentence
+        label = labels[f"#{match['n']}"]
+        assert Path(label.split(" · ")[1]).stem == match["name"]
+        cells = table[(label, match["criterion"])]
+        # file, criterion, N, labelled, judge only, CI, labels only, CI, PPI++, CI
+        assert match["cases"] == cells[2] and match["labelled"] == cells[3]
+        assert match["judge"] == cells[4]
+        assert match["ppi"] == cells[8]
+        assert f"[{match['low']}, {match['high']}]" == cells[9]
+        # The judge's bias (not a column of the table) is the same row's figure, stated
+        # with its CI on one side of 0: every judge here is biased +0.5.
+        row = rows[label]
+        low, high = sorted(abs(v) for v in row["judge_bias_ci"])
+        assert match["rest"] == (f", {number(row['judge_bias'])} too high (95% CI "
+                                 f"{number(low)} to {number(high)} too high).")
+
+
+def test_a_clear_difference_is_stated_with_the_tables_numbers(three):
+    html = three["html"]
+    labels = files_by_number(html)
+    table = {row[1]: row for row in table_after(html, "estimate-differences")[1:]}
+    stated = [DIFFERENCE_SENTENCE.match(s) for s in items(html, "decision-difference")]
+    stated = [m for m in stated if m]
+    assert {(m["b"], m["a"]) for m in stated} == {("3", "1"), ("3", "2")}  # C vs A and B
+    for match in stated:
+        cells = table[f"{labels['#' + match['b']]} − {labels['#' + match['a']]}"]
+        sign = "" if match["way"] == "higher" else "-"
+        assert cells[2] == f"{sign}{match['size']}"
+        low, high = (float(v) for v in cells[3].strip("[]").split(", "))
+        assert sorted([number(abs(low)), number(abs(high))], key=float) == [
+            match["near"], match["far"]]
+        assert (low > 0) == (match["way"] == "higher") and low * high > 0
+        assert match["labelled"] == str(N_LABELS) and match["cases"] == str(N_CASES)
+    assert all(m["way"] == "higher" for m in stated)  # C's true mean is higher
+
+
+def test_a_difference_whose_ci_holds_zero_is_no_difference_detected(three):
+    html = three["html"]
+    labels = files_by_number(html)
+    table = {row[1]: row for row in table_after(html, "estimate-differences")[1:]}
+    (sentence,) = [s for s in items(html, "decision-difference")
+                   if s.startswith("No difference")]
+    match = NO_DIFFERENCE.match(sentence)
+    assert match and (match["b"], match["a"]) == ("2", "1"), sentence  # B and A: same truth
+    cells = table[f"{labels['#2']} − {labels['#1']}"]
+    low, high = (float(v) for v in cells[3].strip("[]").split(", "))
+    assert low < 0 < high
+    # The interval in words: its two ends, each with its own direction.
+    assert match["span"] == (f"B (#2) {number(abs(low))} lower to {number(high)} higher")
+    # Outside the interval's words, nothing says higher or lower.
+    claim = sentence.replace(match["span"], "")
+    assert not re.search(r"higher|lower", claim), claim
+    (record,) = [d for d in three["report"]["decision"].differences if d.b_number == 2]
+    assert record.finding == "no difference detected"
+
+
+def test_the_forest_plot_and_differences_are_drawn_in_greys(three):
+    decision = three["report"]["decision"]
+    (outcome,) = decision.outcomes
+    assert outcome.scale == (1.0, 5.0) and "1 to 5" in outcome.scale_text
+    assert [s.number for s in outcome.systems] == [1, 2, 3]
+    images = re.findall(r'<img class="decision-plot"[^>]*src="([^"]+)"', section(three["html"]))
+    assert len(images) == 2
+    for svg in embedded_svgs(" ".join(images)):
+        colours = set(re.findall(r"#([0-9a-fA-F]{6})\b", svg))
+        assert colours, "no colour found in the SVG"
+        assert all(c[0:2] == c[2:4] == c[4:6] for c in colours), colours
+    # Each estimator's mark differs by shape and fill, not colour: an open circle (judge),
+    # an open square (labels only) and a filled diamond (PPI++).
+    svg = embedded_svgs(images[0])[0]
+    assert svg.count('id="m') >= 3
+
+
+def test_validity_and_what_the_figures_rest_on(three):
+    decision = three["report"]["decision"]
+    (validity,) = decision.validity
+    kappas = [f["result"].criteria["accuracy"]["kappa_quadratic"]
+              for f in three["report"]["agreement"]["files"]]
+    for index, kappa in enumerate(kappas, start=1):
+        low, high = kappa["ci95"]
+        assert (f"#{index}: {number(kappa['value'])} (95% CI {number(low)} to "
+                f"{number(high)}, n = {N_LABELS})") in validity.line
+    assert "no case labelled by two clinicians" in validity.line
+    lines = "\n".join(decision.rests_on)
+    assert f"random, {N_LABELS} of N = {N_CASES} cases drawn, seed {SEED}" in lines
+    assert f"{N_LABELS} labelled cases of {N_CASES}" in lines
+    assert "whether the labellers saw one elsewhere is not recorded" in lines
+    assert SECRET not in section(three["html"])  # the judge's reasoning in the records
+
+
+def _decision_of(differences, rows=()):
+    """build_decision on hand-made estimate rows and differences of one criterion."""
+    rubric = load_rubric("trial_eligibility")
+    return build_decision({
+        "files": [{"path": "a/A.jsonl"}, {"path": "b/B.jsonl"}], "rubric": rubric,
+        "agreement": None,
+        "estimates": {"rows": list(rows) or [
+            {"file": f, "criterion": "accuracy", "outcome": "mean", "n_labelled": 40,
+             "n_cases": 400, "judge_mean": 3.5, "judge_ci": [3.4, 3.6],
+             "classical_estimate": 3.1, "classical_ci": [2.9, 3.3], "ppi_estimate": 3.2,
+             "ppi_ci": [3.0, 3.4], "judge_bias": 0.02, "judge_bias_ci": [-0.1, 0.14]}
+            for f in ("a/A.jsonl", "b/B.jsonl")],
+            "differences": [{"criterion": "accuracy", "a_file": "a/A.jsonl",
+                             "b_file": "b/B.jsonl", "mode": "paired", "n_labelled": 40,
+                             "n_cases": 400, **d} for d in differences],
+            "systems": []}})
+
+
+def test_no_interval_claims_nothing_and_an_end_at_zero_is_no_difference():
+    decision = _decision_of([
+        {"estimate": 0.0, "ci": None, "method": "PPI++; no interval: no variation"},
+        {"estimate": 0.2, "ci": [0.0, 0.4]},
+        {"estimate": -0.3, "ci": [-0.5, -0.1]},
+        {"estimate": None, "ci": None, "method": "no case labelled for both"},
+        {"estimate": 0.5, "ci": [0.2, 0.8], "mode": "independent", "n_labelled": None,
+         "n_cases": None}])
+    none, touching, lower, missing, independent = decision.differences
+    assert none.finding == "no interval" and "nothing is claimed" in none.sentence
+    assert "no variation" in none.sentence and not re.search(r"higher|lower", none.sentence)
+    assert touching.finding == "no difference detected"
+    assert "anything from no difference to B (#2) 0.400 higher" in touching.sentence
+    assert lower.finding == "lower"
+    assert "0.300 lower for B (#2) than for A (#1) (95% CI 0.100 to 0.500 lower" in \
+        lower.sentence
+    assert missing.finding == "no estimate" and "nothing is claimed" in missing.sentence
+    assert independent.sentence.endswith(
+        "(95% CI 0.200 to 0.800 higher; independent: each system's own labels, 40 of 400 and "
+        "40 of 400 cases).")
+    # The judge's bias of each system, its CI holding 0: no bias detected, not "too high".
+    (outcome,) = decision.outcomes
+    for system in outcome.systems:
+        assert "no bias detected" in system.sentence
+        assert "0.020 too high" not in system.sentence
+        assert "anything from 0.100 too low to 0.140 too high" in system.sentence
+
+
+def test_without_labels_the_first_screen_says_what_the_judge_alone_can_tell(three, tmp_path):
+    report = build_report(three["results"][:2], worst_n=0)
+    assert report["decision"].labelled is False and not report["decision"].outcomes
+    html = render_html(report)
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", section(html))).split())
+    for sentence in WITHOUT_LABELS:
+        assert " ".join(sentence.split()) in text
+    assert "bias is unknown" in text
+    for command in ("evaluator review RESULTS --out SHEET_DIR --design random",
+                    "evaluator label SHEET_DIR --labeller NAME",
+                    "--labels SHEET_DIR"):
+        assert command in text
+    assert "<img" not in section(html) and "By clinicians' standard" not in text
+    assert not items(html, "decision-system") and not items(html, "decision-difference")
+    # The section comes before every other section of the page.
+    assert html.index('id="decision"') < html.index('id="files"')
+
+
+MARK = "PHI9c2d"
+
+
+def test_no_case_text_in_the_decision_section_even_with_show_text(tmp_path):
+    """The page holds case text with --show-text; the Decision section never does, nor a
+    case id, nor the judge's reasoning."""
+    rows = [{"case_id": f"patient-{i:02d}", **{field: f"{MARK}-{field}-{i}" for field in
+                                              TRIAL_FIELDS}} for i in range(24)]
+    results = []
+    for name, lift in (("A", 0), ("B", 1)):
+        outputs = [trial_verdict(min(5, 1 + i % 4 + lift), i, reasoning=f"{MARK}-why-{i}")
+                   for i in range(len(rows))]
+        results.append(run_fake(rows, tmp_path / name, f"judge-{name}", outputs))
+    labels = [write_jsonl(tmp_path / f"{name}.jsonl", [
+        {"case_id": r["case_id"], "accuracy.label": min(5, 1 + i % 4 + lift + (i % 3 == 0))}
+        for i, r in enumerate(rows) if i % 2 == 0]) for name, lift in (("A", 0), ("B", 1))]
+    report = build_report(results, labels=label_source(labels, "accuracy.label"),
+                          agreement_resamples=100, worst_n=100, show_text=True)
+    html = render_html(report)
+    assert MARK in html  # the page has case text (--show-text) ...
+    part = section(html)
+    assert report["decision"].labelled and "by clinicians' standard" in unescape(part).lower()
+    assert MARK not in part and "patient-" not in part  # ... the Decision section none
+    for svg in embedded_svgs(part):
+        assert MARK not in svg and "patient-" not in svg
+    assert MARK not in json.dumps(report["decision"].to_json())
+    # A plain labels file: whether the labellers saw the verdict is not recorded.
+    assert any("not recorded whether the labellers saw the judge's verdict" in line
+               for line in report["decision"].rests_on)
+
+
+def test_a_gates_pass_rate_is_drawn_from_0_to_1_and_said_as_a_pass_rate():
+    rows = [{"file": f, "criterion": "accuracy >= 4", "outcome": "pass rate",
+             "n_labelled": 40, "n_cases": 400, "judge_mean": 0.5, "judge_ci": [0.45, 0.55],
+             "classical_estimate": 0.4, "classical_ci": [0.26, 0.56], "ppi_estimate": 0.45,
+             "ppi_ci": [0.33, 0.57], "judge_bias": 0.1, "judge_bias_ci": [0.02, 0.18]}
+            for f in ("a/A.jsonl", "b/B.jsonl")]
+    decision = _decision_of([{"criterion": "accuracy >= 4", "estimate": 0.25,
+                              "ci": [0.1, 0.4]}], rows)
+    (outcome,) = decision.outcomes
+    assert outcome.kind == "pass rate" and outcome.scale == (0.0, 1.0)
+    assert outcome.systems[0].sentence.startswith(
+        "A (#1): by clinicians' standard, the pass rate (accuracy >= 4) is 0.450 (95% CI "
+        "0.330 to 0.570; PPI++, 40 of 400 cases labelled). The judge alone says 0.500, "
+        "0.100 too high (95% CI 0.020 to 0.180 too high).")
+    (difference,) = decision.differences
+    assert difference.kind == "pass rate" and difference.finding == "higher"
+    assert difference.sentence.startswith(
+        "By clinicians' standard, the pass rate (accuracy >= 4) is 0.250 higher for B (#2)")
