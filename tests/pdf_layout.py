@@ -7,6 +7,7 @@ Read with pypdf (the test extra)."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,9 @@ class PdfLayout:
         reader = PdfReader(str(path))
         self.pages = len(reader.pages)
         self._number = {page.indirect_reference.idnum: i for i, page in enumerate(reader.pages)}
-        self.texts = [page.extract_text() or "" for page in reader.pages]
+        # NFKC: the PDF's ligatures (ﬁ) read as the letters the page has.
+        self.texts = [unicodedata.normalize("NFKC", page.extract_text() or "")
+                      for page in reader.pages]
         root = reader.trailer["/Root"].get("/StructTreeRoot")
         if root is None:
             raise ValueError(f"{path}: not a tagged PDF (print with tagged=True)")

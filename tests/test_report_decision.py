@@ -118,8 +118,9 @@ def test_each_systems_sentence_has_its_estimate_rows_numbers(three):
         # with its CI on one side of 0: every judge here is biased +0.5.
         row = rows[label]
         low, high = sorted(abs(v) for v in row["judge_bias_ci"])
-        assert match["rest"] == (f", {number(row['judge_bias'])} too high (95% CI "
-                                 f"{number(low)} to {number(high)} too high).")
+        assert match["rest"] == (f"; on the {match['labelled']} labelled cases it scored "
+                                 f"{number(row['judge_bias'])} higher than the clinicians "
+                                 f"(95% CI {number(low)} to {number(high)} higher).")
 
 
 def test_a_clear_difference_is_stated_with_the_tables_numbers(three):
@@ -236,9 +237,9 @@ def test_no_interval_claims_nothing_and_an_end_at_zero_is_no_difference():
     # The judge's bias of each system, its CI holding 0: no bias detected, not "too high".
     (outcome,) = decision.outcomes
     for system in outcome.systems:
-        assert "no bias detected" in system.sentence
-        assert "0.020 too high" not in system.sentence
-        assert "anything from 0.100 too low to 0.140 too high" in system.sentence
+        assert "no bias was detected" in system.sentence
+        assert "0.020 higher" not in system.sentence
+        assert "anything from 0.100 lower to 0.140 higher than the clinicians'" in system.sentence
 
 
 def test_without_labels_the_first_screen_says_what_the_judge_alone_can_tell(three, tmp_path):
@@ -302,8 +303,9 @@ def test_a_gates_pass_rate_is_drawn_from_0_to_1_and_said_as_a_pass_rate():
     assert outcome.kind == "pass rate" and outcome.scale == (0.0, 1.0)
     assert outcome.systems[0].sentence.startswith(
         "A (#1): by clinicians' standard, the pass rate (accuracy >= 4) is 0.450 (95% CI "
-        "0.330 to 0.570; PPI++, 40 of 400 cases labelled). The judge alone says 0.500, "
-        "0.100 too high (95% CI 0.020 to 0.180 too high).")
+        "0.330 to 0.570; PPI++, 40 of 400 cases labelled). The judge alone says 0.500; "
+        "on the 40 labelled cases it scored 0.100 higher than the clinicians (95% CI 0.020 "
+        "to 0.180 higher).")
     (difference,) = decision.differences
     assert difference.kind == "pass rate" and difference.finding == "higher"
     assert difference.sentence.startswith(

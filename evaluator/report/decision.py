@@ -230,12 +230,17 @@ def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: F
     if bias.value is None or bias.ci95 is None:
         return (f"{head} {alone}; how far it is off could not be measured "
                 f"({bias.why or 'no estimate'}).")
+    # The bias is measured on the labelled cases (judge - label there), not the gap between
+    # the judge's mean over every case and the PPI++ value: said so, so that the figures
+    # are not read as a subtraction of the two means.
+    where = f"on the {n_labelled} labelled cases"
     if _spans_zero(bias.ci95):
-        return (f"{head} {alone}; no bias detected: the labels are consistent with anything "
-                f"from {_span(bias.ci95, '', 'too high', 'too low')} (95% CI).")
-    way = "too high" if bias.value > 0 else "too low"
-    return (f"{head} {alone}, {number(abs(bias.value))} {way} (95% CI "
-            f"{_one_side(bias.ci95)} {way}).")
+        return (f"{head} {alone}; {where} no bias was detected: its scores are consistent "
+                f"with anything from {_span(bias.ci95, '', 'higher', 'lower')} than the "
+                "clinicians' (95% CI).")
+    way = "higher" if bias.value > 0 else "lower"
+    return (f"{head} {alone}; {where} it scored {number(abs(bias.value))} {way} than the "
+            f"clinicians (95% CI {_one_side(bias.ci95)} {way}).")
 
 
 def _difference_sentence(what: str, a: str, b: str, figure: Figure,

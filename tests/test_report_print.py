@@ -1,0 +1,158 @@
+"""The HTML report as a committee member meets it, in a real headless Chromium (the system
+one, driven by Playwright): two synthetic systems with known true means (tests/report_world.py),
+60 labels each from blind sheets two clinicians shared.
+
+- On a 1,300-pixel-wide window the decision section lies within the first 1,200 pixels,
+  with labels and without.
+- Printed with Chromium's print-to-PDF (A4 and Letter), the decision section is the first
+  page and only that page, and no table, row, paragraph, heading or plot is split by a page
+  break (read from the tagged PDF's structure tree: tests/pdf_layout.py).
+- The printed header carries the rubric, the judge, each results file's SHA-256 and the date.
+
+With EVALUATOR_DOC_SCREENSHOTS=1 the tests also write the first-screen screenshots of
+docs/reports.md (docs/images/report-*.png)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("numpy", reason="needs the stats extra")
+pytest.importorskip("scipy", reason="needs the stats extra")
+pytest.importorskip("matplotlib", reason="needs the report extra")
+pytest.importorskip("pypdf", reason="needs the test extra (pypdf)")
+
+from click.testing import CliRunner
+
+from evaluator.cli.main import cli
+from tests.label_browser import launch, playwright_or_reason
+from tests.pdf_layout import PdfLayout
+from tests.report_world import SECRET, two_systems
+
+sync_playwright, SKIP = playwright_or_reason()
+pytestmark = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
+IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
+WIDTH, FIRST_SCREEN = 1300, 1200
+PAPER = ("A4", "Letter")
+
+
+def _report(out: Path, results: list[Path], *labels: Path, field: str | None = None) -> Path:
+    args = ["report", *map(str, results), "--html", str(out), "--resamples", "300"]
+    args += ["--label-field", field] if field else []
+    for path in labels:
+        args += ["--labels", str(path)]
+    run = CliRunner().invoke(cli, args)
+    assert run.exit_code == 0, run.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    """The world and its reports: with the sheets' labels, with labels CSVs, without."""
+    folder = tmp_path_factory.mktemp("report-print")
+    world = two_systems(folder / "world")
+    results = [world["A"].results, world["B"].results]
+    return {"world": world,
+            "sheets": _report(folder / "sheets.html", results, world["A"].sheet,
+                              world["B"].sheet),
+            "csv": _report(folder / "csv.html", results, world["A"].labels_csv,
+                           world["B"].labels_csv, field="accuracy.label"),
+            "none": _report(folder / "none.html", results)}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        chromium = launch(playwright)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": WIDTH, "height": FIRST_SCREEN})
+    context.set_default_timeout(10_000)
+    opened = context.new_page()
+    requests: list[str] = []
+    opened.on("request", lambda request: requests.append(request.url))
+    yield opened
+    # The page is one file: nothing but itself (and its data: plots) is ever requested.
+    assert all(url.startswith(("file:", "data:")) for url in requests), requests
+    context.close()
+
+
+def _screenshot(page, name: str) -> None:
+    if os.environ.get("EVALUATOR_DOC_SCREENSHOTS") == "1":
+        IMAGES.mkdir(exist_ok=True)
+        page.screenshot(path=str(IMAGES / f"report-{name}.png"))
+
+
+def _box(page, selector: str) -> dict:
+    box = page.locator(selector).bounding_box()
+    assert box is not None, f"{selector} is not shown"
+    return box
+
+
+@pytest.mark.parametrize("which", ["sheets", "csv", "none"])
+def test_the_decision_section_is_on_the_first_screen(pages, page, which):
+    page.goto(pages[which].as_uri())
+    box = _box(page, "#decision")
+    assert box["y"] + box["height"] <= FIRST_SCREEN, box
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
+    text = page.locator("#decision").inner_text()
+    if which == "none":
+        # Without labels: what the judge-only figures can and cannot tell, and the way to
+        # clinician-level ones.
+        assert "review" in text and "--design random" in text
+        assert page.locator("#decision img").count() == 0
+    else:
+        assert page.locator("#decision img").count() >= 2  # the forest and difference plots
+        assert "95% CI" in text
+    assert SECRET not in page.content()
+    if which != "csv":
+        _screenshot(page, {"sheets": "decision", "none": "no-labels"}[which])
+
+
+@pytest.mark.parametrize("paper", PAPER)
+@pytest.mark.parametrize("which", ["sheets", "none"])
+def test_printed_the_decision_is_one_page_and_nothing_is_split(pages, page, tmp_path, paper,
+                                                                which):
+    page.goto(pages[which].as_uri())
+    pdf = tmp_path / f"{which}-{paper}.pdf"
+    page.pdf(path=str(pdf), format=paper, tagged=True, print_background=True)
+    layout = PdfLayout(pdf)
+    assert layout.pages >= 3
+    # The decision section is page 1 and all of page 1: each of its paragraphs, start and
+    # end, is on page 1 and nowhere else, and page 2 holds the section that follows it.
+    paragraphs = [line.strip() for line in page.locator("#decision").inner_text().splitlines()
+                  if len(line.strip()) > 20]
+    assert len(paragraphs) >= 4
+    for text in paragraphs:
+        for piece in (text[:50], text[-50:]):
+            assert layout.page_of_text(piece) == [0], (piece, layout.texts[:2])
+    after = page.evaluate(
+        "document.querySelector('#decision').nextElementSibling.innerText").strip()
+    assert 1 in layout.page_of_text(after.splitlines()[0]), layout.texts[1][:300]
+    split = [(e.kind, e.alt, sorted(e.pages)) for e in layout.split()]
+    assert not split, split
+    # Folded sections print open: every section's body is on paper.
+    for heading in ("Status breakdown", "Results files"):
+        assert layout.page_of_text(heading), heading
+    assert SECRET not in "".join(layout.texts)
+
+
+def test_the_printed_header_names_rubric_judge_files_and_date(pages, page, tmp_path):
+    world = pages["world"]
+    page.goto(pages["sheets"].as_uri())
+    pdf = tmp_path / "header.pdf"
+    page.pdf(path=str(pdf), format="A4", tagged=True)
+    first = " ".join(PdfLayout(pdf).texts[0].split())
+    assert "trial_eligibility" in first and "hand" in first  # the rubric and the judge
+    for system in world.values():
+        digest = hashlib.sha256(system.results.read_bytes()).hexdigest()
+        assert digest[:12] in first, (system.name, first[:400])
+    assert datetime.now(timezone.utc).date().isoformat() in first  # the date it was made
