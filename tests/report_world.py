@@ -72,8 +72,10 @@ def _label_sheet(sheet: Path, truth: dict[str, int]) -> None:
 
 
 def two_systems(folder: Path, *, n: int = 600, labelled: int = 60,
-                overlap: float = 0.5) -> dict[str, System]:
-    """Systems A and B (see the module docstring) under ``folder``."""
+                overlap: float = 0.5, criteria: tuple[str, ...] = CRITERIA,
+                ) -> dict[str, System]:
+    """Systems A and B (see the module docstring) under ``folder``, their sheets rating
+    ``criteria``."""
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for name in ("A", "B"):
@@ -81,9 +83,9 @@ def two_systems(folder: Path, *, n: int = 600, labelled: int = 60,
                                label_p=LABEL_P[name])
         results = write_results(folder / f"{name}.jsonl", records)
         sheet = folder / f"sheet-{name}"
-        criteria = [word for key in CRITERIA for word in ("--criterion", key)]
+        options = [word for key in criteria for word in ("--criterion", key)]
         _invoke("review", results, "--out", sheet, "--design", "random", "--n", labelled,
-                "--seed", 7, *criteria, "--labeller", LABELLERS[0], "--labeller",
+                "--seed", 7, *options, "--labeller", LABELLERS[0], "--labeller",
                 LABELLERS[1], "--overlap", overlap)
         _label_sheet(sheet, truth)
         labels_csv = fill_sheet(sheet / "review.csv", folder / f"{name}.labels.csv", truth)

@@ -12,18 +12,20 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 pytest.importorskip("scipy", reason="needs the stats extra")
 pytest.importorskip("sklearn", reason="needs the stats extra")
 pytest.importorskip("matplotlib", reason="needs the report extra: pip install -e '.[report]'")
 
 from evaluator.analysis.designs import random_draw
+from evaluator.cli.main import cli
 from evaluator.report.build import build_report
 from evaluator.report.decision import WITHOUT_LABELS, build_decision, number
 from evaluator.report.html import render_html
 from evaluator.rubrics.load import load_rubric
 from tests.conftest import label_source, write_jsonl
-from tests.label_world import SECRET, world, write_results, write_rows
+from tests.label_world import SECRET, read_rows, world, write_results, write_rows
 from tests.test_report import TRIAL_FIELDS, embedded_svgs, run_fake, table_rows, trial_verdict
 
 N_CASES, N_LABELS, SEED = 300, 60, 7
@@ -70,7 +72,8 @@ def three(tmp_path_factory):
     results, sheets = [m[0] for m in made], [m[1] for m in made]
     report = build_report(results, labels=label_source(sheets, "accuracy.label"),
                           agreement_resamples=100, worst_n=0)
-    return {"report": report, "html": render_html(report), "results": results}
+    return {"report": report, "html": render_html(report), "results": results,
+            "sheets": sheets}
 
 
 def section(html: str) -> str:
@@ -120,7 +123,8 @@ def test_each_systems_sentence_has_its_estimate_rows_numbers(three):
         low, high = sorted(abs(v) for v in row["judge_bias_ci"])
         assert match["rest"] == (f"; on the {match['labelled']} labelled cases it scored "
                                  f"{number(row['judge_bias'])} higher than the clinicians "
-                                 f"(95% CI {number(low)} to {number(high)} higher).")
+                                 f"on average (95% CI {number(low)} to {number(high)} "
+                                 "higher).")
 
 
 def test_a_clear_difference_is_stated_with_the_tables_numbers(three):
@@ -239,7 +243,8 @@ def test_no_interval_claims_nothing_and_an_end_at_zero_is_no_difference():
     for system in outcome.systems:
         assert "no bias was detected" in system.sentence
         assert "0.020 higher" not in system.sentence
-        assert "anything from 0.100 lower to 0.140 higher than the clinicians'" in system.sentence
+        assert ("its mean score is consistent with anything from 0.100 lower to 0.140 higher "
+                "than the clinicians'") in system.sentence
 
 
 def test_without_labels_the_first_screen_says_what_the_judge_alone_can_tell(three, tmp_path):
@@ -304,9 +309,131 @@ def test_a_gates_pass_rate_is_drawn_from_0_to_1_and_said_as_a_pass_rate():
     assert outcome.systems[0].sentence.startswith(
         "A (#1): by clinicians' standard, the pass rate (accuracy >= 4) is 0.450 (95% CI "
         "0.330 to 0.570; PPI++, 40 of 400 cases labelled). The judge alone says 0.500; "
-        "on the 40 labelled cases it scored 0.100 higher than the clinicians (95% CI 0.020 "
-        "to 0.180 higher).")
+        "on the 40 labelled cases it scored 0.100 higher than the clinicians on average (95% "
+        "CI 0.020 to 0.180 higher).")
     (difference,) = decision.differences
     assert difference.kind == "pass rate" and difference.finding == "higher"
     assert difference.sentence.startswith(
         "By clinicians' standard, the pass rate (accuracy >= 4) is 0.250 higher for B (#2)")
+
+
+def _no_tags(html: str) -> str:
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+def test_labels_that_give_no_estimate_are_not_called_no_labels(three, tmp_path):
+    """Labels from a priority sheet (chosen for being hard) give no estimate: the first
+    screen says why and that labels were given, never "No clinician labels were given"."""
+    results = three["results"][0]
+    run = CliRunner().invoke(cli, ["review", str(results), "--out", str(tmp_path / "p"),
+                                   "--design", "priority", "--n", "20"])
+    assert run.exit_code == 0, run.output
+    rows = read_rows(tmp_path / "p" / "review.csv")
+    for i, row in enumerate(rows):
+        row["accuracy.label"] = str(1 + i % 5)
+    labels = write_rows(tmp_path / "priority.csv", rows)
+    report = build_report([results], labels=label_source([labels], "accuracy.label"),
+                          agreement_resamples=100, worst_n=0)
+    decision = report["decision"]
+    assert not decision.labelled and "priority" in decision.notes[0]
+    text = _no_tags(section(render_html(report)))
+    assert "No clinician labels were given" not in text
+    assert "Clinician labels were given, but no clinician-level figure could be made" in text
+    assert text.index("priority") < text.index("Clinician labels were given")
+
+
+def test_a_bias_without_an_interval_is_said_as_measured_on_the_labelled_cases():
+    """Every judge - label difference the same (a judge always 4 above, or always equal):
+    the bias was measured there, exactly; only an interval is missing."""
+    why = ("judge - label on the labelled cases, CLT interval; no interval: no variation in "
+           "the data (one label, or every value the same)")
+    rows = [{"file": f, "criterion": "accuracy", "outcome": "mean", "n_labelled": 40,
+             "n_cases": 400, "judge_mean": 5.0, "judge_ci": None, "classical_estimate": 1.0,
+             "classical_ci": None, "ppi_estimate": 1.0, "ppi_ci": None,
+             "judge_bias": bias, "judge_bias_ci": None, "judge_bias_method": why}
+            for f, bias in (("a/A.jsonl", 4.0), ("b/B.jsonl", 0.0))]
+    (outcome,) = _decision_of([], rows).outcomes
+    four, zero = (s.sentence for s in outcome.systems)
+    for sentence in (four, zero):
+        assert "could not be measured" not in sentence
+        assert "nothing is claimed beyond those cases" in sentence
+        assert "(no interval: no interval" not in sentence
+    assert ("on the 40 labelled cases it scored 4.000 higher than the clinicians on average, "
+            "but no interval could be made (no variation in the data") in four
+    assert "on the 40 labelled cases it scored the same as the clinicians on average" in zero
+
+
+def test_an_interval_whose_ends_both_print_as_zero_is_said_in_words():
+    decision = _decision_of([{"estimate": 0.0001, "ci": [-0.0004, 0.0003]}], [
+        {"file": f, "criterion": "accuracy", "outcome": "mean", "n_labelled": 40,
+         "n_cases": 400, "judge_mean": 3.5, "judge_ci": [3.4, 3.6],
+         "classical_estimate": 3.1, "classical_ci": [2.9, 3.3], "ppi_estimate": 3.2,
+         "ppi_ci": [3.0, 3.4], "judge_bias": 0.0001, "judge_bias_ci": [-0.0004, 0.0004]}
+        for f in ("a/A.jsonl", "b/B.jsonl")])
+    (difference,) = decision.differences
+    assert difference.finding == "no difference detected"
+    assert "no difference to no difference" not in difference.sentence
+    assert "consistent with a difference of less than 0.001 either way" in difference.sentence
+    system = decision.outcomes[0].systems[0].sentence
+    assert "no difference to no difference" not in system
+    assert "its mean score is within less than 0.001 of the clinicians'" in system
+
+
+def test_validity_in_expected_mode_says_not_applicable_once(three):
+    report = build_report(three["results"][:1],
+                          labels=label_source([three["sheets"][0]], "accuracy.label"),
+                          agreement_resamples=100, worst_n=0, score_mode="expected")
+    (validity,) = report["decision"].validity
+    assert "not applicable to expected scores" in validity.line
+    assert "not applicable (not applicable" not in validity.line
+
+
+def test_with_common_cases_the_page_says_the_estimates_use_each_files_own_cases(three,
+                                                                               tmp_path):
+    """--common-cases narrows the page's statistics, not PPI++'s population: the banner
+    says so, and the Decision's n is each file's own."""
+    first, second = three["results"][:2]
+    lines = second.read_text().splitlines()
+    fewer = tmp_path / "B-fewer.jsonl"
+    fewer.write_text("".join(line + "\n" for line in lines[30:]))
+    # Plain labels files (no design columns): B's file is not the one its sheet was drawn
+    # from. B's labels of the cases it lacks are dropped.
+    kept = {json.loads(line)["case_id"] for line in lines[30:]}
+    labels = [write_rows(tmp_path / f"{name}.csv", [
+        {"case_id": r["case_id"], "accuracy.label": r["accuracy.label"]}
+        for r in read_rows(sheet) if name == "A" or r["case_id"] in kept])
+        for name, sheet in (("A", three["sheets"][0]), ("B", three["sheets"][1]))]
+    report = build_report([first, fewer], labels=label_source(labels, "accuracy.label"),
+                          agreement_resamples=100, worst_n=0, common_cases=True)
+    assert report["common_cases"]["n"] == N_CASES - 30
+    (outcome,) = report["decision"].outcomes
+    assert [s.n_cases for s in outcome.systems] == [N_CASES, N_CASES - 30]
+    text = _no_tags(render_html(report, plots=False))
+    assert "The clinician-level figures (the Decision and the clinician-level estimates) do " \
+           "not: each uses its file's own cases judged ok" in text
+
+
+def test_three_criteria_are_drawn_in_one_row_of_panels():
+    """A rubric's three criteria side by side (not two rows with a hole): the plots stay as
+    tall as one criterion's, so the decision keeps its page where it can."""
+    from evaluator.report.plots import difference_plot, forest_plot
+
+    def outcome(criterion):
+        figure = {"value": 3.0, "ci95": [2.8, 3.2]}
+        return {"criterion": criterion, "kind": "mean", "scale": (1.0, 5.0),
+                "scale_text": f"{criterion}'s scale, 1 to 5",
+                "systems": [{"number": n, "judge": figure, "labels_only": figure,
+                             "ppi": figure} for n in (1, 2)]}
+
+    def difference(criterion):
+        return {"criterion": criterion, "kind": "mean", "a_number": 1, "b_number": 2,
+                "difference": {"value": 0.3, "ci95": [0.1, 0.5]}}
+
+    def height(uri):
+        return re.search(r'<svg[^>]*\bheight="([\d.]+)pt"', embedded_svgs(uri)[0])[1]
+
+    one, three_ = ["accuracy"], ["hallucination", "accuracy", "clarity"]
+    assert height(forest_plot([outcome(c) for c in three_])) == \
+        height(forest_plot([outcome(c) for c in one]))
+    assert height(difference_plot([difference(c) for c in three_])) == \
+        height(difference_plot([difference(c) for c in one]))

@@ -65,6 +65,16 @@ def pages(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def three_criteria(tmp_path_factory):
+    """The same two systems, their sheets rating all three of the rubric's criteria (what
+    `evaluator review` rates by default)."""
+    folder = tmp_path_factory.mktemp("report-print-3")
+    world = two_systems(folder / "world", criteria=("hallucination", "accuracy", "clarity"))
+    return _report(folder / "three.html", [world["A"].results, world["B"].results],
+                   world["A"].sheet, world["B"].sheet)
+
+
+@pytest.fixture(scope="module")
 def browser():
     with sync_playwright() as playwright:
         chromium = launch(playwright)
@@ -156,3 +166,25 @@ def test_the_printed_header_names_rubric_judge_files_and_date(pages, page, tmp_p
         digest = hashlib.sha256(system.results.read_bytes()).hexdigest()
         assert digest[:12] in first, (system.name, first[:400])
     assert datetime.now(timezone.utc).date().isoformat() in first  # the date it was made
+
+
+@pytest.mark.parametrize("paper", PAPER)
+def test_three_criteria_the_decision_runs_on_but_ends_its_page_unsplit(three_criteria, page,
+                                                                       tmp_path, paper):
+    """Past what page 1 holds (docs/reports.md: two systems, two criteria), the decision
+    starts page 1 and continues on page 2; the next section still starts a page of its own
+    and nothing is split."""
+    page.goto(three_criteria.as_uri())
+    pdf = tmp_path / f"three-{paper}.pdf"
+    page.pdf(path=str(pdf), format=paper, tagged=True, print_background=True)
+    layout = PdfLayout(pdf)
+    lines = [line.strip() for line in page.locator("#decision").inner_text().splitlines()
+             if len(line.strip()) > 20]
+    pages = {p for text in lines for p in layout.page_of_text(text[:50])}
+    assert pages == {0, 1}, pages  # the three plots fit one row; the lines below run on
+    assert layout.page_of_text(lines[0][:50]) == [0]
+    after = page.evaluate(
+        "document.querySelector('#decision').nextElementSibling.innerText").strip()
+    assert layout.page_of_text(after.splitlines()[0]) == [2], layout.texts[2][:300]
+    split = [(e.kind, e.alt, sorted(e.pages)) for e in layout.split()]
+    assert not split, split

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from evaluator.analysis.estimate.text import no_ci_reason
-from evaluator.analysis.intervals import format_number
+from evaluator.analysis.intervals import NO_INTERVAL, format_number
 from evaluator.common.record import Record
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
@@ -43,6 +43,17 @@ WITHOUT_LABELS = (
      "unknown, so its mean is not a clinician-level figure, and a difference between systems "
      "in its scores may be the judge's own, not the systems'."),
 )
+# Labels given, but no estimate could be made from them (e.g. a priority sheet: cases chosen
+# for being hard): the page still has agreement figures, over the labelled cases only.
+NO_ESTIMATE = (
+    ("Clinician labels were given, but no clinician-level figure could be made from them "
+     "(why: above). Every mean and difference on this page is the judge's own; the "
+     "agreement with the labels describes the labelled cases only, not the whole run."),
+    ("The judge's figures tell how the judge scored these cases, and how the systems compare "
+     "in the judge's eyes. They cannot tell what clinicians would say over every case: the "
+     "judge's bias there is unknown, so its mean is not a clinician-level figure, and a "
+     "difference between systems in its scores may be the judge's own, not the systems'."),
+)
 HOW_TO_LABEL = (
     (("draw a random sheet of cases per results file (the same --n and --seed for every "
       "system, so their difference is paired)"),
@@ -54,11 +65,13 @@ HOW_TO_LABEL = (
 
 
 class Figure(Record):
-    """One estimate with its 95% CI (None: none could be made; ``why`` says why)."""
+    """One estimate with its 95% CI (None: none could be made; ``why`` says why) and the
+    ``method`` that made it."""
 
     value: float | None
     ci95: list[float] | None
     why: str | None = None
+    method: str | None = None
 
 
 class SystemFigures(Record):
@@ -150,7 +163,13 @@ def _zero(value: float) -> bool:
 def _figure(value: Any, ci: Any, method: str | None) -> Figure:
     ci = list(ci) if ci else None
     return Figure(value=value, ci95=ci, why=no_ci_reason(value, ci, method)
-                  or (None if value is not None else method or "no estimate"))
+                  or (None if value is not None else method or "no estimate"), method=method)
+
+
+def _reason(figure: Figure) -> str:
+    """Why ``figure`` has no interval, for "no interval could be made (...)": its reason
+    without the words "no interval" again."""
+    return (figure.why or "no reason recorded").removeprefix(f"{NO_INTERVAL}: ")
 
 
 def _scale(rubric: Rubric, criterion: str, kind: str,
@@ -197,6 +216,14 @@ def _span(ci: Sequence[float], subject: str, up: str, down: str) -> str:
     return f"{first} to {second}"
 
 
+def _tiny(ci: Sequence[float]) -> bool:
+    """Both ends print as 0.000: "from no difference to no difference" would say nothing."""
+    return _zero(ci[0]) and _zero(ci[1])
+
+
+TINY = f"less than {number(10.0 ** -DIGITS)}"
+
+
 def _one_side(ci: Sequence[float]) -> str:
     """An interval on one side of 0 as magnitudes, nearer end first: "0.220 to 0.330"."""
     low, high = sorted(abs(v) for v in ci)
@@ -216,7 +243,7 @@ def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: F
                 f"({ppi.why}); nothing is claimed.")
     elif ppi.ci95 is None:
         head = (f"{name}: by clinicians' standard, {what} is {number(ppi.value)}, but no "
-                f"interval could be made ({ppi.why}; {basis}): a point is not a 95% CI, so "
+                f"interval could be made ({_reason(ppi)}; {basis}): a point is not a 95% CI, so "
                 "this claims nothing.")
     else:
         head = (f"{name}: by clinicians' standard, {what} is {number(ppi.value)} (95% CI "
@@ -227,20 +254,33 @@ def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: F
     if other_scale:
         return (f"{head} {alone}, on another scale than the labels: the two are not "
                 "comparable.")
-    if bias.value is None or bias.ci95 is None:
+    if bias.value is None:
         return (f"{head} {alone}; how far it is off could not be measured "
                 f"({bias.why or 'no estimate'}).")
-    # The bias is measured on the labelled cases (judge - label there), not the gap between
-    # the judge's mean over every case and the PPI++ value: said so, so that the figures
-    # are not read as a subtraction of the two means.
+    # The bias is measured on the labelled cases (judge - label there; on an active sheet
+    # weighted by each case's draw probability), not the gap between the judge's mean over
+    # every case and the PPI++ value: said so, so that the figures are not read as a
+    # subtraction of the two means. It is a mean: a judge that is far off case by case in
+    # both directions can have none (its kappa, below, tells that).
     where = f"on the {n_labelled} labelled cases"
+    if "inverse-probability" in (bias.method or ""):
+        where += " (weighted by how likely each was drawn)"
+    if bias.ci95 is None:
+        size = ("the same as the clinicians" if _zero(bias.value) else
+                f"{number(abs(bias.value))} {'higher' if bias.value > 0 else 'lower'} than "
+                "the clinicians")
+        # A mean with no interval was still measured (e.g. every judge - label difference
+        # the same): say what it was there, and claim nothing beyond those cases.
+        return (f"{head} {alone}; {where} it scored {size} on average, but no interval "
+                f"could be made ({_reason(bias)}): nothing is claimed beyond those cases.")
     if _spans_zero(bias.ci95):
-        return (f"{head} {alone}; {where} no bias was detected: its scores are consistent "
-                f"with anything from {_span(bias.ci95, '', 'higher', 'lower')} than the "
-                "clinicians' (95% CI).")
+        span = (f"within {TINY} of the clinicians'" if _tiny(bias.ci95) else
+                f"consistent with anything from {_span(bias.ci95, '', 'higher', 'lower')} "
+                "than the clinicians'")
+        return f"{head} {alone}; {where} no bias was detected: its mean score is {span} (95% CI)."
     way = "higher" if bias.value > 0 else "lower"
     return (f"{head} {alone}; {where} it scored {number(abs(bias.value))} {way} than the "
-            f"clinicians (95% CI {_one_side(bias.ci95)} {way}).")
+            f"clinicians on average (95% CI {_one_side(bias.ci95)} {way}).")
 
 
 def _difference_sentence(what: str, a: str, b: str, figure: Figure,
@@ -250,13 +290,15 @@ def _difference_sentence(what: str, a: str, b: str, figure: Figure,
                                f"estimated ({figure.why}); nothing is claimed.")
     if figure.ci95 is None:
         return "no interval", (f"No interval could be made for the difference in {what} "
-                               f"between {b} and {a} ({figure.why}; {how}); nothing is "
+                               f"between {b} and {a} ({_reason(figure)}; {how}); nothing is "
                                "claimed.")
     if _spans_zero(figure.ci95):
         return "no difference detected", (
             f"No difference detected in {what} between {b} and {a}: by clinicians' standard, "
-            f"the labels are consistent with anything from "
-            f"{_span(figure.ci95, b, 'higher', 'lower')} (95% CI; {how}).")
+            f"the labels are consistent with "
+            + (f"a difference of {TINY} either way" if _tiny(figure.ci95) else
+               f"anything from {_span(figure.ci95, b, 'higher', 'lower')}")
+            + f" (95% CI; {how}).")
     finding: Finding = "higher" if figure.value > 0 else "lower"
     return finding, (f"By clinicians' standard, {what} is {number(abs(figure.value))} "
                      f"{finding} for {b} than for {a} (95% CI {_one_side(figure.ci95)} "
@@ -287,7 +329,10 @@ def _kappa_text(stats: Mapping[str, Any] | None) -> str:
         return stats.get("note") or "no statistics"
     kappa = stats.get("kappa_quadratic") or {}
     if kappa.get("not_applicable"):
-        return f"not applicable ({kappa['not_applicable']}; n = {stats['n']})"
+        why = str(kappa["not_applicable"])
+        # The reason may already begin "not applicable to ...": said once.
+        text = why if why.startswith("not applicable") else f"not applicable ({why})"
+        return f"{text} (n = {stats['n']})"
     if kappa.get("value") is None:
         return f"not computed ({kappa.get('note', 'no value')}; n = {stats['n']})"
     text = f"{number(kappa['value'])} ({_ci_words(kappa.get('ci95'))}, n = {stats['n']})"
@@ -455,7 +500,7 @@ def build_decision(report: Mapping[str, Any]) -> Decision:
     if not estimates.get("rows"):
         return Decision(labelled=False, notes=[estimates.get("note") or
                                                "no clinician-level estimate could be made"],
-                        without_labels=list(WITHOUT_LABELS), how_to_label=how)
+                        without_labels=list(NO_ESTIMATE), how_to_label=how)
     numbers = _numbers(report["files"])
     rows = estimates["rows"]
     outcomes = _outcomes(rows, report["rubric"], numbers, estimates.get("scale_note"))

@@ -244,13 +244,32 @@ def _interval_row(axes: Any, y: float, figure: dict[str, Any], marker: str, fill
               linestyle="none", zorder=3)
 
 
+def _columns(panels: int) -> int:
+    """Panels per row: two, or three where that saves a row (3, 5, 6 panels: a rubric's
+    three criteria in one row keep the decision on one printed page)."""
+    return 3 if panels in (3, 5, 6) or panels > 8 else min(2, max(panels, 1))
+
+
+def _panel_rows(panels: int) -> int:
+    return -(-max(panels, 1) // _columns(panels))
+
+
 def _grid(figure: Any, panels: int) -> list[Any]:
-    columns = min(2, max(panels, 1))
-    rows = -(-max(panels, 1) // columns)
-    axes = figure.subplots(rows, columns, squeeze=False).ravel().tolist()
+    columns = _columns(panels)
+    axes = figure.subplots(_panel_rows(panels), columns, squeeze=False).ravel().tolist()
     for extra in axes[panels:]:
         extra.set_axis_off()
     return axes[:panels]
+
+
+def _row_labels_once(panels: Sequence[Any], labels: Sequence[Sequence[str]]) -> None:
+    """Row labels ("#1 PPI++") on the first panel of each row of panels only, where the
+    panels beside it have the same rows: the others get the width instead."""
+    columns = _columns(len(panels))
+    for index, axes in enumerate(panels):
+        first = index - index % columns
+        if index % columns and list(labels[index]) == list(labels[first]):
+            axes.tick_params(axis="y", labelleft=False)
 
 
 def forest_plot(outcomes: Sequence[dict[str, Any]]) -> str:
@@ -264,7 +283,8 @@ def forest_plot(outcomes: Sequence[dict[str, Any]]) -> str:
                default=3)
 
     def draw(figure: Any) -> None:
-        for axes, outcome in zip(_grid(figure, len(outcomes)), outcomes):
+        panels, every = _grid(figure, len(outcomes)), []
+        for axes, outcome in zip(panels, outcomes):
             low, high = outcome["scale"]
             pad = 0.04 * (high - low)
             ticks, labels = [], []
@@ -284,9 +304,10 @@ def forest_plot(outcomes: Sequence[dict[str, Any]]) -> str:
             axes.grid(axis="x", color="#bbbbbb", linewidth=0.6)
             axes.set_title(f"{outcome['criterion']} ({outcome['kind']})", fontsize=9)
             axes.set_xlabel(outcome["scale_text"], fontsize=8)
+            every.append(labels)
+        _row_labels_once(panels, every)
 
-    panel_rows = -(-max(len(outcomes), 1) // 2)
-    return _render(draw, panel_rows * (0.62 + 0.16 * rows), _DECISION_WIDTH)
+    return _render(draw, _panel_rows(len(outcomes)) * (0.62 + 0.16 * rows), _DECISION_WIDTH)
 
 
 def difference_plot(differences: Sequence[dict[str, Any]]) -> str:
@@ -299,8 +320,8 @@ def difference_plot(differences: Sequence[dict[str, Any]]) -> str:
     rows = max((len(items) for items in by_outcome.values()), default=1)
 
     def draw(figure: Any) -> None:
-        for axes, ((criterion, kind), items) in zip(_grid(figure, len(by_outcome)),
-                                                    by_outcome.items()):
+        panels, every = _grid(figure, len(by_outcome)), []
+        for axes, ((criterion, kind), items) in zip(panels, by_outcome.items()):
             ends = [abs(v) for item in items for v in
                     [item["difference"].get("value") or 0.0,
                      *(item["difference"].get("ci95") or [])]]
@@ -310,14 +331,15 @@ def difference_plot(differences: Sequence[dict[str, Any]]) -> str:
             axes.axvline(0.0, color=_INK, linewidth=1.0, linestyle=(0, (3, 2)))
             for y, item in enumerate(items):
                 _interval_row(axes, y, item["difference"], "D", True, "solid", 2.2, reach)
-            axes.set_yticks(range(len(items)),
-                            [f"#{i['b_number']} − #{i['a_number']}" for i in items], fontsize=8)
+            labels = [f"#{i['b_number']} − #{i['a_number']}" for i in items]
+            axes.set_yticks(range(len(items)), labels, fontsize=8)
+            every.append(labels)
             axes.set_ylim(rows - 0.5, -0.5)
             axes.set_xlim(-reach, reach)
             axes.tick_params(axis="x", labelsize=8)
             axes.grid(axis="x", color="#bbbbbb", linewidth=0.6)
             axes.set_title(f"{criterion}: difference ({kind})", fontsize=9)
-            axes.set_xlabel("difference, 95% CI (dashed line: none)", fontsize=8)
+            axes.set_xlabel("95% CI; dashed line: no difference", fontsize=8)
+        _row_labels_once(panels, every)
 
-    panel_rows = -(-max(len(by_outcome), 1) // 2)
-    return _render(draw, panel_rows * (0.68 + 0.22 * rows), _DECISION_WIDTH)
+    return _render(draw, _panel_rows(len(by_outcome)) * (0.68 + 0.22 * rows), _DECISION_WIDTH)
