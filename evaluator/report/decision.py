@@ -367,10 +367,9 @@ def _validity(criteria: Sequence[str], agreement: Mapping[str, Any] | None) -> l
             judge.append((index, _kappa_text(result.criteria.get(criterion))))
             clinicians += [(index, _ceiling_text(c)) for c in result.ceiling
                            if c.criterion == criterion and "kappa_quadratic" in c.statistics]
-        line = f"{criterion}: the judge against clinicians, {KAPPA} {_grouped(judge)}"
+        line = f"{criterion}: judge vs clinicians, {KAPPA} {_grouped(judge)}"
         if clinicians:
-            line += (f"; clinicians against each other (cases labelled by two or more), "
-                     f"{KAPPA} {_grouped(clinicians)}")
+            line += f"; clinicians vs each other, {KAPPA} {_grouped(clinicians)}"
         else:
             line += "; no case labelled by two clinicians: their own agreement is unknown"
         lines.append(Validity(criterion=criterion, line=line + "."))
