@@ -437,3 +437,26 @@ def test_three_criteria_are_drawn_in_one_row_of_panels():
         height(forest_plot([outcome(c) for c in one]))
     assert height(difference_plot([difference(c) for c in three_])) == \
         height(difference_plot([difference(c) for c in one]))
+
+
+def test_labels_counted_per_criterion_when_the_criteria_were_labelled_to_different_extents(
+        tmp_path):
+    """A sheet's criteria labelled to different extents ("cannot judge" on some cases of
+    one): what the figures rest on gives each criterion's count, as its sentences do."""
+    from evaluator.data.sheet import JournalEntry, append_label, now, read_sheet_info
+    from tests.report_world import two_systems
+
+    world = two_systems(tmp_path / "w", n=200, labelled=40)
+    sheet = world["A"].sheet
+    info = read_sheet_info(sheet)
+    for case in sorted(info.assignment["ana"])[:7]:  # ana changes her mind: cannot judge
+        append_label(sheet, JournalEntry(
+            labeller="ana", time=now(), case_id=case, criterion="clarity", value=None,
+            cannot_judge="not enough information", sheet=info.fingerprint,
+            rubric_hash=load_rubric(info.rubric).source_sha256))
+    report = build_report([world["A"].results], labels=label_source(sheet, None),
+                          agreement_resamples=200)
+    rows = {r["criterion"]: r["n_labelled"] for r in report["estimates"]["rows"]}
+    assert rows["accuracy"] == 40 and rows["clarity"] < 40
+    [labels] = [line for line in report["decision"].rests_on if line.startswith("Labels:")]
+    assert f"accuracy 40, clarity {rows['clarity']} labelled cases of 200" in labels

@@ -401,11 +401,23 @@ def _rests_on(estimates: Mapping[str, Any], agreement: Mapping[str, Any] | None,
     results = {}
     for index, item in enumerate((agreement or {}).get("files", []), start=1):
         results[index] = item.get("result")
+    # Each criterion's labelled count per file: a sheet's criteria can be labelled to
+    # different extents ("cannot judge" on one), and ``systems`` holds the first one's.
+    counts: dict[str, dict[str, int]] = {}
+    for row in estimates.get("rows", []):
+        counts.setdefault(str(row["file"]), {}).setdefault(str(row["criterion"]),
+                                                           int(row["n_labelled"]))
     designs, labels, blind, warnings = [], [], [], []
     for system in estimates.get("systems", []):
         n = numbers.get(str(system["file"]), 0)
         designs.append((n, str(system["design_text"]).removeprefix("design: ")))
-        labelled = f"{system['n_labelled']} labelled cases of {system['n_cases']}"
+        per_criterion = counts.get(str(system["file"]), {})
+        if len(set(per_criterion.values())) > 1:
+            labelled = (", ".join(f"{key} {count}" for key, count in per_criterion.items())
+                        + f" labelled cases of {system['n_cases']}")
+        else:
+            labelled = (f"{next(iter(per_criterion.values()), system['n_labelled'])} "
+                        f"labelled cases of {system['n_cases']}")
         if system.get("unlabelled_rows"):
             labelled += f" ({system['unlabelled_rows']} sheet rows not labelled yet)"
         result = results.get(n)
