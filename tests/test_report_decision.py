@@ -386,6 +386,12 @@ def test_validity_in_expected_mode_says_not_applicable_once(three):
     (validity,) = report["decision"].validity
     assert "not applicable to expected scores" in validity.line
     assert "not applicable (not applicable" not in validity.line
+    # In kappa's place, the agreement figure that applies to expected scores: the ICC the
+    # agreement table shows, with its CI.
+    [item] = report["agreement"]["files"]
+    icc = item["result"].criteria["accuracy"]["icc_a1"]
+    assert (f"ICC(A,1) {number(icc['value'])} (95% CI {number(icc['ci95'][0])} to "
+            f"{number(icc['ci95'][1])}, n = ") in validity.line
 
 
 def test_with_common_cases_the_page_says_the_estimates_use_each_files_own_cases(three,

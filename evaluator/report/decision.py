@@ -332,7 +332,13 @@ def _kappa_text(stats: Mapping[str, Any] | None) -> str:
         why = str(kappa["not_applicable"])
         # The reason may already begin "not applicable to ...": said once.
         text = why if why.startswith("not applicable") else f"not applicable ({why})"
-        return f"{text} (n = {stats['n']})"
+        icc = stats.get("icc_a1") or {}
+        if icc.get("value") is None:
+            return f"{text} (n = {stats['n']})"
+        # Expected scores are not categories: the agreement figure that applies to them,
+        # the ICC (two-way, absolute agreement, single rater), in kappa's place.
+        return (f"{text}; ICC(A,1) {number(icc['value'])} ({_ci_words(icc.get('ci95'))}, "
+                f"n = {stats['n']})")
     if kappa.get("value") is None:
         return f"not computed ({kappa.get('note', 'no value')}; n = {stats['n']})"
     text = f"{number(kappa['value'])} ({_ci_words(kappa.get('ci95'))}, n = {stats['n']})"
