@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -125,6 +126,29 @@ def test_the_decision_section_is_on_the_first_screen(pages, page, which):
     assert SECRET not in page.content()
     if which != "csv":
         _screenshot(page, {"sheets": "decision", "none": "no-labels"}[which])
+
+
+def test_the_first_screen_states_the_true_difference_with_a_ci_that_holds_it(pages, page):
+    """The world's truth is known: B's answers are better by the difference of the true
+    means. The page says B is higher, with a CI that holds that difference, and each
+    system's clinician-level CI holds its true mean, while the judge alone is off (A's
+    judge is biased +0.5: its mean lies outside A's CI)."""
+    world = pages["world"]
+    page.goto(pages["sheets"].as_uri())
+    text = " ".join(page.locator("#decision").inner_text().split())
+    true_a, true_b = world["A"].true_mean, world["B"].true_mean
+    for criterion in ("accuracy", "clarity"):
+        found = re.search(rf"mean {criterion} is (\d+\.\d+) higher for B \(#2\) than for "
+                          rf"A \(#1\) \(95% CI (\d+\.\d+) to (\d+\.\d+) higher", text)
+        assert found, text[:600]
+        assert float(found[2]) <= true_b - true_a <= float(found[3]), (found[0], true_b - true_a)
+        for name, truth in (("A (#1)", true_a), ("B (#2)", true_b)):
+            level = re.search(rf"{re.escape(name)}: by clinicians' standard, mean {criterion} "
+                              rf"is (\d+\.\d+) \(95% CI (\d+\.\d+) to (\d+\.\d+);", text)
+            assert level and float(level[2]) <= truth <= float(level[3]), (name, truth)
+        judge_a = re.search(rf"A \(#1\): by clinicians' standard, mean {criterion} is "
+                            rf"[^)]*\)\. The judge alone says (\d+\.\d+)", text)
+        assert judge_a and float(judge_a[1]) > true_a + 0.3
 
 
 @pytest.mark.parametrize("paper", PAPER)
