@@ -13,8 +13,10 @@ variant, one after the other, rotating which goes first:
   the whole logits tensor each step);
 - loop-only: ``model.generate`` for T steps with one processor that only sets the
   end-of-sequence logit to -inf in place: transformers' loop with next to nothing added;
-- prefetch (only when asked, ``--variants``): the backend's call with the next step's masks
-  filled on a worker thread during the forward pass, as the backend does on a GPU.
+- prefetch and inline (only when asked, ``--variants``): the backend's call with the next
+  step's masks filled on a worker thread during the forward pass (as the backend does on a
+  GPU, or on CPUs torch leaves free), or between forward passes in the logits processor
+  (as it does with torch on every CPU), whatever the backend would choose here.
 
 All make the same T forward passes over the same batch (checked). Hooks on the model
 record every forward call. The prefill (the first call) is left out: the decode window runs
@@ -24,6 +26,15 @@ forward share of the window, by the wall clock and in the process's CPU time (al
 user and system: steadier than the wall clock on a shared machine); for the backend also
 its logits processor's ms per step and, of that, its score watch's. A small model's forward
 pass is cheap, so the absolute ms matter as much as the share.
+
+Where the masks are filled during the forward pass, the process's CPU time counts the fill
+inside the forward calls, so it overstates the forward share. So each variant also gets
+the critical path's figures (``path_`` keys): the main thread's CPU time (with torch on
+one thread, ``--threads 1``, it computes the whole forward pass and runs the loop), plus,
+outside the forward calls, the process's CPU time while the main thread waited for masks
+(an inline fill, or a prefetched one not finished yet; ``fill_wait_ms`` per step). Inline,
+that is the process's CPU time again; prefetched, it leaves out the part of the fill the
+forward pass hid.
 
 ``--profile FILE`` runs the same under py-spy (``--spy``: its executable; 50 samples a
 second) and writes the decode windows' samples as collapsed stacks to FILE (from
@@ -77,9 +88,10 @@ from evaluator.rubrics.render import render_messages
 from evaluator.rubrics.schema import max_new_tokens, output_json_schema
 
 
-def _now() -> tuple[float, float]:
-    """(wall seconds, this process's CPU seconds: all its threads, user and system)."""
-    return time.perf_counter(), time.process_time()
+def _now() -> tuple[float, float, float]:
+    """(wall seconds, this process's CPU seconds: all its threads, user and system, the
+    calling thread's CPU seconds)."""
+    return time.perf_counter(), time.process_time(), time.thread_time()
 
 
 class StepClock:
@@ -121,7 +133,7 @@ class Timed:
 
     def __init__(self, inner):
         self.inner = inner
-        self.seconds = [0.0, 0.0]
+        self.seconds = [0.0, 0.0, 0.0]
 
     def __call__(self, *args, **kwargs):
         started = _now()
@@ -129,21 +141,24 @@ class Timed:
             return self.inner(*args, **kwargs)
         finally:
             ended = _now()
-            self.seconds = [self.seconds[i] + ended[i] - started[i] for i in range(2)]
+            self.seconds = [self.seconds[i] + ended[i] - started[i] for i in range(3)]
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
 
 
-def decode_window(calls: list, ended: tuple[float, float]) -> dict:
+def decode_window(calls: list, ended: tuple[float, float, float], waited: float = 0.0) -> dict:
     """The decode window's figures from the forward calls of one generate (prefill first)
-    and the time it returned, by the wall clock and in CPU time (``cpu_`` keys)."""
+    and the time it returned, by the wall clock, in the process's CPU time (``cpu_`` keys)
+    and on the critical path (``path_`` keys: the main thread's CPU time, plus ``waited``,
+    the process's CPU seconds while the main thread waited for masks outside the forward
+    calls)."""
     if len(calls) < 2:
         raise SystemExit("fewer than two forward calls: no decode step to measure")
     steps = len(calls)  # T token choices: one after the prefill, one after each decode pass
     figures: dict = {"steps": steps}
-    for i, prefix in ((0, ""), (1, "cpu_")):
-        window = ended[i] - calls[0][1][i]
+    for i, prefix in ((0, ""), (1, "cpu_"), (2, "path_")):
+        window = ended[i] - calls[0][1][i] + (waited if i == 2 else 0.0)
         forward = sum(end[i] - start[i] for start, end in calls[1:])
         figures.update({f"{prefix}forward_ms": 1000 * forward / (steps - 1),
                         f"{prefix}outside_ms": 1000 * (window - forward) / steps,
@@ -160,14 +175,23 @@ def _suppress_eos(eos: int):
     return processor
 
 
-def _prefetched(backend, prompts, schema_text: str, sampling) -> None:
+def _prefetched(backend, prompts, schema_text: str, sampling, prefetch: bool = True) -> None:
     """The backend's generate call with the next step's masks filled during the forward
-    pass, as on a GPU (on CPU the backend fills them inline)."""
-    before, backend.prefetch_masks = backend.prefetch_masks, True
+    pass (``prefetch``), or inline, between forward passes, whatever the backend chose."""
+    before, backend.prefetch_masks = backend.prefetch_masks, prefetch
     try:
         backend._generate_ids(prompts, schema_text, sampling)
     finally:
         backend.prefetch_masks = before
+
+
+def _inline(backend, prompts, schema_text: str, sampling) -> None:
+    """The backend's generate call with the masks filled between forward passes (its own
+    frame, so that a profile tells it from the prefetching one)."""
+    _prefetched(backend, prompts, schema_text, sampling, prefetch=False)
+
+
+OURS = ("backend", "prefetch", "inline")  # the variants that run the backend's processor
 
 
 def run_variant(backend, variant: str, prompts, schema_text: str, budget: int, steps: int,
@@ -176,12 +200,15 @@ def run_variant(backend, variant: str, prompts, schema_text: str, budget: int, s
     from evaluator.judges.backends import Sampling
 
     clock.take()
-    processor.seconds = [0.0, 0.0]
-    processor.inner.capture.seconds = [0.0, 0.0]
+    inner = processor.inner
+    for timed in (processor, inner.capture, inner.fill, inner._wait):
+        timed.seconds = [0.0, 0.0, 0.0]
     if variant == "backend":
         backend._generate_ids(prompts, schema_text, Sampling(max_new_tokens=budget))
     elif variant == "prefetch":
         _prefetched(backend, prompts, schema_text, Sampling(max_new_tokens=budget))
+    elif variant == "inline":
+        _inline(backend, prompts, schema_text, Sampling(max_new_tokens=budget))
     elif variant == "unconstrained":
         from constrained_vs_unconstrained import generate
 
@@ -201,12 +228,16 @@ def run_variant(backend, variant: str, prompts, schema_text: str, budget: int, s
                 do_sample=False, temperature=None, top_p=None, top_k=None,
                 logits_processor=LogitsProcessorList([_suppress_eos(backend.eos_token_id)]))
     ended = _now()
-    figures = decode_window(clock.take(), ended)
-    if variant in ("backend", "prefetch"):
+    # The process's CPU while the main thread waited for masks (an inline fill; the wait for
+    # a prefetched one): the fill's work on the critical path.
+    waited = inner.fill.seconds[1] + inner._wait.seconds[1] if variant in OURS else 0.0
+    figures = decode_window(clock.take(), ended, waited)
+    if variant in OURS:
+        steps = figures["steps"]
         for i, prefix in ((0, ""), (1, "cpu_")):
-            figures[f"{prefix}processor_ms"] = 1000 * processor.seconds[i] / figures["steps"]
-            figures[f"{prefix}watch_ms"] = (1000 * processor.inner.capture.seconds[i]
-                                            / figures["steps"])
+            figures[f"{prefix}processor_ms"] = 1000 * processor.seconds[i] / steps
+            figures[f"{prefix}watch_ms"] = 1000 * inner.capture.seconds[i] / steps
+        figures["fill_wait_ms"] = 1000 * waited / steps
     return figures
 
 
@@ -229,8 +260,10 @@ def measure(args) -> dict:
                                               system_role=spec.system_role), template_kwargs)
                for row in cycle_rows(rows, max(args.batches))]
     inner = backend._processor(schema_text)
-    # The processor and its watch timed where the backend calls them.
+    # The processor, its watch and its waits for masks timed where the backend calls them.
     inner.capture = Timed(inner.capture)
+    inner.fill = Timed(inner.fill)
+    inner._wait = Timed(inner._wait)
     processor = Timed(inner)
     backend._processors[schema_text] = processor
     clock = StepClock(backend.model)
@@ -262,7 +295,7 @@ def measure(args) -> dict:
                    for key in runs[variant][0] if key != "steps"}
             row["steps"] = steps
             results[f"{variant}_{batch}"] = row
-            ours = variant in ("backend", "prefetch")
+            ours = variant in OURS
             extra = (f" {row['processor_ms']:9.1f} {row['watch_ms']:5.1f}"
                      if ours else f" {'':9} {'':5}")
             cpu_extra = f" {row['cpu_processor_ms']:5.1f}" if ours else ""
@@ -270,6 +303,17 @@ def measure(args) -> dict:
                   f"{row['outside_ms']:10.1f} {100 * row['share']:5.1f}%{extra} | "
                   f"{row['cpu_forward_ms']:7.1f} {row['cpu_outside_ms']:7.1f} "
                   f"{100 * row['cpu_share']:5.1f}%{cpu_extra}", flush=True)
+    print("critical path per decode step: the main thread's CPU time, plus the process's "
+          "CPU\ntime while it waited for masks (wait):")
+    print(f"{'batch':>5} {'variant':>13} {'forward ms':>10} {'outside ms':>10} {'share':>6} "
+          f"{'wait ms':>7}")
+    for batch in args.batches:
+        for variant in args.variants:
+            row = results[f"{variant}_{batch}"]
+            wait = f" {row['fill_wait_ms']:7.1f}" if variant in OURS else ""
+            print(f"{batch:>5} {variant:>13} {row['path_forward_ms']:10.1f} "
+                  f"{row['path_outside_ms']:10.1f} {100 * row['path_share']:5.1f}%{wait}",
+                  flush=True)
     clock.remove()
     backend.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
@@ -305,14 +349,15 @@ def profile(argv: list[str], spy: str, out: Path, top: int) -> None:
             if "_sample" not in names or "_prefill" in names:  # the decode window only
                 continue
             first = names.index("_sample")
-            variant = ("warm-up" if "run_variant" not in names else "prefetch"
+            variant = ("warm-up" if "run_variant" not in names else "inline"
+                       if "_inline" in names else "prefetch"
                        if "_prefetched" in names else "backend"
                        if "_generate_ids" in names else "unconstrained"
                        if any("constrained_vs_unconstrained" in f for f in frames)
                        else "loop-only")
             stacks[";".join([variant, *frames[first:]])] += int(count)
     out.write_text("".join(f"{stack} {n}\n" for stack, n in sorted(stacks.items())))
-    for variant in ("backend", "prefetch", "unconstrained", "loop-only"):
+    for variant in ("backend", "prefetch", "inline", "unconstrained", "loop-only"):
         own: collections.Counter[str] = collections.Counter()
         inclusive: collections.Counter[str] = collections.Counter()
         for stack, n in stacks.items():
@@ -352,9 +397,11 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--batches", type=int, nargs="+", default=[16, 64, 128])
     parser.add_argument("--variants", nargs="+",
                         default=["backend", "unconstrained", "loop-only"],
-                        choices=("backend", "prefetch", "unconstrained", "loop-only"),
-                        help="prefetch: the backend's call with the masks filled during the "
-                        "forward pass, as on a GPU (default: the other three)")
+                        choices=("backend", "prefetch", "inline", "unconstrained",
+                                 "loop-only"),
+                        help="prefetch / inline: the backend's call with the masks filled "
+                        "during the forward pass / between forward passes, whatever the "
+                        "backend would choose (default: the other three)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=None,
                         help="cap the token budget (default: the schema's)")

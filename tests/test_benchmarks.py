@@ -96,11 +96,15 @@ def test_constrained_vs_unconstrained_quick(run_quick):
     assert figures["constrained_valid_rate"] == 1.0
     for key in ("constrained_forward_share", "unconstrained_forward_share"):
         assert _rate(figures[key]), key
-    assert figures["prefetched"] is False  # a CPU model: the backend fills masks inline
-    assert "inline_over_prefetch" not in figures
+    # A CPU model fills masks inline unless torch (one thread here) leaves a CPU free.
+    from evaluator.judges.backends.fill_threads import fill_during_forward
+
+    prefetched = fill_during_forward("cpu", 1)
+    assert figures["prefetched"] is prefetched
     assert figures["unconstrained_steps"] == [figures["steps_per_repeat"]]  # forced
-    # the fill alone is part of the processor's time when it runs inline
-    assert 0 < figures["fill_ms_per_step"] <= figures["masking_ms_per_step"]
+    assert 0 < figures["fill_ms_per_step"]
+    if not prefetched:  # the fill alone is part of the processor's time when it runs inline
+        assert figures["fill_ms_per_step"] <= figures["masking_ms_per_step"]
 
 
 def _constrained_runs_shortened(monkeypatch, shorten) -> None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.judges.backends.fill_threads import fill_thread_count, usable_cpus
+from evaluator.judges.backends.fill_threads import (
+    fill_during_forward,
+    fill_thread_count,
+    usable_cpus,
+)
 from evaluator.judges.models_file import JudgeSpec
 
 
@@ -21,6 +25,18 @@ from evaluator.judges.models_file import JudgeSpec
 ])
 def test_default_leaves_the_model_its_cpus(device, torch_threads, cpus, expected):
     assert fill_thread_count(device, torch_threads, cpus=cpus) == expected
+
+
+@pytest.mark.parametrize(("device", "torch_threads", "cpus", "expected"), [
+    ("cuda", 16, 16, True),  # an accelerator: always during the forward pass
+    ("cpu", 16, 16, False),  # torch on every core: between forward passes
+    ("cpu", 2, 2, False),    # this 2-core machine by default
+    ("cpu", 1, 2, True),     # a CPU torch leaves free (step_profile.py's --threads 1)
+    ("cpu", 8, 16, True),
+])
+def test_masks_are_filled_during_the_forward_pass_where_cpus_are_free(device, torch_threads,
+                                                                      cpus, expected):
+    assert fill_during_forward(device, torch_threads, cpus=cpus) is expected
 
 
 def test_a_requested_count_is_taken_as_given():

@@ -314,6 +314,57 @@ def test_the_cpu_mask_apply_equals_llguidances_kernel(vocab, logits_width):
     assert torch.isfinite(ours[1]).sum() == 1 and torch.isfinite(ours[1, 0])
 
 
+@pytest.mark.parametrize("vocab, logits_width", [(1536, 1536), (151669, 151936), (100, 90)])
+def test_the_bound_apply_of_prefetched_masks_equals_the_cpu_apply(vocab, logits_width):
+    """Prefetched masks on the CPU are applied as ``torch.minimum`` with a bound the worker
+    expanded: the logits come out exactly as ``apply_on_cpu`` leaves them, NaN, infinite
+    and negative-zero logits at allowed and disallowed tokens included, a padded
+    vocabulary included, in every block of rows."""
+    torch = pytest.importorskip("torch", reason="needs a judge extra: make install")
+    from llguidance.torch import allocate_token_bitmask
+
+    from evaluator.judges.backends.constraint import (
+        BOUND_ROWS,
+        allowed_tokens,
+        apply_bound,
+        apply_on_cpu,
+        expand_bound,
+    )
+
+    rows = 2 * BOUND_ROWS + 3
+    generator = torch.Generator().manual_seed(vocab)
+    mask = allocate_token_bitmask(rows, vocab)
+    mask.copy_(torch.randint(-2**31, 2**31 - 1, mask.shape, dtype=torch.int32,
+                             generator=generator))
+    mask[1] = 0
+    mask[1, 0] = 1  # row 1 allows only token 0
+    mask[2] = 0  # row 2 allows nothing
+    logits = torch.randn(rows, logits_width, generator=generator)
+    width = min(vocab, logits_width)
+    for row in (0, BOUND_ROWS + 1, rows - 1):  # special values in three blocks
+        allowed = allowed_tokens(mask[row])
+        allowed = allowed[allowed < width]
+        disallowed = sorted(set(range(width)) - set(allowed.tolist()))
+        for tokens, value in (((allowed[0], disallowed[0]), float("nan")),
+                              ((allowed[1], disallowed[1]), float("inf")),
+                              ((allowed[2], disallowed[2]), float("-inf")),
+                              ((allowed[3], disallowed[3]), -0.0)):
+            logits[row, list(tokens)] = value
+    logits[BOUND_ROWS + 2, -1] = float("nan")  # past the mask's vocabulary where padded
+    with torch.inference_mode(False):
+        bound = torch.empty(rows, logits_width)
+    expand_bound(mask, bound)
+    theirs, ours = logits.clone(), logits.clone()
+    apply_on_cpu(theirs, mask)
+    apply_bound(ours, bound, mask)
+    assert torch.equal(theirs.isnan(), ours.isnan())
+    assert torch.equal(theirs.nan_to_num(0.0), ours.nan_to_num(0.0))
+    assert torch.equal(theirs.nan_to_num(0.0).signbit(),  # -0.0 stays -0.0
+                       ours.nan_to_num(0.0).signbit())
+    assert torch.isfinite(ours[1]).sum() == 1 and torch.isfinite(ours[1, 0])
+    assert torch.isneginf(ours[2]).all()
+
+
 def test_the_allowed_tokens_read_from_a_mask_row_are_exactly_its_set_bits():
     """The score watch reads a row's allowed tokens from its nonzero words only; every
     kind of row (none, one, a few, the sign bit, dense, all) gives the tokens whose bit

@@ -191,6 +191,40 @@ def test_masks_filled_during_the_forward_pass_equal_masks_filled_inline(tiny_bac
         model.model_validate_json(text)
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_prefetched_cpu_masks_are_applied_by_their_bound_to_the_same_verdicts(
+        tiny_backend, monkeypatch, temperature):
+    """With the masks prefetched and the logits on the CPU, every step after the first
+    applies them as the bound the worker expanded (``apply_bound``), none by unpacking
+    bits; the verdicts, token ids and logits kept at score positions are exactly those of
+    the inline path, which applies every mask with ``apply_on_cpu``."""
+    from evaluator.judges.backends import constraint
+
+    rubric = load_rubric("drug_monograph_similarity")
+    cases = example_cases(rubric.name)
+    chats = [render_messages(rubric, cases[i % len(cases)]) for i in range(5)]
+    schema_text = json.dumps(output_json_schema(rubric), separators=(",", ":"))
+    sampling = Sampling(max_new_tokens=max_new_tokens(json.loads(schema_text)),
+                        temperature=temperature, seed=5)
+    calls: list[str] = []
+    bound, unpacked = constraint.apply_bound, constraint.apply_on_cpu
+    monkeypatch.setattr(constraint, "apply_bound",
+                        lambda *args: calls.append("bound") or bound(*args))
+    monkeypatch.setattr(constraint, "apply_on_cpu",
+                        lambda *args: calls.append("bits") or unpacked(*args))
+    runs = []
+    for prefetch in (True, False):
+        calls.clear()
+        monkeypatch.setattr(tiny_backend, "prefetch_masks", prefetch)
+        generations = tiny_backend.generate(chats, schema_text, sampling)
+        runs.append([(g.text, g.finish_reason, g.token_ids, g.step_logits) for g in generations])
+        if prefetch:  # the first step's mask is filled inline
+            assert calls[0] == "bits" and set(calls[1:]) == {"bound"} and len(calls) > 20
+        else:
+            assert set(calls) == {"bits"}
+    assert runs[0] == runs[1]
+
+
 def test_a_cpu_generate_reuses_the_heap_and_decodes_the_same_tokens(tiny_backend,
                                                                      monkeypatch):
     """On CPU the backend's ``generate`` runs within ``cpu_heap.reused_heap`` (a large

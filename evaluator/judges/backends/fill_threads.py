@@ -8,12 +8,18 @@ the same CPUs, that pool can oversubscribe them. What runs while the fill does:
   :mod:`evaluator.judges.backends.constraint`), while one thread, the main one, launches
   the model's kernels; torch's CPU threads are idle. So the fill may use every CPU but
   that one.
-- model on the CPU: the fill runs between forward passes, but torch's OpenMP threads keep
-  spinning for a while after each one (and the pool's threads after each fill). So the fill
-  gets the CPUs torch does not use, at least one: with torch on every core (its default),
-  one thread. A fill costs milliseconds against a CPU forward pass of tens to thousands of
-  milliseconds, so more threads would gain little there (``benchmarks/README.md``,
-  section 7) and risk slowing every forward pass.
+- model on the CPU, torch on every CPU (its default): the fill runs between forward
+  passes, but torch's OpenMP threads keep spinning for a while after each one (and the
+  pool's threads after each fill). So the fill gets one thread. A fill costs milliseconds
+  against a CPU forward pass of tens to thousands of milliseconds, so more threads would
+  gain little there (``benchmarks/README.md``, section 7) and risk slowing every forward
+  pass.
+- model on the CPU, torch on fewer threads than there are CPUs (``OMP_NUM_THREADS``,
+  ``torch.set_num_threads``): the CPUs torch leaves free would sit idle during the forward
+  pass, so the masks are filled there, during it, as on a GPU
+  (:func:`fill_during_forward`), on as many threads as there are such CPUs. At batch 64 with Qwen3's vocabulary the fill
+  is about 8 ms of every decode step (``benchmarks/README.md``, section 12), all of it off
+  the step's critical path that way.
 
 Both never exceed llguidance's own default. A judge's ``fill_threads`` in models.yaml sets
 the count instead (docs/running.md, "Threads").
@@ -47,3 +53,12 @@ def fill_thread_count(device_type: str, torch_threads: int, requested: int | Non
     busy = torch_threads if device_type == "cpu" else 1
     llguidance_default = max(1, min(LLGUIDANCE_MAX, cpus * 80 // 100))
     return max(1, min(llguidance_default, cpus - busy))
+
+
+def fill_during_forward(device_type: str, torch_threads: int, cpus: int | None = None) -> bool:
+    """Whether to fill the next step's masks during the forward pass: with the model on an
+    accelerator, always; on the CPU, only when torch's ``torch_threads`` leave at least one
+    of the ``cpus`` free (otherwise the fill's thread would compete with torch's)."""
+    if device_type != "cpu":
+        return True
+    return torch_threads < (cpus or usable_cpus())

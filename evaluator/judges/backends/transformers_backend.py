@@ -11,8 +11,9 @@ and the finish reason.
 The logits processor is our :class:`~evaluator.judges.backends.constraint.BatchConstraint`:
 outlines' own llguidance processor computes and applies each row's mask separately; ours
 does the whole batch in two calls (``benchmarks/constrained_vs_unconstrained.py``), and on
-a GPU fills the next step's masks while the model computes it. The
-tokenizer llguidance needs is cached on disk (:mod:`evaluator.judges.backends.llg_tokenizer`).
+a GPU (or on CPUs torch leaves free) fills the next step's masks while the model computes
+it. The tokenizer llguidance needs is cached on disk
+(:mod:`evaluator.judges.backends.llg_tokenizer`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from evaluator.judges.backends.base import (
 from evaluator.judges.backends.chat_tokens import encode_chat
 from evaluator.judges.backends.constraint import BatchConstraint, PrefetchMasks
 from evaluator.judges.backends.cpu_heap import generate_heap
-from evaluator.judges.backends.fill_threads import fill_thread_count
+from evaluator.judges.backends.fill_threads import fill_during_forward, fill_thread_count
 from evaluator.judges.backends.grammar import constraint_schema, score_watch
 from evaluator.judges.backends.llg_tokenizer import from_hf
 from evaluator.judges.backends.value_walk import Context, NodeDist, normalise, score_distributions
@@ -129,11 +130,13 @@ class TransformersBackend:
         # Outlines' Transformers wrapper sets left padding, which batched decoding needs.
         self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)
         self._grammars = _Grammars(self._outlines_model, from_hf(self.tokenizer, path))
-        # Fill the next step's masks while the model runs only where the model runs off the
-        # CPU: on CPU the forward pass already uses every core, and a mask thread beside
-        # torch's OpenMP workers oversubscribes them (bench_common.set_threads measured
-        # what that costs torch: 21 ms against 1.6 ms a step).
-        self.prefetch_masks = torch.device(self.device).type != "cpu"
+        # Fill the next step's masks while the model runs only where that leaves the model
+        # its CPUs: off the CPU, or on a CPU torch's threads do not all use. With torch on
+        # every core, a mask thread beside its OpenMP workers oversubscribes them
+        # (bench_common.set_threads measured what that costs torch: 21 ms against 1.6 ms
+        # a step), so there the fill runs between forward passes (fill_threads).
+        self.prefetch_masks = fill_during_forward(torch.device(self.device).type,
+                                                   torch.get_num_threads())
         # The fill's own thread pool, sized to the CPUs the model leaves free (fill_threads).
         self.fill_threads = fill_thread_count(torch.device(self.device).type,
                                               torch.get_num_threads(), spec.fill_threads)
@@ -192,7 +195,8 @@ class TransformersBackend:
         options: dict[str, Any] = {
             "max_new_tokens": sampling.max_new_tokens,
             "logits_processor": LogitsProcessorList([processor]),
-            # on an accelerator the next step's masks are filled while the model runs
+            # on an accelerator (or free CPUs) the next step's masks are filled while the
+            # model runs
             "stopping_criteria": StoppingCriteriaList(
                 [PrefetchMasks(processor)] if self.prefetch_masks else []),
             "eos_token_id": self.eos_token_id,
