@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from typing_extensions import Self
@@ -17,6 +19,8 @@ from typing_extensions import Self
 from tests.browser import find_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
+# The docs' screenshots: written by the browser tests with EVALUATOR_DOC_SCREENSHOTS=1.
+IMAGES = ROOT / "docs" / "images"
 URL = re.compile(r"^\s+(https?://\S+/l/[A-Za-z0-9_-]+/)$")
 NAME = re.compile(r"^  (\S.*) \((\d+) cases?\):$")  # "  ana (13 cases):"
 
@@ -101,3 +105,24 @@ def launch(playwright):
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
     return playwright.chromium.launch(executable_path=find_chromium(), headless=True,
                                       args=args)
+
+
+@contextmanager
+def chromium() -> Iterator:
+    """A headless system Chromium (:func:`launch`) for one module's browser tests."""
+    sync_playwright, reason = playwright_or_reason()
+    if sync_playwright is None:
+        raise RuntimeError(reason)
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def doc_screenshot(page, name: str, *, full_page: bool = False) -> None:
+    """With EVALUATOR_DOC_SCREENSHOTS=1, ``page``'s screenshot as docs/images/NAME.png."""
+    if os.environ.get("EVALUATOR_DOC_SCREENSHOTS") == "1":
+        IMAGES.mkdir(exist_ok=True)
+        page.screenshot(path=str(IMAGES / f"{name}.png"), full_page=full_page)

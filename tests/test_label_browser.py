@@ -6,33 +6,23 @@ docs/labelling.md (docs/images/labelling-*.png)."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from evaluator.data.sheet import latest_labels, read_journal
-from tests.label_browser import Server, launch, playwright_or_reason
+from tests.label_browser import Server, chromium, doc_screenshot, playwright_or_reason
 from tests.label_sheets import IMG, SCRIPT, make_pairwise_sheet, make_single_sheet
 
-sync_playwright, SKIP = playwright_or_reason()
+SKIP = playwright_or_reason()[1]
 pytestmark = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
-IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
-
-
-def _screenshot(page, name: str, full_page: bool = False) -> None:
-    if os.environ.get("EVALUATOR_DOC_SCREENSHOTS") == "1":
-        IMAGES.mkdir(exist_ok=True)
-        page.screenshot(path=str(IMAGES / f"labelling-{name}.png"), full_page=full_page)
 
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_playwright() as playwright:
-        chromium = launch(playwright)
-        yield chromium
-        chromium.close()
+    with chromium() as opened:
+        yield opened
 
 
 @pytest.fixture
@@ -71,7 +61,7 @@ def test_a_clinician_labels_ten_cases_with_the_keyboard_and_a_reload_resumes(tmp
         page = context.new_page()
         page.goto(server.url)
         assert page.url.endswith("/case/1")
-        _screenshot(page, "case", full_page=True)
+        doc_screenshot(page, "labelling-case", full_page=True)
         for i in range(1, 6):
             assert f"Case {i} of 10" in _case_no(page)
             _key_label(page, "42", i + 1)
@@ -90,7 +80,7 @@ def test_a_clinician_labels_ten_cases_with_the_keyboard_and_a_reload_resumes(tmp
         assert page.url.endswith("/done")
         assert "All 10 cases labelled" in page.locator("h1").inner_text()
         page.set_viewport_size({"width": 1200, "height": 320})
-        _screenshot(page, "end")
+        doc_screenshot(page, "labelling-end")
     _check_journal(sheet, {"ana": 10})
     latest = latest_labels(read_journal(sheet))
     assert Counter(e.value for k, e in latest.items() if k[2] == "accuracy") == {4: 5, 3: 5}
@@ -170,7 +160,7 @@ def test_a_pairwise_case_shows_two_answers_and_saves_in_terms_of_the_systems(
         page.goto(server.url)
         left = page.locator("#left pre").inner_text()
         assert page.locator("#right pre").is_visible()
-        _screenshot(page, "pairwise")
+        doc_screenshot(page, "labelling-pairwise")
         _key_label(page, "13", 2)  # left better; tie
     entry = next(e for e in read_journal(sheet) if e.criterion == "critical_finding_concordance")
     assert entry.shown_left in ("A", "B")

@@ -273,15 +273,22 @@ def test_pass_rates_and_aggregates(tmp_path):
                                         + len(ecg_report["confidence_criteria"]))
 
 
-def test_a_constant_criterion_shows_no_interval_and_why(tmp_path):
-    """Every factual_accuracy verdict is 3: the page shows no "[3.00, 3.00]" CI (a point is
-    not a 95% interval) but the reason, as the summary does."""
+def constant_pathology_run(tmp_path: Path) -> tuple[Path, list[dict]]:
+    """A fake judge's pathology_report run of the example cases (and the cases):
+    factual_accuracy 3 and factual_completeness 2 on every case, critical_finding_concordance
+    cycling 1-4."""
     rows = [json.loads(line) for line in (EXAMPLES / "pathology_report.jsonl").read_text()
             .splitlines() if line]
     outputs = [json.dumps({"critical_finding_concordance": 1 + i % 4, "factual_accuracy": 3,
                            "factual_completeness": 2, "overall_equivalence": 3,
                            "reasoning": "r"}) for i in range(len(rows))]
-    path = run_fake(rows, tmp_path / "p", "judge-p", outputs, rubric="pathology_report")
+    return run_fake(rows, tmp_path / "p", "judge-p", outputs, rubric="pathology_report"), rows
+
+
+def test_a_constant_criterion_shows_no_interval_and_why(tmp_path):
+    """Every factual_accuracy verdict is 3: the page shows no "[3.00, 3.00]" CI (a point is
+    not a 95% interval) but the reason, as the summary does."""
+    path, rows = constant_pathology_run(tmp_path)
     html = render_html(build_report([path]), plots=False)
     assert "[3.00, 3.00]" not in html and "[2.00, 2.00]" not in html
     [row] = [r for r in table_rows(html[html.index(">factual_accuracy<"):])[:2]

@@ -15,7 +15,7 @@ import pytest
 from evaluator.report.build import build_report
 from evaluator.report.html import css_string, page_header, render_html, write_report
 from evaluator.report.notes import AGREEMENT_STATISTICS, meaningless_note
-from tests.conftest import EXAMPLES, label_source, write_jsonl
+from tests.conftest import label_source, write_jsonl
 from tests.label_browser import launch, playwright_or_reason
 
 pytest.importorskip("scipy", reason="needs the stats extra")
@@ -202,14 +202,9 @@ def test_technical_sections_are_closed_details_with_a_purpose(systems):
 
 
 def test_pass_rates_section_is_folded_too(tmp_path):
-    from tests.test_report import run_fake
+    from tests.test_report import constant_pathology_run
 
-    rows = [json.loads(line) for line in (EXAMPLES / "pathology_report.jsonl").read_text()
-            .splitlines() if line]
-    outputs = [json.dumps({"critical_finding_concordance": 1 + i % 4, "factual_accuracy": 3,
-                           "factual_completeness": 2, "overall_equivalence": 3,
-                           "reasoning": "r"}) for i in range(len(rows))]
-    path = run_fake(rows, tmp_path / "p", "judge-p", outputs, rubric="pathology_report")
+    path, _ = constant_pathology_run(tmp_path)
     page = parse(render_html(build_report([path]), plots=False))
     [section] = [s for s in page.sections if s["id"] == "pass-rates"]
     assert section["heading"] == "Pass rates" and not section["open"]

@@ -15,7 +15,6 @@ docs/reports.md (docs/images/report-*.png)."""
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,13 +29,12 @@ pytest.importorskip("pypdf", reason="needs the test extra (pypdf)")
 from click.testing import CliRunner
 
 from evaluator.cli.main import cli
-from tests.label_browser import launch, playwright_or_reason
+from tests.label_browser import chromium, doc_screenshot, playwright_or_reason
 from tests.pdf_layout import PdfLayout
 from tests.report_world import SECRET, two_systems
 
-sync_playwright, SKIP = playwright_or_reason()
+SKIP = playwright_or_reason()[1]
 pytestmark = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
-IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
 WIDTH, FIRST_SCREEN = 1300, 1200
 PAPER = ("A4", "Letter")
 
@@ -77,10 +75,8 @@ def three_criteria(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_playwright() as playwright:
-        chromium = launch(playwright)
-        yield chromium
-        chromium.close()
+    with chromium() as opened:
+        yield opened
 
 
 @pytest.fixture
@@ -94,12 +90,6 @@ def page(browser):
     # The page is one file: nothing but itself (and its data: plots) is ever requested.
     assert all(url.startswith(("file:", "data:")) for url in requests), requests
     context.close()
-
-
-def _screenshot(page, name: str) -> None:
-    if os.environ.get("EVALUATOR_DOC_SCREENSHOTS") == "1":
-        IMAGES.mkdir(exist_ok=True)
-        page.screenshot(path=str(IMAGES / f"report-{name}.png"))
 
 
 def _box(page, selector: str) -> dict:
@@ -125,7 +115,7 @@ def test_the_decision_section_is_on_the_first_screen(pages, page, which):
         assert "95% CI" in text
     assert SECRET not in page.content()
     if which != "csv":
-        _screenshot(page, {"sheets": "decision", "none": "no-labels"}[which])
+        doc_screenshot(page, {"sheets": "report-decision", "none": "report-no-labels"}[which])
 
 
 def test_the_first_screen_states_the_true_difference_with_a_ci_that_holds_it(pages, page):

@@ -15,10 +15,11 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from evaluator.analysis.intervals import format_ci, format_number, format_p
+from evaluator.analysis.intervals import format_ci, format_p
 from evaluator.data.files import write_bytes_atomic
 from evaluator.report import plots as rp
 from evaluator.report.build import build_report, status_table
+from evaluator.report.decision import number
 from evaluator.report.notes import AGREEMENT_STATISTICS, meaningless_note
 from evaluator.report.targets import (
     Target,
@@ -38,13 +39,7 @@ CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri '
 
 
 def _num(value: Any, digits: int = 2) -> str:
-    if value is None or isinstance(value, bool):
-        return "-" if value is None else str(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return format_number(value, digits)  # never "-0.00"
-    return str(value)
+    return number(value, digits)  # never "-0.00"; the decision's sentences print the same
 
 
 def _ci(pair: Sequence[float | None] | None, digits: int = 2) -> str:
