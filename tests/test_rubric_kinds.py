@@ -89,3 +89,21 @@ def test_no_module_outside_the_kinds_tests_a_rubrics_kind():
                   kind_tests(ast.parse(path.read_text(encoding="utf-8")))]
     assert not wrong, ("these test a rubric's kind: call run_kind(rubric) or "
                        "analysis_kind(rubric) instead:\n" + "\n".join(wrong))
+
+
+def test_review_and_the_labelling_page_ask_the_kind_and_never_name_a_sheet_kind():
+    """``review`` and the labelling page take what differs by kind from the kind's module
+    (its refusal, criteria, columns) or the rubric's fields: none compares a kind to the
+    name of a sheet kind, nor reads a ``pairwise`` flag."""
+    names = {kind.SHEET for kind in ANALYSIS_KINDS.values()}
+    wrong = []
+    for path in sorted([*(PACKAGE / "analysis" / "review").glob("*.py"),
+                        *(PACKAGE / "label").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = isinstance(node, ast.Compare) and any(
+                isinstance(side, ast.Constant) and side.value in names
+                for side in [node.left, *node.comparators])
+            if named or isinstance(node, ast.Attribute) and node.attr == "pairwise":
+                wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not wrong, "these branch on a kind: ask analysis_kind(rubric) instead:\n" + \
+        "\n".join(wrong)

@@ -141,7 +141,7 @@ def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http")
     def page(person: Labeller, index: int, error: str | None = None,
              status: int = 200, form: dict[str, str] | None = None) -> Response:
         view = session.view(person, index, error, form)
-        html = case_page.render(v=view, base=base(person), labeller=person.name, pairwise=session.pairwise,
+        html = case_page.render(v=view, base=base(person), labeller=person.name,
                                 title=session.rubric.title)
         return HTMLResponse(html, status_code=status)
 

@@ -224,8 +224,6 @@ class LabelSession:
         if info.kind != analysis_kind(self.rubric).SHEET:
             raise LabelError(f"sheet kind {info.kind!r} does not fit rubric "
                              f"{info.rubric!r} (kind {self.rubric.kind!r})")
-        # The page's layout follows the sheet's kind (checked against the rubric's above).
-        self.pairwise = info.kind == "pairwise"
         self.criteria = label_criteria(self.rubric, info.criteria)
         self.case_ids, self._judge = _read_review(self.sheet_dir, info, show_judge)
         # Where this server's reading of the journal stops: lines appended after it (by
@@ -316,15 +314,14 @@ class LabelSession:
         self.refresh()
         case_id = person.cases[index - 1]
         fields = self.cases[case_id]
-        side = shown_left(self.info, person.name, case_id) if self.pairwise else None
-        shown, left, right = [], None, None
         candidates = self.rubric.candidates or ()
-        for name, spec in self.rubric.inputs.items():
-            if name not in candidates:
-                shown.append(Field(name, spec.description, fields.get(name, "")))
+        # Two candidates are shown side by side, in an order drawn per labeller and case.
+        side = shown_left(self.info, person.name, case_id) if candidates else None
+        shown = [Field(name, spec.description, fields.get(name, ""))
+                 for name, spec in self.rubric.inputs.items() if name not in candidates]
+        left = right = None
         if side is not None:
-            first, second = candidates
-            a, b = fields.get(first, ""), fields.get(second, "")
+            a, b = (fields.get(name, "") for name in candidates)
             left = Field("left", "Left answer", a if side == "A" else b)
             right = Field("right", "Right answer", b if side == "A" else a)
         chosen: dict[str, str] = {}
@@ -370,7 +367,7 @@ class LabelSession:
         under an exclusive lock of the sheet folder, so that two servers on one sheet (the
         same labeller in both) judge "unchanged" by the journal, not by their memory."""
         case_id = person.cases[index - 1]
-        side = shown_left(self.info, person.name, case_id) if self.pairwise else None
+        side = shown_left(self.info, person.name, case_id) if self.rubric.candidates else None
         comment = (form.get("comment") or "").strip()[:MAX_TEXT] or None
         chosen, reasons = _form_choices(self.criteria, form)
         planned: list[tuple[LabelCriterion, float | str | None, str | None]] = []

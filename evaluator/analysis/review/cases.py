@@ -5,6 +5,7 @@ manifest records the file, its SHA-256 and the reading options), unless the user
 A file read for the sheet must be the one the run read: its SHA-256 is checked against the
 manifest's, and a file changed since the run is refused in one line. A manifest written before
 the runs recorded their reading options gives nothing here: the options are given as before.
+A run of two files (``--versus``) gives each case's fields from both, as the run paired them.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator.analysis.review.signals import ReviewError
+from evaluator.data.cases import Case, InputFileError
 from evaluator.data.files import sha256_file, show_path
+from evaluator.data.pairs import iter_pairs
 from evaluator.data.sheet import CasesRef
 from evaluator.data.sources import CaseSource
+from evaluator.rubrics.rubric import Rubric
 
 
 @dataclass(frozen=True)
@@ -72,3 +76,16 @@ def sheet_reading(recorded: CasesRef | None, given: CaseSource, which: Given, *,
     ref = recorded.model_copy(update={"path": str(path.resolve()), "mapping": dict(mapping),
                                       "id_column": id_column})
     return CaseSource(path, dict(mapping), id_column), ref
+
+
+def pair_texts(ids: set[str], rubric: Rubric, ref: CasesRef) -> dict[str, dict[str, str]]:
+    """A run of two files (``--versus``): each drawn case's fields, candidate B's answer
+    from the second file, read as the run read them."""
+    try:
+        items = iter_pairs(Path(ref.path), Path(str(ref.versus)), rubric,
+                           answer_column=str(ref.answer_column), mapping=ref.mapping,
+                           id_column=ref.id_column)
+        return {item.case_id: dict(item.fields) for item in items
+                if isinstance(item, Case) and item.case_id in ids}
+    except (InputFileError, OSError) as exc:
+        raise ReviewError(f"the cases files cannot be read ({exc})") from None

@@ -45,15 +45,10 @@ from evaluator.analysis.designs import (
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.label_files import label_criterion
 from evaluator.analysis.review.assignment import Assignment, assign, check_labellers
+from evaluator.analysis.review.cases import pair_texts
 from evaluator.analysis.review.inputs import check_input_file, read_labelled
-from evaluator.analysis.review.pairwise_sheet import (
-    chosen_choices,
-    pair_texts,
-    pairwise_refusal,
-)
 from evaluator.analysis.review.sample_size import TARGET_STATISTICS, halfwidth_estimate
 from evaluator.analysis.review.signals import (
-    Candidate,
     PassGate,
     ReviewError,
     case_candidate,
@@ -88,6 +83,7 @@ from evaluator.data.sheet import (
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import (
+    ChoiceCriterion,
     IntegerCriterion,
     ItemsCriterion,
     Rubric,
@@ -100,8 +96,6 @@ DEFAULT_N = 50
 # A blind sheet's: no signal of the judge's (its confidence, spread or gate margin).
 BLIND_COLUMNS = ("case_id", "rubric", "judge", "rank", "reason")
 FIXED_COLUMNS = (*BLIND_COLUMNS, *JUDGE_SIGNAL_COLUMNS)
-# A pairwise sheet's: which system is A and which is B (the labels are in their terms).
-SYSTEM_COLUMNS = ("system_a", "system_b")
 ASSIGNED_COLUMN = "assigned_to"
 PHI_WARNING = ("WARNING: the worksheet now holds case text (PHI) from --cases: keep it "
                "inside the hospital, like the cases file itself")
@@ -200,12 +194,6 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else str(round(value, 4))
     return str(value)
-
-
-def _chosen_criteria(rubric: Rubric, criteria: Sequence[str],
-                     ) -> list[IntegerCriterion | ItemsCriterion]:
-    scored = [f for f in rubric.output if isinstance(f, (IntegerCriterion, ItemsCriterion))]
-    return pick_criteria(scored, criteria, rubric.name, "scores")
 
 
 def _check_gates(rubric: Rubric, gates: Sequence[PassGate]) -> None:
@@ -320,15 +308,13 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     except RubricError as exc:
         raise ReviewError(f"rubric {names[0]!r} cannot be loaded ({exc}); give "
                           "--rubrics-dir") from None
-    sheet_kind = analysis_kind(rubric).SHEET
-    pairwise = sheet_kind == "pairwise"
-    if pairwise and design != "random":
-        raise ReviewError(pairwise_refusal(results, rubric, design))
-    if not pairwise and (refused := analysis_kind(rubric).elsewhere(
-            ", ".join(map(str, results)), rubric.name, "review")):
+    kind = analysis_kind(rubric)
+    if refused := kind.sheet_refusal(", ".join(map(str, results)), rubric, design):
         raise ReviewError(refused)
-    chosen = [] if pairwise else _chosen_criteria(rubric, criteria)
-    choices = chosen_choices(rubric, criteria) if pairwise else []
+    asked = pick_criteria([f for f in rubric.output if isinstance(f, kind.SHEET_CRITERIA)],
+                          criteria, rubric.name, kind.SHEET_VERB)
+    # The judge's scores among them: what a sheet ranks by and, unless blind, shows.
+    chosen = [f for f in asked if isinstance(f, (IntegerCriterion, ItemsCriterion))]
     _check_gates(rubric, gates)
     labelled: dict[str, float] = {}
     if labels is not None and labels_path is not None and label_field is not None:
@@ -341,10 +327,8 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                 by_case.setdefault(record.case_id, []).append(record)
             else:
                 not_ok.add(record.case_id)
-    candidates = ([Candidate(case_id, records[0]) for case_id, records in
-                   sorted(by_case.items())] if pairwise else
-                  [case_candidate(rubric, case_id, records, chosen, gates)
-                   for case_id, records in sorted(by_case.items()) if case_id not in labelled])
+    candidates = [case_candidate(rubric, case_id, records, chosen, gates)
+                  for case_id, records in sorted(by_case.items()) if case_id not in labelled]
     draw: Draw | None = None
     # Every judged case labelled: a sheet of 0 cases would tell the user to fill one in.
     exhausted = design == "priority" and not candidates and bool(labelled) and bool(by_case)
@@ -371,7 +355,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     texts: dict[str, dict[str, str]] = {}
     notes: list[str] = []
     if show_text and picked:
-        if pairwise and cases_ref is not None and cases_ref.versus is not None:
+        if cases_ref is not None and cases_ref.versus is not None:  # the run read two files
             texts = pair_texts({c.case_id for c in picked}, rubric, cases_ref)
         else:
             fields, note = case_fields([c.record for c in picked], files[0][0], rubric, cases)
@@ -379,17 +363,18 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                 raise ReviewError(note)
             texts = fields
     assignment = assign([c.case_id for c in picked], labellers, overlap, seed)
-    # What agree compares: integer criteria, and the aggregates of the chosen criteria.
     aggregates = [a.name for a in rubric.aggregates if a.of in {f.key for f in chosen}]
-    label_keys = ([c.key for c in choices] if pairwise else list(dict.fromkeys(
-        [f.key for f in chosen if isinstance(f, IntegerCriterion)] + aggregates)))
+    # What a labeller answers (label/criteria.py): a value on an integer criterion's scale,
+    # a choice, and the aggregates of the scores chosen (agree compares them).
+    label_keys = list(dict.fromkeys([f.key for f in asked if isinstance(
+        f, (IntegerCriterion, ChoiceCriterion))] + aggregates))
     verdict_columns = [] if blind else [
         *(f"{f.key}.{part}" for f in chosen for part in JUDGE_PARTS),
         *(f"{name}.{AGGREGATE_PART}" for name in aggregates)]
     hashes = [sha256_file(path) for path, _ in files]
     drawn_from = ";".join(dict.fromkeys(hashes))
     columns = [*(BLIND_COLUMNS if blind else FIXED_COLUMNS), *DESIGN_COLUMNS, RESULTS_SHA256,
-               *(SYSTEM_COLUMNS if pairwise else ()),
+               *kind.SHEET_COLUMNS,
                *((ASSIGNED_COLUMN,) if assignment.labellers else ()),
                *verdict_columns, *(f"{k}.label" for k in label_keys),
                *((f"input.{name}" for name in rubric.inputs) if show_text else ())]
@@ -408,9 +393,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                 "criteria": cells,
                 "aggregates": {name: (case.record.aggregates or {}).get(name)
                                for name in aggregates}})
-        if pairwise and case.record.pairwise is not None:
-            record_out.update({"system_a": case.record.pairwise.systems["A"],
-                               "system_b": case.record.pairwise.systems["B"]})
+        record_out.update(kind.sheet_fields(case.record))
         if assignment.labellers:
             record_out[ASSIGNED_COLUMN] = assignment.of(case.case_id)
         record_out[RESULTS_SHA256] = drawn_from
@@ -424,7 +407,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
         row.update({col: "" if record_out.get(col) is None else str(record_out[col])
                     for col in DESIGN_COLUMNS})
         row[RESULTS_SHA256] = drawn_from
-        row.update({col: str(record_out.get(col, "")) for col in SYSTEM_COLUMNS if pairwise})
+        row.update({col: str(record_out.get(col, "")) for col in kind.SHEET_COLUMNS})
         if assignment.labellers:
             row[ASSIGNED_COLUMN] = ";".join(record_out[ASSIGNED_COLUMN])
         for key, cell in cells.items():
@@ -461,7 +444,7 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                        not_ok=len(not_ok - set(by_case)), without_signal=without,
                        show_text=show_text, label_columns=[f"{k}.label" for k in label_keys],
                        estimates=estimates, notes=notes, design=design, draw=draw,
-                       exhausted=exhausted, kind=sheet_kind,
+                       exhausted=exhausted, kind=kind.SHEET,
                        blind=blind, rubric_hash=rubric.source_sha256 or "",
                        criteria=label_keys,
                        results=[FileRef(path=str(path), sha256=digest)
