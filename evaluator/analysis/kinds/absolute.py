@@ -23,7 +23,7 @@ def sheet_refusal(source: str, rubric: Rubric, design: str) -> None:
 
 
 def sheet_fields(record: ResultRecord) -> dict[str, str]:
-    """None: no column of its own."""
+    """No cells: the absolute kind adds no column of its own."""
     return {}
 
 
