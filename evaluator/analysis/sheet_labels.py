@@ -288,11 +288,6 @@ def _value(journal: Path, value: float | str, criterion: str, scale: set[float] 
     return number
 
 
-def sheet_folder(path: Path | None) -> bool:
-    """``path`` is a sheet folder (a ``--labels`` given as one)."""
-    return path is not None and is_sheet_dir(Path(path))
-
-
 def judge_columns(rows: Sequence[tuple[int, dict[str, Any]]]) -> list[str]:
     """The columns of a non-blind sheet that show the judge's verdict
     (:data:`JUDGE_SIGNAL_COLUMNS`, ``KEY.<part>`` of :data:`JUDGE_PARTS`, ``KEY.aggregate``) among ``rows``'
