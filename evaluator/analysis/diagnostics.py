@@ -110,10 +110,7 @@ def _number(text: str) -> float | None:
 
 def _is_function(keys: Sequence[Any], labels: Sequence[float]) -> bool:
     seen: dict[Any, float] = {}
-    for key, label in zip(keys, labels):
-        if seen.setdefault(key, label) != label:
-            return False
-    return True
+    return all(seen.setdefault(key, label) == label for key, label in zip(keys, labels))
 
 
 def circular_fields(fields: Mapping[str, Sequence[str]],
