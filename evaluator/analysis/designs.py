@@ -290,8 +290,7 @@ def _constant(path: Path, rows: Sequence[tuple[int, Mapping[str, Any]]], column:
         first, second = list(seen.values())[:2]
         raise DesignError(f"{path} lines {first} and {second}: column {column!r} differs: "
                           "rows of different draws; give one worksheet's labels at a time")
-    value = _cell(rows[0][1], column) if rows else None
-    return value
+    return _cell(rows[0][1], column) if rows else None
 
 
 def _integer(path: Path, line: int, column: str, value: Any) -> int | None:

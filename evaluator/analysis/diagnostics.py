@@ -24,6 +24,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
+from statistics import median
 from typing import Any
 
 from evaluator.analysis.intervals import clean, fisher_z_ci, welch_diff_ci
@@ -109,10 +110,7 @@ def _number(text: str) -> float | None:
 
 def _is_function(keys: Sequence[Any], labels: Sequence[float]) -> bool:
     seen: dict[Any, float] = {}
-    for key, label in zip(keys, labels):
-        if seen.setdefault(key, label) != label:
-            return False
-    return True
+    return all(seen.setdefault(key, label) == label for key, label in zip(keys, labels))
 
 
 def circular_fields(fields: Mapping[str, Sequence[str]],
@@ -238,16 +236,10 @@ def verbosity(scores: Sequence[float], labels: Sequence[float] | None,
         by_score: dict[float, list[float]] = defaultdict(list)
         for score, length in zip(s, n):
             by_score[score].append(length)
-        entry["median_by_score"] = {f"{score:g}": {"n": len(v), "median": _median(v)}
+        entry["median_by_score"] = {f"{score:g}": {"n": len(v), "median": float(median(v))}
                                     for score, v in sorted(by_score.items())}
         out[name] = entry
     return out
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return float(ordered[mid]) if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def subgroups(groups: Sequence[str], scores: Sequence[float],

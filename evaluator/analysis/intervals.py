@@ -41,7 +41,7 @@ from typing import Any
 CONFIDENCE = 0.95
 # Undefined bootstrap resamples tolerated before an interval is called unreliable: 1%.
 UNDEFINED_SHARE_LIMIT = 0.01
-_Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975), spelled out to stay import-free
+Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975), spelled out to stay import-free
 # Fieller, Hartley & Pearson (1957): var(atanh(tau)) ~ 0.437 / (n - 4).
 _KENDALL_VARIANCE = 0.437
 
@@ -182,7 +182,7 @@ def fisher_z_ci(r: float | None, n: int, kind: str) -> dict[str, Any]:
         se = math.sqrt(_KENDALL_VARIANCE / (n - 4))
     z = math.atanh(r)
     # For |r| next to 1, tanh gives both ends within rounding of 1: a point too.
-    ci, why = interval_or_reason(_interval(math.tanh(z - _Z95 * se), math.tanh(z + _Z95 * se)),
+    ci, why = interval_or_reason(_interval(math.tanh(z - Z95 * se), math.tanh(z + Z95 * se)),
                                  "|r| within rounding of 1")
     return {"ci95": ci, "method": f"{name}; {why}" if why else name}
 

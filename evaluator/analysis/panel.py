@@ -27,7 +27,6 @@ from evaluator.analysis.distributions import mean_distributions
 from evaluator.data.results import PanelVerdict, ResultRecord
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
-Reduce = Literal["median", "mean", "majority"]
 REDUCTIONS: tuple[str, ...] = ("median", "mean", "majority")
 
 

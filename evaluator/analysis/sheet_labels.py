@@ -41,6 +41,7 @@ from evaluator.analysis.label_files import AgreementError, label_number, label_r
 from evaluator.data.sheet import (
     JOURNAL,
     PAIRWISE_VALUES,
+    REVIEW_JSONL,
     JournalEntry,
     SheetError,
     SheetInfo,
@@ -51,7 +52,6 @@ from evaluator.data.sheet import (
 )
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
-REVIEW_ROWS = "review.jsonl"
 RULES = {
     "draw": ("each case counts once, with the label of one of its labellers drawn at random "
              "per case (seed {seed}): the figures are the judge's agreement with a "
@@ -94,7 +94,7 @@ class SheetLabels:
 
     @property
     def review_path(self) -> Path:
-        return self.folder / REVIEW_ROWS
+        return self.folder / REVIEW_JSONL
 
     @property
     def labellers(self) -> list[str]:
@@ -197,11 +197,11 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
         raise SheetLabelsError(f"{folder} is a {info.kind} sheet, but the results are "
                                f"{'pairwise' if pairwise else 'single-answer'}: give the "
                                "sheet drawn from these results")
-    review = folder / REVIEW_ROWS
+    review = folder / REVIEW_JSONL
     try:
         drawn_bytes = review.read_bytes()
     except OSError:
-        raise SheetLabelsError(f"{folder}: no readable {REVIEW_ROWS} (the sheet's drawn "
+        raise SheetLabelsError(f"{folder}: no readable {REVIEW_JSONL} (the sheet's drawn "
                                "cases); draw the sheet again with evaluator review") from None
     if hashlib.sha256(drawn_bytes).hexdigest() != info.fingerprint:
         raise SheetLabelsError(f"{review} was changed since the sheet was drawn (its SHA-256 "
@@ -236,7 +236,7 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
                                    f"the sheet does not rate ({', '.join(info.criteria)})")
         if case not in drawn:
             raise SheetLabelsError(f"{journal}: a label of {labeller!r} is for a case that is "
-                                   f"not on the sheet ({REVIEW_ROWS}); restore the sheet's "
+                                   f"not on the sheet ({REVIEW_JSONL}); restore the sheet's "
                                    "files as evaluator review wrote them")
         if entry.cannot_judge is not None or entry.value is None:
             cannot += 1
@@ -286,11 +286,6 @@ def _value(journal: Path, value: float | str, criterion: str, scale: set[float] 
         raise SheetLabelsError(f"{journal}: a label of {labeller!r} on {criterion!r} is not "
                                f"on the criterion's scale{shown}")
     return number
-
-
-def sheet_folder(path: Path | None) -> bool:
-    """``path`` is a sheet folder (a ``--labels`` given as one)."""
-    return path is not None and is_sheet_dir(Path(path))
 
 
 def judge_columns(rows: Sequence[tuple[int, dict[str, Any]]]) -> list[str]:

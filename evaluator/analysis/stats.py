@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from evaluator.analysis.intervals import CONFIDENCE
 from evaluator.common.errors import UserError
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20141
-CONFIDENCE = 0.95
 # scipy resamples in blocks of ``batch`` x n values; this caps a block at ~16 MB of floats so
 # a 100k-case summary stays small (unbatched it allocates resamples x n: 1.6 GB at 100k).
 BOOTSTRAP_BLOCK_VALUES = 2_000_000

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import sys
@@ -37,8 +36,7 @@ from evaluator.cli.exit_codes import (
 from evaluator.cli.options import printable
 from evaluator.common.errors import UserError
 from evaluator.judges.offline import force_offline
-
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+from evaluator.run.runner import disk_full
 
 
 def exit_code_for(exc: BaseException, verbose: int) -> int:
@@ -62,7 +60,7 @@ def exit_code_for(exc: BaseException, verbose: int) -> int:
     if isinstance(exc, UserError):
         click.echo(printable(f"error: {exc}"), err=True)
         return exc.exit_code
-    if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+    if disk_full(exc):
         click.echo(f"error: cannot write {exc.filename or 'a file'} ({exc.strerror}); free "
                    "some space and re-run the same command", err=True)
         return EXIT_SOME_FAILED

@@ -24,6 +24,7 @@ from evaluator.data.cases import (
     iter_rows,
     line_word,
 )
+from evaluator.data.files import same_file
 from evaluator.rubrics.rubric import InputField, Rubric
 
 
@@ -49,14 +50,6 @@ def _answer_hint(problem: InputProblem, answer_column: str) -> InputProblem:
     if message != problem.message:
         message += "; add it, or name the answers' column with --answer-column"
     return InputProblem(problem.case_id, problem.line, problem.field, message, problem.file)
-
-
-def same_file(a: Path, b: Path) -> bool:
-    """One file under two names (the same path, a symbolic or a hard link)."""
-    try:
-        return a.resolve() == b.resolve() or a.samefile(b)
-    except OSError:
-        return False
 
 
 def _digest(text: str) -> str:

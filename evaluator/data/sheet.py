@@ -30,6 +30,7 @@ from evaluator.data.files import open_private_append, show_path, write_bytes_ato
 
 SHEET_JSON = "sheet.json"
 JOURNAL = "journal.jsonl"
+REVIEW_JSONL = "review.jsonl"  # the drawn cases, one line each (written by `review`)
 SHEET_FORMAT = 1
 # A pairwise label, in terms of the run's two systems (never the screen's left/right).
 PAIRWISE_VALUES = ("A", "B", "tie")

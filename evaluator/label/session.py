@@ -31,6 +31,7 @@ from evaluator.common.errors import UserError
 from evaluator.data.files import sha256_file, show_path
 from evaluator.data.sheet import (
     JOURNAL,
+    REVIEW_JSONL,
     JournalEntry,
     SheetInfo,
     append_label,
@@ -51,7 +52,6 @@ from evaluator.label.criteria import (
 from evaluator.rubrics.load import load_rubric, load_rubric_file
 from evaluator.rubrics.rubric import Rubric, RubricError
 
-REVIEW_JSONL = "review.jsonl"
 MAX_TEXT = 4000  # a reason or comment, in characters
 
 

@@ -24,7 +24,6 @@ from evaluator.common.limits import (
     MAX_SCORE_MAGNITUDE,
 )
 
-FORMAT_VERSION = 1
 KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # Output keys become fields of a generated pydantic model: a leading underscore would make
 # a private attribute (the key vanishes from the schema), and BaseModel's own names

@@ -22,7 +22,6 @@ from typing import Any
 
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.panel import combine_verdicts, reduction_of
-from evaluator.analysis.summary.records import RunSummary
 from evaluator.analysis.summary.summary import summary_path_for, write_summary
 from evaluator.data.files import (
     PRIVATE_DIR,
@@ -54,18 +53,11 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
-class JuryResult:
-    """What a jury run produced: the combined file and each member's run."""
+class JuryResult(RunResult):
+    """What a jury run produced: the combined file (its ``failed``: the cases without a
+    combined verdict) and each member's run."""
 
-    results_path: Path
-    summary_path: Path
-    summary: RunSummary
     members: list[RunResult]
-
-    @property
-    def failed(self) -> int:
-        """Number of cases without a combined verdict."""
-        return len(self.summary.failed_case_ids)
 
 
 def members_dir(output_path: Path) -> Path:

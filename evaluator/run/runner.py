@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeGuard
 
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.panel import reduction_of
@@ -85,7 +85,8 @@ _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _MANIFEST_SPARE = 256
 
 
-def _disk_full(exc: BaseException) -> bool:
+def disk_full(exc: BaseException) -> TypeGuard[OSError]:
+    """``exc`` says there is no room left to write (disk full, quota, file too large)."""
     return isinstance(exc, OSError) and exc.errno in _NO_SPACE
 
 
@@ -116,7 +117,7 @@ def _stop_on_full_disk(output_path: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        if _disk_full(exc):
+        if disk_full(exc):
             raise _disk_full_error(output_path, exc) from None
         raise
 
@@ -298,7 +299,7 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
         entry["status"] = "finished"
     except BaseException as exc:
         entry["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        if _disk_full(exc):
+        if disk_full(exc):
             raise _disk_full_error(output_path, exc) from None
         raise
     finally:

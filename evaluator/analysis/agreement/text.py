@@ -38,52 +38,48 @@ WITHIN_ONE_NOTE = ("within-one agreement is near 1 when clinicians rarely differ
                    "point apart it has no CI (docs/statistics.md)")
 
 
-def _wrapped(text: str, indent: str = "") -> list[str]:
-    return wrap(text, indent)
-
-
 def _design(design: Mapping[str, Any] | None) -> list[str]:
     """The design's lines: its warning first (a priority worksheet), then what the design
     is and which figures it weights."""
     if not design:
         return []
-    lines = _wrapped(design["warning"]) if design.get("warning") else []
-    lines += _wrapped(design["text"])
+    lines = wrap(design["warning"]) if design.get("warning") else []
+    lines += wrap(design["text"])
     weights = design.get("weights")
     if weights:
-        lines += _wrapped(f"weights 1/pi from {weights['min']:.3g} to {weights['max']:.3g} "
-                          f"over the {design['joined']} joined case(s), Kish effective n "
-                          f"{weights['n_eff']:.1f}; {design['split']}")
-    lines += [line for note in design.get("notes", []) for line in _wrapped(f"note: {note}")]
+        lines += wrap(f"weights 1/pi from {weights['min']:.3g} to {weights['max']:.3g} "
+                      f"over the {design['joined']} joined case(s), Kish effective n "
+                      f"{weights['n_eff']:.1f}; {design['split']}")
+    lines += [line for note in design.get("notes", []) for line in wrap(f"note: {note}")]
     return lines
 
 
 def _header(report: AgreementReport) -> list[str]:
     design, boot, mode = report.design, report.bootstrap, report.score_mode
-    lines = [*_wrapped(f"labels {report.labels} field {report.label_field!r} vs "
-                       f"{report.results}"),
+    lines = [*wrap(f"labels {report.labels} field {report.label_field!r} vs "
+                   f"{report.results}"),
              *_design(design),
-             *(_wrapped(report.verdict_seen) if report.verdict_seen else []),
+             *(wrap(report.verdict_seen) if report.verdict_seen else []),
              *_sheet(report),
-             *_wrapped(f"n = {report.joined} joined case(s)"
-                       + (f" (restricted to the {report.common_cases} cases common to "
-                          "every file)" if report.common_cases is not None else "")
-                       + f"; ok results without a label: {report.unmatched_results}; "
-                       f"labels without an ok result: {report.unmatched_labels} (of which "
-                       f"labelled but not ok: {report.not_ok_labelled})"
-                       + (f"; rows not labelled yet (empty label): {report.unlabelled_rows}"
-                          if report.unlabelled_rows else "")),
-             *_wrapped(f"95% CIs: each row's CI note names its method; bootstrap: "
-                       f"{boot.resamples} resamples over case pairs, seed {boot.seed}, "
-                       f"unreliable above {boot.undefined_limit:.0%} undefined resamples"),
-             *_wrapped(f"note: {report.note}"),
-             *_wrapped(f"score mode: {mode.mode} ({mode.meaning})")]
+             *wrap(f"n = {report.joined} joined case(s)"
+                   + (f" (restricted to the {report.common_cases} cases common to "
+                      "every file)" if report.common_cases is not None else "")
+                   + f"; ok results without a label: {report.unmatched_results}; "
+                   f"labels without an ok result: {report.unmatched_labels} (of which "
+                   f"labelled but not ok: {report.not_ok_labelled})"
+                   + (f"; rows not labelled yet (empty label): {report.unlabelled_rows}"
+                      if report.unlabelled_rows else "")),
+             *wrap(f"95% CIs: each row's CI note names its method; bootstrap: "
+                   f"{boot.resamples} resamples over case pairs, seed {boot.seed}, "
+                   f"unreliable above {boot.undefined_limit:.0%} undefined resamples"),
+             *wrap(f"note: {report.note}"),
+             *wrap(f"score mode: {mode.mode} ({mode.meaning})")]
     if mode.note:
-        lines += _wrapped(f"note: {mode.note}")
-    lines += [line for note in report.notes for line in _wrapped(f"note: {note}")]
+        lines += wrap(f"note: {mode.note}")
+    lines += [line for note in report.notes for line in wrap(f"note: {note}")]
     # The design's own warning is printed above, before any figure.
     lines += [line for text in report.warnings if text != design.get("warning")
-              for line in _wrapped(f"WARNING: {text}")]
+              for line in wrap(f"WARNING: {text}")]
     return lines
 
 
@@ -92,8 +88,8 @@ def _sheet(report: AgreementReport) -> list[str]:
     labelled, what was left out."""
     if report.sheet is None:
         return []
-    return [*_wrapped(report.sheet.rule),
-            *(line for note in report.sheet.notes for line in _wrapped(f"note: {note}"))]
+    return [*wrap(report.sheet.rule),
+            *(line for note in report.sheet.notes for line in wrap(f"note: {note}"))]
 
 
 def _figure(figure: CeilingFigure) -> str:
@@ -267,11 +263,11 @@ def format_agreement(report: AgreementReport) -> str:
     lines = _header(report)
     tail = DRAWN_ONLY if report.design["weighted"] else ""
     for key, stats in report.criteria.items():
-        lines += ["", *_wrapped(f"{key}  (n = {stats['n']})")]
+        lines += ["", *wrap(f"{key}  (n = {stats['n']})")]
         lines += [line for text in stats.get("warnings", [])
-                  for line in _wrapped(f"WARNING: {text}", "  ")]
+                  for line in wrap(f"WARNING: {text}", "  ")]
         if "spearman" not in stats:
-            lines += _wrapped(stats.get("note", ""), "  ")
+            lines += wrap(stats.get("note", ""), "  ")
             continue
         lines += _statistics(stats)
         for ceiling in report.ceiling:
@@ -282,7 +278,7 @@ def format_agreement(report: AgreementReport) -> str:
         if stats.get("confusion"):
             lines += _confusion(stats["confusion"])
         elif stats.get("confusion_note"):
-            lines += _wrapped(stats["confusion_note"], "  ")
+            lines += wrap(stats["confusion_note"], "  ")
         if stats.get("verbosity"):
             lines += _verbosity(stats["verbosity"], tail)
         if stats.get("subgroups"):

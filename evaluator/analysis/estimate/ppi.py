@@ -48,9 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.analysis.intervals import effective_wilson_ci, interval_or_reason, wilson_ci
-
-Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975)
+from evaluator.analysis.intervals import Z95, effective_wilson_ci, interval_or_reason, wilson_ci
 
 
 @dataclass

@@ -19,8 +19,8 @@ def _labels_text(row: Mapping[str, Any]) -> str:
 
 def _estimate_lines(row: Mapping[str, Any]) -> list[str]:
     what = "pass rate" if row["outcome"] == "pass rate" else "mean"
-    lines = _wrapped(f"{row['system']}, {row['criterion']} ({what}; N = {row['n_cases']} "
-                     f"cases, {_labels_text(row)}; design: {row['design']})", "")
+    lines = wrap(f"{row['system']}, {row['criterion']} ({what}; N = {row['n_cases']} "
+                 f"cases, {_labels_text(row)}; design: {row['design']})", "")
 
     def line(name: str, value: Any, ci: Any, tail: str, method: str | None) -> list[str]:
         why = no_ci_reason(value, ci, method)
@@ -55,7 +55,7 @@ def no_ci_reason(value: Any, ci: Any, method: str | None) -> str | None:
 
 def _difference_line(diff: Mapping[str, Any]) -> list[str]:
     p = format_p(diff.get("p"))
-    lines = _wrapped(f"{diff['criterion']}: {diff['b']} - {diff['a']}", "  ")
+    lines = wrap(f"{diff['criterion']}: {diff['b']} - {diff['a']}", "  ")
     lines += table_row(f"    PPI++ {format_number(diff['estimate']):>7}  "
                        f"{format_ci(diff['ci']):<18} p {p:<6} ", diff["mode"])
     lines += table_row(f"    judge {format_number(diff['judge_difference']):>7}  "
@@ -66,12 +66,8 @@ def _difference_line(diff: Mapping[str, Any]) -> list[str]:
              diff.get("judge_difference_method"))):
         why = no_ci_reason(value, ci, method)
         if why:
-            lines += _wrapped(f"{name}: {why}", "    ")
-    return lines + _wrapped(diff["note"], "    ")
-
-
-def _wrapped(text: str, indent: str) -> list[str]:
-    return wrap(text, indent)
+            lines += wrap(f"{name}: {why}", "    ")
+    return lines + wrap(diff["note"], "    ")
 
 
 WIDTH = 80
@@ -82,12 +78,12 @@ def format_estimate(report: EstimateReport) -> str:
     lines = ["clinician-level estimates (95% CIs): the judge on every case, corrected by",
              f"the labels in {report.label_field!r} ({report.score_mode} scores)"]
     for system in report.systems:
-        lines += _wrapped(f"{system['system']}: {system['file']} with {system['labels']}", "")
-        lines += _wrapped(system["design_text"], "  ")
+        lines += wrap(f"{system['system']}: {system['file']} with {system['labels']}", "")
+        lines += wrap(system["design_text"], "  ")
         for note in system["notes"]:
-            lines += _wrapped(note if note.startswith("WARNING") else f"note: {note}", "  ")
+            lines += wrap(note if note.startswith("WARNING") else f"note: {note}", "  ")
     if report.scale_note:
-        lines += _wrapped(f"note: {report.scale_note}", "")
+        lines += wrap(f"note: {report.scale_note}", "")
     for row in report.estimates:
         lines += ["", *_estimate_lines(row)]
     if report.differences:

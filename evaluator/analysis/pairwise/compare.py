@@ -26,7 +26,7 @@ from evaluator.analysis.pairwise.pairwise import (
 from evaluator.analysis.sheet_labels import read_sheet_labels
 from evaluator.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, require_stats
 from evaluator.common.record import Record
-from evaluator.data.pairs import same_file
+from evaluator.data.files import same_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.data.sources import LabelSource
 from evaluator.rubrics.load import load_rubric

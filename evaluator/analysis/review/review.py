@@ -71,6 +71,7 @@ from evaluator.data.files import (
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.data.sheet import (
     JOURNAL,
+    REVIEW_JSONL,
     CasesRef,
     FileRef,
     SheetError,
@@ -91,7 +92,6 @@ from evaluator.rubrics.rubric import (
 )
 
 REVIEW_CSV = "review.csv"
-REVIEW_JSONL = "review.jsonl"
 DEFAULT_N = 50
 # A blind sheet's: no signal of the judge's (its confidence, spread or gate margin).
 BLIND_COLUMNS = ("case_id", "rubric", "judge", "rank", "reason")

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-Chat = Sequence[Mapping[str, str]]
+from evaluator.judges.backends.base import Chat
 
 
 def special_token_strings(tokenizer: Any) -> list[str]:

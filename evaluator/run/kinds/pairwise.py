@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.data.cases import Case
-from evaluator.data.pairs import same_file
+from evaluator.data.files import same_file
 from evaluator.data.results import ResultRecord
 from evaluator.judges.backends import Backend, Generation
 from evaluator.judges.models_file import JudgeConfigError
