@@ -133,10 +133,8 @@ def refuse_unsafe_target(path: Path) -> None:
 
 def same_file(a: Path, b: Path) -> bool:
     """Whether two paths name one file: the same resolved path or the same inode."""
-    if Path(a).resolve() == Path(b).resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
+    try:  # a relative path under a deleted working folder cannot be resolved: not the same
+        return Path(a).resolve() == Path(b).resolve() or os.path.samefile(a, b)
     except OSError:
         return False
 
