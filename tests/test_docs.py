@@ -127,3 +127,21 @@ def test_make_makes_a_relative_cache_folder_absolute(tmp_path):
                                "--eval", show, "show-cache", *given], env=env,
                               capture_output=True, text=True, check=True)
         assert done.stdout.split() == [str(expected)] * 2, (given, done.stdout)
+
+
+def test_the_python_api_example_runs_on_the_file_it_names(tmp_path, monkeypatch):
+    """docs/running.md's Python API block, run as written with only the judge swapped for
+    the fake one (no model needed) and the output under tmp_path: every case is judged."""
+    text = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
+    section = text.split("## Python API", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "Judge(samples=1)" in code and '"out/trial.jsonl"' in code
+    code = code.replace("Judge(samples=1)", 'Judge("fake", samples=1)').replace(
+        '"out/trial.jsonl"', repr(str(tmp_path / "trial.jsonl")))
+    monkeypatch.chdir(ROOT)
+    scope: dict = {}
+    exec(compile(code, "docs/running.md", "exec"), scope)  # noqa: S102 - the docs' own code
+    result = scope["result"]
+    assert result.failed == 0
+    assert result.summary.cases > 0
+    assert result.summary.status_counts == {"ok": result.summary.cases}
