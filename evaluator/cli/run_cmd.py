@@ -56,11 +56,15 @@ def _quiet_ray() -> None:
                                          else logging.ERROR)
 
 
-def _where(results: Path, summary: Path, scored: bool) -> str:
+def _where(results: Path, summary: Path, scored: bool, cases: int) -> str:
     """Where a finished run's files are, and the command to read it next: the HTML report,
-    or for results the report refuses (pairwise) the comparison."""
+    or for results the report refuses (pairwise) the comparison; for a run of no cases,
+    which every reader refuses, that there is nothing to read."""
     lines = [f"results   {show_path(results)}", f"summary   {show_path(summary)}",
              f"manifest  {show_path(manifest_path_for(results))}"]
+    if cases == 0:
+        return "\n".join([*lines, "the input held no cases: nothing was judged, nothing to "
+                                  "report (check --input)"])
     if not scored:
         return "\n".join([*lines, "the comparison (win rates, position and length bias):",
                           f"  evaluator compare {shlex.quote(str(results))}"])
@@ -310,7 +314,8 @@ def run_command(task: Task, judges: tuple[str, ...], judge: Judge, how: RunOptio
     click.echo(json.dumps(result.summary.to_json(), indent=2) if display.as_json
                else format_summary(result.summary))
     scored = analysis_kind(loaded).elsewhere(how.output_path, rubric, "report") is None
-    click.echo(_where(result.results_path, result.summary_path, scored), err=True)
+    click.echo(_where(result.results_path, result.summary_path, scored,
+                      result.summary.cases), err=True)
     logged = tracking is None or _log(result.results_path, tracking)
     if result.failed:
         click.echo(f"{result.failed} case(s) have no verdict; see 'status' and 'reason' in the "
