@@ -63,8 +63,8 @@ def _where(results: Path, summary: Path, scored: bool, cases: int) -> str:
     lines = [f"results   {show_path(results)}", f"summary   {show_path(summary)}",
              f"manifest  {show_path(manifest_path_for(results))}"]
     if cases == 0:
-        return "\n".join([*lines, "the input held no cases: nothing was judged, nothing to "
-                                  "report (check --input)"])
+        return "\n".join([*lines, ("the input held no cases: nothing was judged, nothing to "
+                                   "report (check --input)")])
     if not scored:
         return "\n".join([*lines, "the comparison (win rates, position and length bias):",
                           f"  evaluator compare {shlex.quote(str(results))}"])
