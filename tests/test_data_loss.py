@@ -372,6 +372,16 @@ def test_an_output_named_like_a_companion_is_refused(done, cases, name):
         assert digests(folder) == before
 
 
+@pytest.mark.parametrize("name", ["results.csv", "results.CSV", "results.parquet",
+                                  "results.xlsx", "results.html"])
+def test_an_output_named_like_a_table_or_a_page_is_refused(tmp_path, cases, name):
+    # JSON lines in a file named .csv open in a spreadsheet as one blob a row.
+    before = digests(tmp_path)
+    refused(run(cases, tmp_path / name, "--force-new"), name, "a run writes JSON lines",
+            "evaluator export")
+    assert digests(tmp_path) == before
+
+
 def test_a_summary_of_another_file_is_refused_without_its_manifest(tmp_path, cases):
     assert run(cases, tmp_path / "col.jsonl").exit_code == 0
     (tmp_path / "col.manifest.json").unlink()

@@ -103,6 +103,8 @@ def move_aside(paths: Sequence[Path]) -> list[Path]:
 # The endings of the files a run names after its output's stem (the jury's member folder
 # included): an output named so could be one of another output's, or its own.
 COMPANION_SUFFIXES = (LOCK_SUFFIX, ".manifest.json", ".summary.json", ".jury")
+# Names that promise a table or a page: a spreadsheet would open JSON lines as one blob a row.
+OTHER_FORMATS = (".csv", ".tsv", ".parquet", ".xlsx", ".xls", ".html", ".htm")
 
 
 def output_files(output_path: Path) -> list[Path]:
@@ -164,6 +166,10 @@ def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
                             "beside its "
                             f"results ({', '.join(COMPANION_SUFFIXES)}); choose an --output "
                             "ending in .jsonl")
+    if output_path.suffix.lower() in OTHER_FORMATS:
+        raise OutputRefused(f"{show_path(output_path.name)}: a run writes JSON lines, one "
+                            f"record per case, not {output_path.suffix}; choose an --output "
+                            "ending in .jsonl (for a table: evaluator export)")
     for path in output_files(output_path):
         refuse_unsafe_target(path)
     refuse_foreign_lock(lock_path_for(output_path))
