@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -170,3 +173,87 @@ def test_anything_else_is_a_bug_exit_70_naming_only_its_type(raising, verbose):
     assert "Jane Doe" not in last
     # The message shows only in the traceback, which -vv asks for.
     assert ("Jane Doe, MRN 0012345" in result.stderr) == bool(verbose)
+
+
+# --- usage errors click finds: one line too ------------------------------------------------
+# (each was click's block: "Usage: ...", "Try '... --help' for help.", a blank line,
+# "Error: ...")
+
+def _see(command: str) -> str:
+    return f" (see {command} --help)"
+
+
+@pytest.mark.parametrize("args, line", [
+    (["run", "-r", "pathology_report", "-i", "nowhere.jsonl", "-o", "o.jsonl"],
+     "error: --input: file 'nowhere.jsonl' does not exist" + _see("evaluator run")),
+    (["run", "-r", "pathology_report", "-i", "folder", "-o", "o.jsonl"],
+     "error: --input: file 'folder' is a directory" + _see("evaluator run")),
+    (["run", "-r", "pathology_report", "-i", "r.jsonl"],
+     "error: missing option '--output' / '-o'" + _see("evaluator run")),
+    (["run", "--engine", "spark"],
+     "error: --engine: 'spark' is not one of 'local', 'ray'" + _see("evaluator run")),
+    (["run", "-r"], "error: option '-r' requires an argument"),
+    (["summary"], "error: missing argument 'RESULTS'" + _see("evaluator summary")),
+    (["report", "--labels", "nope.csv", "r.jsonl"],
+     "error: --labels: path 'nope.csv' does not exist" + _see("evaluator report")),
+    (["review", "--design", "x", "r.jsonl"],
+     "error: --design: 'x' is not one of 'priority', 'random', 'active'"
+     + _see("evaluator review")),
+    (["agree", "--bogus", "r.jsonl"],
+     "error: no such option '--bogus'" + _see("evaluator agree")),
+    (["--bogus"],
+     "error: no such option '--bogus'. Did you mean '--verbose'?" + _see("evaluator")),
+    (["summ"], "error: no such command 'summ'. Did you mean 'summary'?" + _see("evaluator")),
+    # raised by the command's own checks, as click.UsageError
+    (["log", "r.jsonl", "--criterion", "accuracy"],
+     "error: --criterion only apply with --labels" + _see("evaluator log")),
+    (["run", "-i", "a\x1b[2J\nb.jsonl"],  # a typed value cannot rewrite the terminal
+     "error: --input: file 'a\\x1b[2J\\nb.jsonl' does not exist" + _see("evaluator run")),
+])
+def test_a_usage_error_click_finds_is_one_line_exit_2(tmp_path, monkeypatch, args, line):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "r.jsonl").write_text("")
+    result = CliRunner().invoke(cli, args, prog_name="evaluator")
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    assert result.stderr == line + "\n"
+
+
+def test_a_value_from_the_environment_is_named_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.jsonl").write_text("")
+    result = CliRunner().invoke(cli, ["run", "-r", "pathology_report", "-i", "x.jsonl",
+                                      "-o", "o.jsonl"],
+                                prog_name="evaluator",
+                                env={"EVALUATOR_MODELS_FILE": "gone.yaml"})
+    assert result.exit_code == 2
+    assert result.stderr == ("error: --models-file (from $EVALUATOR_MODELS_FILE): file "
+                             "'gone.yaml' does not exist" + _see("evaluator run") + "\n")
+
+
+def test_a_usage_error_through_the_installed_entry_is_one_line(tmp_path):
+    """`python -m evaluator`, as a user runs it: one non-empty line on stderr, exit 2."""
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE.parent))
+    for args, command in ((["run", "-i", "nowhere.jsonl"], "run "), (["summary"], "summary "),
+                          (["nosuch"], ""),
+                          (["report", "--labels", "nope.csv", "r.jsonl"], "report ")):
+        done = subprocess.run([sys.executable, "-m", "evaluator", *args], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=120,
+                              check=False)
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode == 2 and done.stdout == "", (args, done.stderr)
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, done.stderr)
+        assert lines[0].endswith(f"(see python -m evaluator {command}--help)"), lines[0]
+
+
+def test_help_version_and_abort_are_unchanged(raising):
+    for args in (["--help"], ["-h"], ["run", "--help"]):
+        shown = CliRunner().invoke(cli, args, prog_name="evaluator")
+        assert shown.exit_code == 0 and shown.stdout.startswith("Usage: evaluator "), args
+    bare = CliRunner().invoke(cli, [], prog_name="evaluator")  # click >= 8.2: help, exit 2
+    assert bare.exit_code == 2 and "Commands:" in bare.output and "error:" not in bare.output
+    version = CliRunner().invoke(cli, ["--version"])
+    assert version.exit_code == 0 and "version" in version.stdout
+    raising.append(click.Abort())
+    aborted = CliRunner().invoke(cli, ["raise"])
+    assert (aborted.exit_code, aborted.stderr) == (1, "Aborted!\n")

@@ -9,6 +9,7 @@ import traceback
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from evaluator.cli import (
     agree_cmd,
@@ -38,10 +39,59 @@ from evaluator.common.errors import UserError
 from evaluator.judges.offline import force_offline
 from evaluator.run.runner import disk_full
 
+# click's "no arguments: show the help" (click >= 8.2) is a usage error too; it stays the help.
+_HELP_FOR_NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _clause(text: str) -> str:
+    """click's message as a clause of the tool's one line: its capital and full stop dropped,
+    as the tool's own messages have none ("File 'x' does not exist." -> "file 'x' does not
+    exist")."""
+    text = text.strip()
+    if text[:1].isupper() and text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    return text[:-1] if text.endswith(".") and not text.endswith("..") else text
+
+
+def _given_for(exc: click.BadParameter) -> str | None:
+    """What a bad value was given for: the hint the raiser gave, else the option's longest
+    name (``--input``, not ``-i``) or the argument's (``RESULTS``), with the environment
+    variable the value came from when the user did not type it."""
+    if exc.param_hint is not None:
+        hint = exc.param_hint
+        return hint if isinstance(hint, str) else " / ".join(hint)
+    param, ctx = exc.param, exc.ctx
+    if param is None:
+        return None
+    name = (max(param.opts, key=len) if isinstance(param, click.Option)
+            else param.human_readable_name)
+    if ctx is not None and param.name is not None and (
+            ctx.get_parameter_source(param.name) is ParameterSource.ENVIRONMENT):
+        envvars = [param.envvar] if isinstance(param.envvar, str) else param.envvar or []
+        name += next((f" (from ${var})" for var in envvars if os.environ.get(var)), "")
+    return name
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """A usage error click found (a missing or bad option or argument, an unknown option or
+    command) as the tool's one line, ``error: <click's message>``, ending with where the
+    command's options are described, instead of click's four lines ("Usage: ...",
+    "Try ... for help.", a blank line, "Error: ...")."""
+    given = (_given_for(exc) if isinstance(exc, click.BadParameter)
+             and not isinstance(exc, click.MissingParameter) else None)
+    what = f"{given}: {_clause(exc.message)}" if given else _clause(exc.format_message())
+    ctx = exc.ctx  # None for the few errors click's option parser raises without one
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        help_name = max(ctx.command.get_help_option_names(ctx), key=len)
+        what += f" (see {ctx.command_path} {help_name})"
+    # A typed value may hold a newline (a file name): escaped, so the error stays one line.
+    return printable(f"error: {what}").replace("\n", "\\n")
+
 
 def exit_code_for(exc: BaseException, verbose: int) -> int:
     """Report an exception a command raised, in one line on stderr, and return the exit
-    code: a :class:`~evaluator.common.errors.UserError` prints its message (escaped:
+    code: a usage error click found prints :func:`usage_line` and exits 2; a
+    :class:`~evaluator.common.errors.UserError` prints its message (escaped:
     config text may hold control characters) and exits with its ``exit_code``; a full disk
     exits 1 (what was written is kept); anything else is a bug and exits 70 naming only the
     exception's type, since its message or traceback may quote case text; -vv prints the
@@ -57,6 +107,9 @@ def exit_code_for(exc: BaseException, verbose: int) -> int:
         except (OSError, ValueError):  # a stdout with no file descriptor (tests)
             pass
         return EXIT_BROKEN_PIPE
+    if isinstance(exc, click.UsageError):
+        click.echo(usage_line(exc), err=True)
+        return exc.exit_code
     if isinstance(exc, UserError):
         click.echo(printable(f"error: {exc}"), err=True)
         return exc.exit_code
@@ -73,12 +126,27 @@ def exit_code_for(exc: BaseException, verbose: int) -> int:
 
 
 class _Commands(click.Group):
-    """The command group; an error a command leaves unhandled becomes one line and an exit
-    code (:func:`exit_code_for`), never a bare traceback."""
+    """The command group; an error a command leaves unhandled, or a usage error click finds
+    in the command line, becomes one line and an exit code (:func:`exit_code_for`), never a
+    bare traceback or click's usage block."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        # The group's own options (`evaluator --bogus`) are parsed here, before invoke.
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except _HELP_FOR_NO_ARGS:
+            raise
+        except click.UsageError as exc:
+            raise click.exceptions.Exit(exit_code_for(exc, 0)) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except _HELP_FOR_NO_ARGS:
+            raise
+        except click.UsageError as exc:  # an unknown command, a command's options
+            ctx.exit(exit_code_for(exc, ctx.params.get("verbose") or 0))
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except (Exception, KeyboardInterrupt) as exc:
