@@ -438,7 +438,12 @@ def test_length_biased_judge_shows_in_the_verbosity_figures(tmp_path):
                                     "--label-field", "expert_qrel", "--criterion", "accuracy",
                                     "--resamples", "100"])
     assert "evaluated text, characters: rho" in done.output
-    assert "judge's verdict, completion tokens: rho" in done.output
+    # The verdict's length is a function of the score: a perfect ranking, no CI and so no
+    # p-value (the p is the CI's own statistic), and the line says why.
+    assert tokens["correlation"]["rho"] == pytest.approx(1.0)
+    assert tokens["correlation"]["ci95"] is None and tokens["correlation"]["p"] is None
+    assert ("judge's verdict, completion tokens: rho 1.000 (no CI or p-value: |r| = 1, a "
+            "perfect ranking)") in " ".join(done.output.split())
     assert "word word" not in done.output
     # Control: an unbiased judge (the label) shows no length effect.
     fair, cases = scripted_results(rows, tmp_path / "fair", score=lambda i: 1 + 3 * (i % 2))

@@ -659,3 +659,71 @@ def test_agreement_rows_name_the_file_they_belong_to(unequal_runs):
     assert "* #1 judge-a · results.jsonl: all agreement statistics" not in text
     verbosity = [row for row in table_rows(html) if row and row[0].startswith("judge's verdict")]
     assert [row[1] for row in verbosity] == ["#1", "#2"] * len(report["scored_keys"])
+
+
+# --- a newcomer's review of one page: criteria without labels, and two judge-only CIs ----
+
+def _section(html: str, name: str, after: str) -> str:
+    """The page's ``name`` section (from its id to the next section's)."""
+    start = html.index(f'id="{name}"')
+    return html[start:html.index(f'id="{after}"', start)]
+
+
+@pytest.fixture(scope="module")
+def labelled_on_accuracy(tmp_path_factory):
+    """Two systems whose labels (``accuracy.label``) rate accuracy only, of the three
+    criteria the rubric scores, and the report built on them."""
+    from tests.report_world import two_systems
+
+    world = two_systems(tmp_path_factory.mktemp("acc"), n=150, labelled=40,
+                        criteria=("accuracy",))
+    labels = label_source([world["A"].labels_csv, world["B"].labels_csv], "accuracy.label")
+    report = build_report([world["A"].results, world["B"].results], labels=labels,
+                          agreement_resamples=100, worst_n=0)
+    return world, report, render_html(report, plots=False)
+
+
+def test_a_criterion_without_labels_gets_one_line_not_a_row_of_dashes(labelled_on_accuracy):
+    _, report, html = labelled_on_accuracy
+    assert report["scored_keys"][:3] == ["hallucination", "accuracy", "clarity"]
+    why = "no labels given (--label-field accuracy.label rates accuracy only)"
+    assert report["agreement"]["unlabelled"] == {"hallucination": why, "clarity": why}
+    section = _section(html, "agreement", "estimates")
+    text = " ".join(" ".join(parse(section).text).split())
+    assert f"hallucination : {why}" in text and f"clarity : {why}" in text
+    headings = [t for t, _ in parse(section).tags if t == "h3"]
+    assert len(headings) == 1 and "<h3>accuracy</h3>" in section
+    rows = table_rows(section)
+    # No row whose figures are all dashes, and no table with a header and no rows.
+    assert not [r for r in rows if len(r) > 1 and all(c in ("-", "") for c in r[1:])]
+    assert "verbosity: score vs length" not in section   # no lengths: no table at all
+    # accuracy's table: file, n and 8 statistics, one row per file.
+    assert [r[1] for r in rows if r and r[0].startswith("#") and len(r) == 10] == ["40", "40"]
+
+
+def test_the_page_says_which_ci_each_judge_only_mean_has(labelled_on_accuracy):
+    """The estimates' judge-only CI is the normal one (as PPI++'s), the Criteria section's
+    the summary's bootstrap: both stay as they were, and each section says which it is."""
+    import math
+    import statistics
+
+    world, report, html = labelled_on_accuracy
+    scores = [r.scores["accuracy"] for r in read_results(world["A"].results)]
+    mean, half = statistics.fmean(scores), 1.959963984540054 * statistics.stdev(scores)
+    half /= math.sqrt(len(scores))
+    [row] = [r for r in report["estimates"]["rows"]
+             if r["criterion"] == "accuracy" and r["file"] == str(world["A"].results)]
+    assert row["judge_mean"] == pytest.approx(mean)
+    assert row["judge_ci"] == pytest.approx([mean - half, mean + half])
+    boot = report["files"][0]["summary"].criteria["accuracy"].ci95
+    assert boot != pytest.approx(row["judge_ci"], abs=1e-6)   # two intervals, one mean
+    estimates = " ".join(" ".join(parse(_section(html, "estimates", "consistency")
+                                        if 'id="consistency"' in html else
+                                        html[html.index('id="estimates"'):]).text).split())
+    assert ("Judge only : the judge's mean over every case with a normal-approximation "
+            "(CLT) 95% CI, the same kind as PPI++'s") in estimates
+    assert "percentile-bootstrap CI" in estimates
+    criteria = " ".join(" ".join(parse(_section(html, "criteria", "agreement")).text).split())
+    assert "percentile bootstrap" in criteria
+    assert ("number of cases. The Clinician-level estimates section's judge only figure is "
+            "the judge's mean with a normal-approximation CI") in criteria

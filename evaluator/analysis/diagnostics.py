@@ -9,7 +9,8 @@ user's data.
 * :func:`circular_fields` - input fields the judge is shown from which the label can be
   read (the label is a deterministic function of the field over the joined cases).
 * :func:`verbosity` - score against the length of the evaluated text and of the judge's own
-  verdict (``completion_tokens``): Spearman with a Fisher-z CI, and controlling for the label.
+  verdict (``completion_tokens``): Spearman with a Fisher-z CI and the p-value of the same
+  statistic, and controlling for the label.
 * :func:`subgroups` - mean score and agreement per value of a grouping column, and each
   group against the rest with a Welch CI of the difference.
 
@@ -167,8 +168,11 @@ def _undefined(n: int, minimum: int, *columns: tuple[Sequence[float], str]) -> s
 
 
 def _correlation(x: Sequence[float], y: Sequence[float], what: str = "length") -> dict[str, Any]:
-    """Spearman rho of scores ``x`` and ``y`` (a length, or ``what``) with its p-value and
-    Fisher-z (Bonett-Wright) CI; None when undefined, ``undefined`` saying why."""
+    """Spearman rho of scores ``x`` and ``y`` (a length, or ``what``) with its Fisher-z
+    (Bonett-Wright) CI and the p-value of the same Wald statistic
+    (:func:`~evaluator.analysis.intervals.fisher_z_ci`), so p < 0.05 exactly when the CI
+    excludes 0; rho None when undefined, ``undefined`` saying why. With no CI (n = 3,
+    |rho| = 1) there is no p-value either, and ``method`` says why."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     from scipy.stats import spearmanr
 
@@ -182,8 +186,8 @@ def _correlation(x: Sequence[float], y: Sequence[float], what: str = "length") -
         result = spearmanr(x, y)
     rho = clean(result.statistic)
     ci = fisher_z_ci(rho, n, "spearman")
-    return {"n": n, "rho": rho, "p": clean(result.pvalue), "ci95": ci["ci95"],
-            "method": f"Spearman; CI {ci['method']}"}
+    return {"n": n, "rho": rho, "p": ci["p"], "ci95": ci["ci95"],
+            "method": f"Spearman; CI and p {ci['method']}"}
 
 
 def _partial(x: Sequence[float], y: Sequence[float], control: Sequence[float]) -> dict[str, Any]:
@@ -210,7 +214,7 @@ def _partial(x: Sequence[float], y: Sequence[float], control: Sequence[float]) -
     rho = clean(table["r"].iloc[0])
     ci = fisher_z_ci(rho, n - 1, "spearman")
     return {"n": n, "rho": rho, "ci95": ci["ci95"],
-            "method": f"Spearman partial (pingouin); CI {ci['method']}, n - 1"}
+            "method": f"Spearman partial (pingouin); CI on n - 1, {ci['method']}"}
 
 
 def verbosity(scores: Sequence[float], labels: Sequence[float] | None,

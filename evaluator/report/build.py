@@ -292,7 +292,24 @@ def _agreement(files: list[dict[str, Any]], labels: LabelSource, resamples: int,
     joined = {item["result"].joined for item in per_file if item["result"]}
     return {"labels": shown, "label_field": labels.field, "id_column": labels.id_column,
             "resamples": resamples, "note": SAME_SCALE_NOTE, "files": per_file,
-            "by": options.get("by"), "n_differs": len(joined) > 1}
+            "by": options.get("by"), "n_differs": len(joined) > 1,
+            "unlabelled": unlabelled_criteria(scored_keys(files[0]["rubric"]), per_file,
+                                              labels.field)}
+
+
+def unlabelled_criteria(keys: Sequence[str], per_file: Sequence[Mapping[str, Any]],
+                        field: str | None) -> dict[str, str]:
+    """Scored key -> why no file has agreement figures for it: the labels rate other
+    criteria (a ``KEY.label`` field rates KEY only; a sheet its own criteria). The page
+    says so in one line instead of a table of dashes."""
+    rated = [key for key in keys if any(item["result"] and key in item["result"].criteria
+                                        for item in per_file)]
+    if not rated:  # every file failed: each file's note says why
+        return {}
+    source = f"--label-field {field}" if field else "the labels"
+    verb = "rates" if field else "rate"
+    return {key: f"no labels given ({source} {verb} {', '.join(rated)} only)"
+            for key in keys if key not in rated}
 
 
 def _labels_per_file(labels: Sequence[Path], files: Sequence[Any]) -> list[Path]:

@@ -19,7 +19,7 @@ from evaluator.analysis.agreement.records import (
     LabellerAgreement,
 )
 from evaluator.analysis.gates import format_gates
-from evaluator.analysis.intervals import format_ci, format_number, format_p
+from evaluator.analysis.intervals import NO_INTERVAL, format_ci, format_number, format_p
 from evaluator.common.columns import Notes, row, whole, wrap
 
 STATISTICS = (("spearman", "Spearman rho"), ("kendall_tau_b", "Kendall tau-b"),
@@ -195,14 +195,21 @@ def _correlation_text(name: str, figure: Mapping[str, Any]) -> str:
     """``rho 0.123 [0.01, 0.23]`` (and ``, p 0.05``), or why it is undefined."""
     if figure.get("rho") is None:
         return f"{name} undefined ({figure.get('undefined') or 'too few cases'})"
+    if figure.get("ci95") is None:
+        # The p-value comes from the CI's own statistic: no CI, no p; say why, not "- p -".
+        method = figure.get("method", "")
+        why = (method.split(f"{NO_INTERVAL}: ", 1)[1] if f"{NO_INTERVAL}: " in method else
+               method[method.rindex("(") + 1:].rstrip(")") if method.endswith(")") else
+               "not computable")
+        what = "CI or p-value" if "p" in figure else "CI"
+        return f"{name} {format_number(figure['rho'])} (no {what}: {why})"
     text = f"{name} {format_number(figure['rho'])} {whole(format_ci(figure['ci95']))}"
-    if figure.get("ci95") is None and "no interval" in figure.get("method", ""):
-        text += f" ({figure['method'].split('; ', 1)[-1]})"
     return text + (f", p {format_p(figure['p'])}" if "p" in figure else "")
 
 
 def _verbosity(verbosity: Mapping[str, Any], tail: str = "") -> list[str]:
-    lines = wrap("verbosity: score vs length (Spearman; CI Fisher z, Bonett-Wright SE)"
+    lines = wrap("verbosity: score vs length (Spearman; CI and p: Fisher z, "
+                 "Bonett-Wright SE)"
                  + tail, "  ")
     for key, title in LENGTHS:
         entry = verbosity.get(key)
