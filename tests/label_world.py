@@ -58,8 +58,9 @@ def write_results(path: Path, records: list[ResultRecord]) -> Path:
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    """A CSV file's rows (a worksheet), as dicts."""
-    with path.open(newline="") as handle:
+    """A CSV file's rows (a worksheet), as dicts (utf-8-sig: review.csv starts with a
+    byte-order mark)."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
         return list(csv.DictReader(handle))
 
 

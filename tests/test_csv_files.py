@@ -13,6 +13,7 @@ import pytest
 
 from evaluator.analysis.label_files import AgreementError, label_rows
 from evaluator.data.csv_files import (
+    csv_bytes,
     csv_records,
     csv_text,
     read_cell,
@@ -51,14 +52,14 @@ def corpus(count: int = 4000, seed: int = 34) -> list[str]:
 def write_sheet(path, values: list[str]) -> None:
     """A sheet as ``review`` writes it: a header and one id per row."""
     rows = [["case_id", "label"], *([v, str(i)] for i, v in enumerate(values))]
-    path.write_bytes(csv_text(rows).encode("utf-8"))
+    path.write_bytes(csv_bytes(rows))
 
 
 def test_no_written_cell_is_a_formula(tmp_path):
     values = corpus()
     path = tmp_path / "sheet.csv"
     write_sheet(path, values)
-    with path.open(newline="", encoding="utf-8") as handle:
+    with path.open(newline="", encoding="utf-8-sig") as handle:
         cells = [cell for row in csv.reader(handle) for cell in row]
     assert len(cells) == 2 * (len(values) + 1)
     assert not [cell for cell in cells if runnable(cell)]
@@ -144,3 +145,40 @@ def test_a_column_named_twice_in_a_labels_file_is_refused(tmp_path):
     jsonl.write_text('{"case_id": "case-1", "l": 3, "l": 4}\n', encoding="utf-8")
     with pytest.raises(AgreementError, match=r"line 1: the key 'l' appears twice"):
         label_rows(jsonl)
+
+
+def test_a_written_sheet_is_utf8_after_a_byte_order_mark_and_reads_back(tmp_path):
+    """Excel reads a CSV without a byte-order mark as Windows-1252: ``≥`` came out as
+    ``â‰¥``. The mark is no part of the first column's name for any reader."""
+    rows = [["case_id", "criteria", "label"], ["Zürich-07", "age ≥ 18, 38.5 °C", "1"],
+            ["=Åse", "patient’s\nsecond line", ""]]
+    data = csv_bytes(rows)
+    assert data[:3] == b"\xef\xbb\xbf" and data[3:].decode("utf-8") == csv_text(rows)
+    path = tmp_path / "review.csv"
+    path.write_bytes(data)
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        assert list(csv.reader(handle)) == [rows[0], rows[1], ["'=Åse", *rows[2][1:]]]
+    assert label_rows(path) == [
+        (2, {"case_id": "Zürich-07", "criteria": "age ≥ 18, 38.5 °C", "label": "1"}),
+        (3, {"case_id": "=Åse", "criteria": "patient’s\nsecond line", "label": ""})]
+
+
+@pytest.mark.parametrize("name, text, line, hint", [
+    # Excel's "CSV (Comma delimited)": Windows-1252; line 2's quoted cell holds a line
+    # break, so the first byte that is not UTF-8 (0xdc, "Ü") is on line 4, in row 3.
+    ("lab_cp.csv", 'case_id,note,l\r\nc1,"two\r\nlines",1\r\nÜ-3,x,2\r\n', 4, "spreadsheet"),
+    ("old_mac.csv", "case_id,l\rc1,1\rc2,°\r", 3, "spreadsheet"),
+    ("lab.jsonl", '{"case_id": "c1", "l": 1}\n{"case_id": "é", "l": 2}\n', 2, "")])
+def test_a_labels_file_not_in_utf8_names_its_line_and_what_to_do(tmp_path, name, text,
+                                                                   line, hint):
+    path = tmp_path / name
+    path.write_bytes(text.encode("cp1252"))
+    with pytest.raises(AgreementError) as caught:
+        label_rows(path)
+    hint = ' (from a spreadsheet: save it as "CSV UTF-8")' if hint else ""
+    assert str(caught.value) == (f"{path}: line {line} is not valid UTF-8; re-encode the "
+                                 f"file as UTF-8{hint}")
+    # A byte-order mark before it changes nothing.
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("cp1252"))
+    with pytest.raises(AgreementError, match=f"line {line} is not valid UTF-8"):
+        label_rows(path)

@@ -309,7 +309,7 @@ def test_a_second_review_on_the_same_out_is_refused_while_the_first_writes(tmp_p
 
 def _draw(out):
     """The case ids and seed of the CSV and of the JSONL of a worksheet."""
-    with (out / "review.csv").open(newline="", encoding="utf-8") as handle:
+    with (out / "review.csv").open(newline="", encoding="utf-8-sig") as handle:
         rows = list(csv.DictReader(handle))
     jsonl = [json.loads(line) for line in (out / "review.jsonl").read_text().splitlines()]
     return ([(r["case_id"], r["design_seed"]) for r in rows],

@@ -376,7 +376,7 @@ def test_a_cell_over_the_csv_field_limit_is_read_by_every_command(tmp_path,
                  "--show-text", "--cases", cases)
     assert done.exit_code == 0, done.output
     csv.field_size_limit(2**31 - 1)  # this test's own read of the sheet
-    with (sheet / "review.csv").open(newline="", encoding="utf-8") as handle:
+    with (sheet / "review.csv").open(newline="", encoding="utf-8-sig") as handle:
         table = list(csv.reader(handle))
     assert max(len(cell) for row in table for cell in row) > DEFAULT_CSV_LIMIT
     label = table[0].index("Score.label")

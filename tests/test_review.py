@@ -19,6 +19,7 @@ pytest.importorskip("pingouin", reason="needs the stats extra")
 from click.testing import CliRunner
 
 from evaluator.analysis.distributions import summarize
+from evaluator.analysis.label_files import label_rows
 from evaluator.analysis.review.inputs import read_labelled
 from evaluator.analysis.review.review import (
     ReviewError,
@@ -102,7 +103,9 @@ def invoke(*args: str):
 
 
 def read_csv(path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as handle:
+    # utf-8-sig: review.csv starts with a byte-order mark (for Excel), as every reader
+    # of the tool reads it.
+    with open(path, newline="", encoding="utf-8-sig") as handle:
         return list(csv.DictReader(handle))
 
 
@@ -180,7 +183,7 @@ def test_cli_writes_both_files_and_agree_reads_the_filled_labels_back(results, t
     assert oct(out.stat().st_mode & 0o777) == "0o700"
     # A clinician fills in the label column; agree reads it unchanged.
     filled = {r["case_id"]: str(1 + i % 5) for i, r in enumerate(rows)}
-    with open(out / "review.csv", newline="", encoding="utf-8") as handle:
+    with open(out / "review.csv", newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
         fieldnames, table = reader.fieldnames, list(reader)
     for row in table:
@@ -237,12 +240,12 @@ def test_the_follow_up_command_names_the_files_and_runs_as_printed(results, tmp_
     assert words[:3] == ["evaluator", "agree", str(results)]
     assert words[words.index("--labels") + 1] == str(out / "review.csv")
     field = words[words.index("--label-field") + 1]
-    with open(out / "review.csv", newline="", encoding="utf-8") as handle:
+    with open(out / "review.csv", newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
         fieldnames, table = reader.fieldnames, list(reader)
     for i, row in enumerate(table):
         row[field] = str(1 + i % 4)
-    with open(out / "review.csv", "w", newline="", encoding="utf-8") as handle:
+    with open(out / "review.csv", "w", newline="", encoding="utf-8-sig") as handle:
         writer = csv.DictWriter(handle, fieldnames=fieldnames, lineterminator="\n")
         writer.writeheader()
         writer.writerows(table)
@@ -303,7 +306,7 @@ def test_an_existing_worksheet_is_not_replaced_without_force(results, tmp_path):
     assert "--force" in line and "review.csv" in line
     assert (out / "review.csv").read_text() == "labels in progress\n"
     assert invoke("review", results, "--out", out, "--force").exit_code == 0
-    assert (out / "review.csv").read_text().startswith("case_id,")
+    assert (out / "review.csv").read_bytes().startswith(b"\xef\xbb\xbfcase_id,")
     # Never the worksheet whose labels are being read, --force or not.
     line = one_line_error(invoke("review", results, "--out", out, "--force", "--labels",
                                  out / "review.csv", "--label-field", "accuracy.label"))
@@ -471,7 +474,7 @@ def test_hostile_case_ids_are_never_formulas_and_still_join(tmp_path):
     done = invoke("review", results, "--out", out, "--design", "random", "--n",
                   len(HOSTILE_IDS), "--show-text", "--cases", cases)
     assert done.exit_code == 0, done.output
-    with open(out / "review.csv", newline="", encoding="utf-8") as handle:
+    with open(out / "review.csv", newline="", encoding="utf-8-sig") as handle:
         table = list(csv.reader(handle))
     assert len(table) == len(HOSTILE_IDS) + 1
     assert not [cell for row in table for cell in row if formula(cell)]
@@ -556,3 +559,87 @@ def test_with_every_judged_case_labelled_nothing_is_drawn_or_written(results, tm
     assert all(line.startswith("estimate for") or line.startswith("  ")
                for line in lines[1:]), lines
     assert not (out / "review.csv").exists() and not (out / "review.jsonl").exists()
+
+
+# Ids and text a spreadsheet garbles when it reads UTF-8 as Windows-1252 (synthetic).
+ACCENTED_IDS = ["Zürich-07", "patient-é-2", "Åse-3", "Ødegård-4", "plain-5"]
+
+
+def accented_run(tmp_path):
+    """A run of the fake judge over cases with accented ids and text holding ``≥``, ``°``
+    and ``’``, and its random worksheet drawn with --show-text (every case)."""
+    rows = [{"case_id": case_id, "Resp": f"{SECRET}\nage ≥ 18 years, 38.5 °C, patient’s {i}",
+             "Truth": f"dose ≥ {i} mg"} for i, case_id in enumerate(ACCENTED_IDS)]
+    cases = write_jsonl(tmp_path / "cases.jsonl", rows)
+    results = tmp_path / "results.jsonl"
+    ran = invoke("run", "-r", "drug_monograph_similarity", "-m", "fake", "-i", cases, "-o",
+                 results, "--no-progress")
+    assert ran.exit_code == 0, ran.output
+    out = tmp_path / "sheet"
+    done = invoke("review", results, "--out", out, "--design", "random", "--n",
+                  len(ACCENTED_IDS), "--show-text", "--cases", cases)
+    assert done.exit_code == 0, done.output
+    return results, out
+
+
+def test_review_csv_starts_with_a_bom_and_round_trips_through_the_readers(tmp_path):
+    """Excel on Windows reads a CSV without a byte-order mark as Windows-1252: ``≥`` and
+    an accented id came out garbled in the worksheet a clinician fills in."""
+    results, out = accented_run(tmp_path)
+    raw = (out / "review.csv").read_bytes()
+    assert raw[:3] == b"\xef\xbb\xbf" and raw[3:11] == b"case_id,"
+    with open(out / "review.csv", newline="", encoding="utf-8-sig") as handle:
+        table = list(csv.reader(handle))
+    header = table[0]
+    assert header[0] == "case_id"
+    assert sorted(row[0] for row in table[1:]) == sorted(ACCENTED_IDS)
+    cells = [cell for row in table[1:] for cell in row]
+    assert any("age ≥ 18 years, 38.5 °C, patient’s" in cell for cell in cells)
+    # The labels reader of agree, estimate, review and report: no BOM in the first
+    # column's name, the ids those of review.jsonl.
+    rows = label_rows(out / "review.csv")
+    jsonl = [json.loads(line) for line in (out / "review.jsonl").read_text().splitlines()]
+    assert [row["case_id"] for _, row in rows] == [r["case_id"] for r in jsonl]
+    # A clinician fills the label column in and saves it as "CSV UTF-8" (with the BOM).
+    label = header.index("Score.label")
+    for position, row in enumerate(table[1:]):
+        row[label] = str(position % 2)
+    with open(out / "review.csv", "w", newline="", encoding="utf-8-sig") as handle:
+        csv.writer(handle, lineterminator="\r\n").writerows(table)
+    agreed = invoke("agree", results, "--labels", out / "review.csv", "--label-field",
+                    "Score.label", "--resamples", "100", "--json")
+    assert agreed.exit_code == 0, agreed.output
+    report = json.loads(agreed.output[agreed.output.index("{"):])
+    assert report["joined"] == len(ACCENTED_IDS) and report["unmatched_labels"] == 0
+    estimated = invoke("estimate", results, "--labels", out / "review.csv", "--label-field",
+                       "Score.label", "--json")
+    assert estimated.exit_code == 0, estimated.output
+    assert json.loads(estimated.output.splitlines()[0])["n_labelled"] == len(ACCENTED_IDS)
+
+
+def test_a_labels_csv_saved_as_windows_1252_names_the_line_and_what_to_do(tmp_path):
+    """Excel's "CSV (Comma delimited)" is Windows-1252 (``≥`` becomes ``?``): the reader
+    said only "'utf-8' codec can't decode byte 0xdc in position 1598"."""
+    results, out = accented_run(tmp_path)
+    with open(out / "review.csv", newline="", encoding="utf-8-sig") as handle:
+        table = list(csv.reader(handle))
+    label = table[0].index("Score.label")
+    for position, row in enumerate(table[1:]):
+        row[label] = str(position % 2)
+    # The ASCII id first: its row's first byte outside ASCII is on its case text's
+    # second line, which is line 3 of the file.
+    table[1:] = sorted(table[1:], key=lambda row: row[0] != "plain-5")
+    saved = tmp_path / "lab_cp.csv"
+    with open(saved, "w", newline="", encoding="cp1252", errors="replace") as handle:
+        csv.writer(handle, lineterminator="\r\n").writerows(table)
+    raw = saved.read_bytes()
+    first_bad = next(i for i, byte in enumerate(raw) if byte >= 0x80)
+    line = raw[:first_bad].count(b"\n") + 1
+    # The file's line, as an editor shows it: the cells before it span two lines each.
+    row = next(n for n, r in enumerate(table, start=1) if not "".join(r).isascii())
+    assert line == 3 and row == 2
+    for command in ("agree", "estimate"):
+        message = one_line_error(invoke(command, results, "--labels", saved,
+                                        "--label-field", "Score.label"))
+        assert message == (f'error: {saved}: line {line} is not valid UTF-8; re-encode the '
+                           'file as UTF-8 (from a spreadsheet: save it as "CSV UTF-8")')

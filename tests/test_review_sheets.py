@@ -43,7 +43,7 @@ def invoke(*args):
 
 
 def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    with path.open(newline="", encoding="utf-8") as handle:
+    with path.open(newline="", encoding="utf-8-sig") as handle:  # review.csv has a BOM
         reader = csv.DictReader(handle)
         return list(reader.fieldnames or []), list(reader)
 

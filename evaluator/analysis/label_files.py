@@ -24,8 +24,10 @@ from evaluator.data.csv_files import (
     MalformedCsv,
     csv_records,
     first_line,
+    not_utf8,
     read_cell,
     semicolon_separated,
+    undecodable_line,
 )
 from evaluator.data.sheet import is_sheet_dir, journal_path
 from evaluator.data.sources import LabelSource
@@ -104,14 +106,19 @@ def label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
                              "review --out DIR)")
     try:
         check_regular_file(path, "labels file")
-        # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark. newline="": a
-        # carriage return inside a quoted cell stays one.
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            text = handle.read()
+        data = path.read_bytes()
     except NotARegularFile as exc:
         raise AgreementError(str(exc)) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise AgreementError(f"{path}: cannot read labels file ({exc})") from None
+    try:
+        # utf-8-sig: Excel's "CSV UTF-8", and review.csv, start with a byte-order mark.
+        # Bytes decoded as they are: a carriage return inside a quoted cell stays one.
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        # A spreadsheet's plain "CSV" is Windows-1252: the line, never its text (PHI).
+        where = f"line {undecodable_line(exc)}"
+        raise AgreementError(f"{path}: {not_utf8(where, csv_file=suffix == '.csv')}") from None
     rows: list[tuple[int, dict[str, Any]]] = []
     if suffix == ".csv":
         return _csv_label_rows(path, text)

@@ -34,6 +34,7 @@ from evaluator.data.csv_files import (
     SEMICOLON_HINT,
     MalformedCsv,
     csv_records,
+    not_utf8,
     semicolon_separated,
 )
 from evaluator.data.parquet_input import NotUtf8, ParquetInputError, ParquetRows
@@ -175,7 +176,7 @@ def _read_jsonl(path: Path) -> Iterator[_Row]:
                 # files with one were concatenated.
                 text = raw.decode("utf-8-sig")
             except UnicodeDecodeError:
-                yield _Row(number, problem="line is not valid UTF-8; re-encode the file as UTF-8")
+                yield _Row(number, problem=not_utf8("line", csv_file=False))
                 continue
             if text.strip():
                 yield _parse_json_line(number, text)
@@ -210,15 +211,14 @@ def _read_csv(path: Path) -> Iterator[_Row]:
                 yield _Row(start, problem="row contains a NUL byte; is the file binary or UTF-16? "
                                           "Save it as UTF-8 CSV")
             elif not all(_is_text(value) for value in values):
-                yield _Row(start, problem="row is not valid UTF-8; re-encode the file as UTF-8")
+                yield _Row(start, problem=not_utf8("row", csv_file=True))
             else:
                 yield _Row(start, dict(zip(header, values)))
 
 
 def _check_header(path: Path, header: list[str]) -> list[str]:
     if not all(_is_text(name) for name in header):
-        raise InputFileError(f"{path}: the header row is not valid UTF-8; re-encode the file "
-                             "as UTF-8")
+        raise InputFileError(f"{path}: {not_utf8('the header row', csv_file=True)}")
     # Columns are named by position, never by their text: in a file without a header row
     # the "names" are the first case's values.
     first: dict[str, int] = {}

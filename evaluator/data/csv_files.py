@@ -1,5 +1,6 @@
 """CSV as the evaluator reads and writes it: one reader for every CSV file a user names
-(cases, labels, a filled-in worksheet) and one rule for every cell it writes.
+(cases, labels, a filled-in worksheet), one rule for every cell it writes, and one line for
+a file that is not UTF-8.
 
 Reading (:func:`csv_records`): the ``csv`` module's field limit (128 KiB by default: a long
 clinical text, or a worksheet with case text that ``review --show-text`` wrote, exceeds it)
@@ -16,7 +17,13 @@ forms ``＝＋－＠``, which some spreadsheets honour), tab or carriage return 
 ``'``, and so is a cell that starts with ``'`` itself, so the escape can be undone without
 ambiguity: :func:`read_cell` drops a leading ``'`` exactly when what follows would have
 been escaped. A value written and read back is the value (ids join); a hand-made sheet
-with plain ids reads as it is.
+with plain ids reads as it is. The file (:func:`csv_bytes`) is UTF-8 after a byte-order
+mark: without one, Excel on Windows reads a CSV file as Windows-1252, and ``≥``, ``°`` or
+an accented id comes out garbled. Every reader decodes ``utf-8-sig``, with or without it.
+
+Encoding (:func:`not_utf8`, :func:`undecodable_line`): a file that is not UTF-8 (a
+spreadsheet's plain "CSV" is Windows-1252) is reported by the line of its first byte
+that is not, never its text, with what to do.
 """
 
 from __future__ import annotations
@@ -35,6 +42,10 @@ FORMULA_START = frozenset("=+-@\uff1d\uff0b\uff0d\uff20")
 # ... and one that starts with one of these, whatever follows (tab, carriage return).
 CONTROL_START = frozenset("\t\r")
 ESCAPE = "'"
+# What Excel needs at the start of a CSV file to read it as UTF-8 (its "CSV UTF-8").
+UTF8_BOM = "\ufeff".encode("utf-8")
+UTF8_HINT = "re-encode the file as UTF-8"
+CSV_UTF8_HINT = 're-encode the file as UTF-8 (from a spreadsheet: save it as "CSV UTF-8")'
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,21 @@ def semicolon_separated(header_line: str) -> bool:
     return len(by_semicolon) > len(by_comma)
 
 
+def not_utf8(what: str, *, csv_file: bool) -> str:
+    """``<what> is not valid UTF-8; <what to do>``, for a reader's message (``what``: the
+    line, row or header row, named by the caller); ``csv_file``: the file is CSV, which a
+    spreadsheet may have saved in its own encoding, so the hint says how to save it."""
+    return f"{what} is not valid UTF-8; {CSV_UTF8_HINT if csv_file else UTF8_HINT}"
+
+
+def undecodable_line(exc: UnicodeDecodeError) -> int:
+    """The line (1-based) of the first byte ``exc`` could not decode, lines ended as the
+    CSV reader ends them (``\\n``, ``\\r\\n`` or ``\\r``): for a message that names the line
+    and never its text."""
+    before = bytes(exc.object[:exc.start])
+    return before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") + 1
+
+
 def first_line(text: str) -> str:
     """The first line of ``text`` that is not blank (the header line: the reader skips
     blank lines before it), "" for none."""
@@ -141,6 +167,12 @@ def csv_text(rows: Iterable[Sequence[str]]) -> str:
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerows([spreadsheet_cell(cell) for cell in row] for row in rows)
     return buffer.getvalue()
+
+
+def csv_bytes(rows: Iterable[Sequence[str]]) -> bytes:
+    """:func:`csv_text` of ``rows`` as the bytes of a CSV file a spreadsheet opens right: a
+    UTF-8 byte-order mark (:data:`UTF8_BOM`), then the text in UTF-8."""
+    return UTF8_BOM + csv_text(rows).encode("utf-8")
 
 
 def read_cell(cell: str) -> str:

@@ -17,9 +17,10 @@ results). A pairwise rubric's results are drawn ``random`` only, blind, with an 
 ``tie`` ``<key>.label`` per criterion in terms of the run's two systems. With labellers,
 :mod:`evaluator.analysis.review.assignment` says who labels which case. With labels, it
 estimates how many more an agreement CI needs (:mod:`evaluator.analysis.review.sample_size`).
-:func:`write_review` writes ``review.csv`` (every cell escaped for spreadsheets) and
-``review.jsonl`` and ``sheet.json`` (:class:`~evaluator.data.sheet.SheetInfo`: what was
-drawn, how, whether blind, who labels what). Rows never hold case text unless ``show_text``.
+:func:`write_review` writes ``review.csv`` (every cell escaped for spreadsheets; UTF-8 after
+a byte-order mark, so that Excel reads it as UTF-8), ``review.jsonl`` and ``sheet.json``
+(:class:`~evaluator.data.sheet.SheetInfo`: what was drawn, how, whether blind, who labels
+what). Rows never hold case text unless ``show_text``.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from evaluator.analysis.review.signals import (
     score_at,
 )
 from evaluator.analysis.sheet_labels import AGGREGATE_PART, JUDGE_PARTS, JUDGE_SIGNAL_COLUMNS
-from evaluator.data.csv_files import csv_text
+from evaluator.data.csv_files import csv_bytes
 from evaluator.data.files import (
     atomic_writer,
     exclusive_lock,
@@ -478,8 +479,10 @@ def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
     An existing worksheet (a clinician may be filling it in) is replaced only with
     ``force``, and never when it is one of ``inputs`` (the labels read) or when the
     folder's ``journal.jsonl`` holds labels (saved against the old draw: a new draw would
-    strand them). Every CSV cell, header and case ids included, is escaped by :func:`~evaluator.data.csv_files.csv_text`
-    (no cell a spreadsheet runs; the labels reader undoes it). ``review.evaluator-lock``
+    strand them). Every CSV cell, header and case ids included, is escaped by
+    :func:`~evaluator.data.csv_files.csv_bytes` (no cell a spreadsheet runs; the labels
+    reader undoes it), and the file starts with a UTF-8 byte-order mark (Excel reads a CSV
+    without one as Windows-1252). ``review.evaluator-lock``
     in ``out_dir`` (:func:`exclusive_lock`, as a run's) is held from the checks to the end:
     a second ``review`` on the same ``--out`` is refused
     (:class:`~evaluator.data.files.OutputBusy`), and the CSV and JSONL are written to
@@ -493,7 +496,7 @@ def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
         raise ReviewError(f"--out {show_path(out_dir)} exists and is not a folder")
     targets = review_paths(out_dir)
     info_path = sheet_path(out_dir)
-    table = csv_text([sheet.columns, *([row.get(name, "") for name in sheet.columns]
+    table = csv_bytes([sheet.columns, *([row.get(name, "") for name in sheet.columns]
                                        for row in sheet.rows)])
     jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in sheet.records
                     ).encode("utf-8")
@@ -529,7 +532,7 @@ def write_review(sheet: ReviewSheet, out_dir: Path, *, force: bool = False,
             with atomic_writer(info_path) as info_file, \
                     atomic_writer(targets[0]) as csv_file, \
                     atomic_writer(targets[1]) as jsonl_file:
-                csv_file.write(table.encode("utf-8"))
+                csv_file.write(table)
                 jsonl_file.write(jsonl)
                 info_file.write(info_bytes)
     except OSError as exc:  # the folder or the disk: one line naming where
