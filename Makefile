@@ -38,6 +38,7 @@ $(BIN)/.installed: pyproject.toml locks/cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --require-hashes -r locks/cpu.txt
 	$(BIN)/pip install -q --no-deps -e .
+	cp locks/cpu.txt $(VENV)/evaluator-lock.txt  # what evaluator doctor checks the venv against
 	touch $@
 
 install: $(BIN)/.installed

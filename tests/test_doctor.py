@@ -20,7 +20,14 @@ from evaluator.cli.main import cli
 from evaluator.doctor.cuda import JudgeUse, check_gpu, check_torch, check_vllm, runs_on
 from evaluator.doctor.diagnose import DoctorOptions, diagnose
 from evaluator.doctor.host import check_disk, check_offline
-from evaluator.doctor.install import LockError, bundle_lock, check_packages, check_python, read_lock
+from evaluator.doctor.install import (
+    LockError,
+    bundle_lock,
+    check_packages,
+    check_python,
+    install_lock,
+    read_lock,
+)
 from evaluator.doctor.judge_files import check_weights
 from evaluator.doctor.memory import (
     MemoryEstimate,
@@ -415,6 +422,36 @@ def test_an_unreadable_lock_is_a_user_error_and_the_bundle_lock_is_found(tmp_pat
     assert check.message == ("Python 3.11.7, but the bundle's wheels are for Python 3.12: "
                              "install the bundle again with --python python3.12")
     assert check_python("3.12.1", lock).status == "ok"
+
+
+def test_the_lock_make_install_left_in_the_venv_is_checked_without_lock(tmp_path):
+    """A checkout's venv holds the copy of locks/cpu.txt that make install installed
+    (evaluator-lock.txt): doctor compares with it when no --lock is given; a bundle's own
+    lock comes first."""
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    assert install_lock(venv) is None
+    (venv / "evaluator-lock.txt").write_text(LOCK)
+    assert install_lock(venv) == venv / "evaluator-lock.txt"
+    installed = {"foo": "1.0", "torch": "2.13.0+cpu", "gone": "3.0"}
+    spec = vllm_spec(tmp_path)
+    report = diagnose("q", spec, DoctorOptions(output_dir=tmp_path), fake_probes(
+        prefix=lambda: venv, installed_version=installed.get))
+    packages = next(c for c in report.checks if c.name == "packages")
+    assert packages.status == "ok" and str(venv / "evaluator-lock.txt") in packages.message
+    without = diagnose("q", spec, DoctorOptions(output_dir=tmp_path), fake_probes(
+        prefix=lambda: tmp_path / "other", installed_version=installed.get))
+    assert next(c for c in without.checks if c.name == "packages").message == (
+        "not checked: installed neither from a bundle nor by make install; give the lock it "
+        "was installed from with --lock FILE")
+    (tmp_path / "bundle").mkdir()
+    (tmp_path / "bundle" / "requirements.txt").write_text(LOCK)
+    assert install_lock(venv) == tmp_path / "bundle" / "requirements.txt"
+
+
+def test_the_makefile_leaves_the_lock_it_installed_in_the_venv():
+    makefile = (Path(__file__).parents[1] / "Makefile").read_text()
+    assert "cp locks/cpu.txt $(VENV)/evaluator-lock.txt" in makefile
 
 
 def test_the_real_cpu_lock_parses():

@@ -16,7 +16,7 @@ from evaluator.doctor.cuda import (
 from evaluator.doctor.host import MIN_FREE_DISK, check_disk, check_offline
 from evaluator.doctor.install import (
     LockError,
-    bundle_lock,
+    install_lock,
     check_packages,
     check_python,
     read_lock,
@@ -48,14 +48,14 @@ def _packages(options: DoctorOptions, probes: Probes):
             return options.lock, read_lock(options.lock), None
         except LockError as exc:  # the lock the user named: say which option
             raise LockError(f"--lock {exc}") from None
-    lock = bundle_lock(probes.prefix())
+    lock = install_lock(probes.prefix())
     if lock is None:
-        return None, None, ("not checked: not installed from a bundle; give the lock it was "
-                            "installed from, e.g. --lock locks/cpu.txt after make install")
+        return None, None, ("not checked: installed neither from a bundle nor by make "
+                            "install; give the lock it was installed from with --lock FILE")
     try:
         return lock, read_lock(lock), None
     except LockError as exc:
-        return lock, None, f"cannot read the bundle's lock: {exc}"
+        return lock, None, f"cannot read the install's lock: {exc}"
 
 
 def diagnose(name: str, spec: JudgeSpec, options: DoctorOptions = DoctorOptions(),

@@ -1,7 +1,8 @@
 """Python and the installed packages against the lock the install came from.
 
 The lock is ``--lock FILE`` or, for an install from an air-gapped bundle (whose venv is
-``PREFIX/venv``), the bundle's ``PREFIX/bundle/requirements.txt``. Requirements are parsed,
+``PREFIX/venv``), the bundle's ``PREFIX/bundle/requirements.txt``, or for a checkout's
+``make install`` the copy of ``locks/cpu.txt`` it left in the venv. Requirements are parsed,
 and versions compared, by ``packaging``; installed versions come from
 ``importlib.metadata`` (through the probes).
 """
@@ -32,6 +33,17 @@ def bundle_lock(prefix: Path) -> Path | None:
     (``PREFIX/venv``, see scripts/bundle-install.sh), else None."""
     candidate = Path(prefix).parent / "bundle" / "requirements.txt"
     return candidate if candidate.is_file() else None
+
+
+#: The copy of the lock ``make install`` leaves in the venv it installed (Makefile).
+INSTALLED_LOCK = "evaluator-lock.txt"
+
+
+def install_lock(prefix: Path) -> Path | None:
+    """The lock this Python's packages were installed from: an installed bundle's
+    requirements.txt, else the copy ``make install`` left in the venv; None for neither."""
+    candidate = Path(prefix) / INSTALLED_LOCK
+    return bundle_lock(prefix) or (candidate if candidate.is_file() else None)
 
 
 def read_lock(path: Path) -> list[Requirement]:
