@@ -16,9 +16,9 @@ from evaluator.doctor.cuda import (
 from evaluator.doctor.host import MIN_FREE_DISK, check_disk, check_offline
 from evaluator.doctor.install import (
     LockError,
-    install_lock,
     check_packages,
     check_python,
+    install_lock,
     read_lock,
 )
 from evaluator.doctor.judge_files import check_weights, judge_folder
