@@ -497,6 +497,12 @@ def test_weights_without_a_list_or_a_folder(tmp_path):
     spec = JudgeSpec(backend="transformers", path=folder)
     check = check_weights(use, spec, folder, None)
     assert check.status == "warning" and "no weight list (evaluator-weights.json)" in check.message
+    assert check.message.endswith("a judge from a bundle has one (docs/airgapped.md)")
+    # The default judge, prepared before preparing wrote a list: preparing again makes one.
+    embedded = JudgeSpec(backend="transformers", embedded="smollm2-135m-instruct")
+    check = check_weights(use, embedded, folder, None)
+    assert check.status == "warning" and check.message.endswith(
+        "the default judge gets one when prepared: evaluator prepare-judge --force")
     missing = tmp_path / "nowhere"
     check = check_weights(use, JudgeSpec(backend="transformers", path=missing), missing, None)
     assert check.status == "failed" and "does not exist" in check.message
@@ -661,3 +667,17 @@ def test_a_real_run_on_this_machine_reports_no_gpu_cleanly(tmp_path):
         assert gpu.startswith("warning gpu       no GPU: nvidia-smi is not installed")
     # The default judge runs on the CPU: no GPU is a warning, and nothing else fails here.
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_verdict_line_counts_warnings_in_words():
+    from evaluator.cli.doctor_cmd import format_report
+    from evaluator.doctor.report import DoctorReport, failed, ok, warning
+
+    def last(*checks):
+        return format_report(DoctorReport.of("j", "transformers", list(checks))).splitlines()[-1]
+
+    assert last(ok("a", "x")) == "0 failed, 0 warnings: nothing stops the judge from starting"
+    assert last(ok("a", "x"), warning("b", "y")) == (
+        "0 failed, 1 warning: nothing stops the judge from starting")
+    assert last(warning("a", "x"), warning("b", "y"), failed("c", "z")) == (
+        "1 failed, 2 warnings: some checks failed: fix those first")

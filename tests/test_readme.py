@@ -195,6 +195,6 @@ def test_the_doctor_finds_the_default_judge_in_a_new_shell(tmp_path, user_shell)
     checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
     weights = checks["weights"]
     assert weights["status"] != "failed", weights["message"]
-    assert weights["message"].startswith(str(embedded_judge_dir())), weights
+    assert str(embedded_judge_dir()) in weights["message"], weights
     # `.`, where the outputs would go, is said to exist (issue 34, item 14).
     assert "does not exist yet" not in checks["disk"]["message"], checks["disk"]

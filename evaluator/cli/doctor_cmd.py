@@ -32,7 +32,8 @@ def format_report(report: DoctorReport) -> str:
     counts = {s: sum(c.status == s for c in report.checks) for s in ("warning", "failed")}
     verdict = ("some checks failed: fix those first" if counts["failed"]
                else "nothing stops the judge from starting")
-    lines.append(f"{counts['failed']} failed, {counts['warning']} warnings: {verdict}")
+    warnings = "1 warning" if counts["warning"] == 1 else f"{counts['warning']} warnings"
+    lines.append(f"{counts['failed']} failed, {warnings}: {verdict}")
     return "\n".join(lines)
 
 

