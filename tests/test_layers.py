@@ -282,6 +282,14 @@ def describe() -> str:
     return "\n".join(lines)
 
 
+def test_the_architecture_page_prints_the_layers_as_they_are():
+    """docs/architecture.md shows this module's printout; a new module updates it."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "```\n" + describe() + "\n```" in page, (
+        "docs/architecture.md's layer printout is out of date: paste `python "
+        "tests/test_layers.py`'s output there")
+
+
 if __name__ == "__main__":
     print(describe())
     sys.exit(0)
