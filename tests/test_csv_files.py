@@ -182,3 +182,32 @@ def test_a_labels_file_not_in_utf8_names_its_line_and_what_to_do(tmp_path, name,
     path.write_bytes(b"\xef\xbb\xbf" + text.encode("cp1252"))
     with pytest.raises(AgreementError, match=f"line {line} is not valid UTF-8"):
         label_rows(path)
+
+
+def test_a_labels_file_of_another_type_or_in_utf16_is_told_what_it_is(tmp_path):
+    """A spreadsheet's .xlsx (a zip) is the wrong type, not an encoding problem; its
+    "Unicode Text" (UTF-16, with or without a byte-order mark) is UTF-16."""
+    xlsx = tmp_path / "labels.xlsx"
+    xlsx.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4)
+    with pytest.raises(AgreementError) as caught:
+        label_rows(xlsx)
+    assert str(caught.value) == (f'{xlsx}: labels must be a .jsonl or .csv file (from a '
+                                 'spreadsheet: save it as "CSV UTF-8")')
+    text = "case_id,l\r\nc1,1\r\nc2,°\r\n"
+    for name, data in [("bom16.csv", text.encode("utf-16")),
+                       ("le16.csv", text.encode("utf-16-le")),
+                       ("be16.jsonl", '{"case_id": "c1", "l": 1}\n'.encode("utf-16-be"))]:
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(AgreementError) as caught:
+            label_rows(path)
+        assert str(caught.value) == (f"{path}: the file is UTF-16 (or UTF-32) encoded; save "
+                                     "it as UTF-8")
+
+
+def test_a_labels_csv_with_two_byte_order_marks_reads_its_header(tmp_path):
+    # review.csv read as plain UTF-8 and written back as utf-8-sig by a script: two marks.
+    path = tmp_path / "twice.csv"
+    path.write_bytes(b"\xef\xbb\xbf" * 2 + b"case_id,l\r\nc1,1\r\n")
+    rows = label_rows(path)
+    assert [row["case_id"] for _, row in rows] == ["c1"]

@@ -373,13 +373,27 @@ def test_an_output_named_like_a_companion_is_refused(done, cases, name):
 
 
 @pytest.mark.parametrize("name", ["results.csv", "results.CSV", "results.parquet",
-                                  "results.xlsx", "results.html"])
+                                  "results.xlsx", "results.html", ".csv", "r.ods"])
 def test_an_output_named_like_a_table_or_a_page_is_refused(tmp_path, cases, name):
     # JSON lines in a file named .csv open in a spreadsheet as one blob a row.
     before = digests(tmp_path)
     refused(run(cases, tmp_path / name, "--force-new"), name, "a run writes JSON lines",
             "evaluator export")
     assert digests(tmp_path) == before
+
+
+def test_a_run_started_under_a_table_name_before_the_refusal_still_resumes(
+        tmp_path, cases, monkeypatch):
+    # A run an earlier release wrote to old.csv (the refusal patched away) is not stranded:
+    # renaming it is refused by its manifest, so refusing it would mean judging it again.
+    monkeypatch.setattr("evaluator.run.resume.OTHER_FORMATS", ())
+    assert run(cases, tmp_path / "old.csv").exit_code == 0
+    monkeypatch.undo()
+    lines = (tmp_path / "old.csv").read_text().splitlines()
+    (tmp_path / "old.csv").write_text("\n".join(lines[:1]) + "\n")  # one case done
+    again = run(cases, tmp_path / "old.csv")
+    assert again.exit_code == 0, again.output
+    assert "1 case(s) already done" in again.stderr
 
 
 def test_a_summary_of_another_file_is_refused_without_its_manifest(tmp_path, cases):

@@ -204,6 +204,9 @@ def _see(command: str) -> str:
     (["--bogus"],
      "error: no such option '--bogus'. Did you mean '--verbose'?" + _see("evaluator")),
     (["summ"], "error: no such command 'summ'. Did you mean 'summary'?" + _see("evaluator")),
+    (["run", "--limt", "3"],  # click's ". (Did you mean" loses its full stop mid-line
+     "error: no such option '--limt' (Did you mean one of: '--input', '--limit', '--wait'?)"
+     + _see("evaluator run")),
     # raised by the command's own checks, as click.UsageError
     (["log", "r.jsonl", "--criterion", "accuracy"],
      "error: --criterion only apply with --labels" + _see("evaluator log")),

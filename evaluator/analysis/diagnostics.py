@@ -187,7 +187,7 @@ def _correlation(x: Sequence[float], y: Sequence[float], what: str = "length") -
     rho = clean(result.statistic)
     ci = fisher_z_ci(rho, n, "spearman")
     return {"n": n, "rho": rho, "p": ci["p"], "ci95": ci["ci95"],
-            "method": f"Spearman; CI and p {ci['method']}"}
+            "method": f"Spearman; CI and p: {ci['method']}"}
 
 
 def _partial(x: Sequence[float], y: Sequence[float], control: Sequence[float]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from evaluator.common.errors import UserError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.csv_files import (
     SEMICOLON_HINT,
+    UTF16,
     MalformedCsv,
     csv_records,
     first_line,
@@ -28,6 +29,7 @@ from evaluator.data.csv_files import (
     read_cell,
     semicolon_separated,
     undecodable_line,
+    utf16,
 )
 from evaluator.data.sheet import is_sheet_dir, journal_path
 from evaluator.data.sources import LabelSource
@@ -106,15 +108,21 @@ def label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
                              "review --out DIR)")
     try:
         check_regular_file(path, "labels file")
+        if suffix not in (".csv", ".jsonl"):  # before decoding: an .xlsx is no encoding issue
+            raise AgreementError(f"{path}: labels must be a .jsonl or .csv file (from a "
+                                 'spreadsheet: save it as "CSV UTF-8")')
         data = path.read_bytes()
     except NotARegularFile as exc:
         raise AgreementError(str(exc)) from None
     except OSError as exc:
         raise AgreementError(f"{path}: cannot read labels file ({exc})") from None
+    if utf16(data):
+        raise AgreementError(f"{path}: {UTF16}")
     try:
-        # utf-8-sig: Excel's "CSV UTF-8", and review.csv, start with a byte-order mark.
-        # Bytes decoded as they are: a carriage return inside a quoted cell stays one.
-        text = data.decode("utf-8-sig")
+        # utf-8-sig: Excel's "CSV UTF-8", and review.csv, start with a byte-order mark;
+        # a script that wrote one more in front of it leaves a second. Bytes decoded as
+        # they are: a carriage return inside a quoted cell stays one.
+        text = data.decode("utf-8-sig").lstrip("\ufeff")
     except UnicodeDecodeError as exc:
         # A spreadsheet's plain "CSV" is Windows-1252: the line, never its text (PHI).
         where = f"line {undecodable_line(exc)}"
@@ -122,8 +130,6 @@ def label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     rows: list[tuple[int, dict[str, Any]]] = []
     if suffix == ".csv":
         return _csv_label_rows(path, text)
-    if suffix != ".jsonl":
-        raise AgreementError(f"{path}: labels must be a .jsonl or .csv file")
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue

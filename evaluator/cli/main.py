@@ -47,7 +47,7 @@ def _clause(text: str) -> str:
     """click's message as a clause of the tool's one line: its capital and full stop dropped,
     as the tool's own messages have none ("File 'x' does not exist." -> "file 'x' does not
     exist")."""
-    text = text.strip()
+    text = text.strip().replace(". (", " (")  # "no such option 'x'. (Did you mean ...?)"
     if text[:1].isupper() and text[1:2].islower():
         text = text[0].lower() + text[1:]
     return text[:-1] if text.endswith(".") and not text.endswith("..") else text

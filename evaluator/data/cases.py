@@ -32,6 +32,7 @@ from evaluator.data.case_ids import CaseIds
 from evaluator.data.csv_files import (
     QUOTING_HINT,
     SEMICOLON_HINT,
+    UTF16,
     MalformedCsv,
     csv_records,
     not_utf8,
@@ -259,7 +260,7 @@ def _rows(path: Path, columns: list[str]) -> Iterator[_Row]:
     with path.open("rb") as handle:
         start = handle.read(2)
     if start in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
-        raise InputFileError(f"{path}: the file is UTF-16 (or UTF-32) encoded; save it as UTF-8")
+        raise InputFileError(f"{path}: {UTF16}")
     return _read_jsonl(path) if suffix == ".jsonl" else _read_csv(path)
 
 

@@ -28,6 +28,7 @@ that is not, never its text, with what to do.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 from collections.abc import Iterable, Iterator, Sequence
@@ -46,6 +47,14 @@ ESCAPE = "'"
 UTF8_BOM = "\ufeff".encode("utf-8")
 UTF8_HINT = "re-encode the file as UTF-8"
 CSV_UTF8_HINT = 're-encode the file as UTF-8 (from a spreadsheet: save it as "CSV UTF-8")'
+UTF16 = "the file is UTF-16 (or UTF-32) encoded; save it as UTF-8"
+
+
+def utf16(data: bytes) -> bool:
+    """Whether a file that should be UTF-8 text is UTF-16 or UTF-32 (a spreadsheet's
+    "Unicode Text"): a UTF-16 byte-order mark, or a NUL byte, which UTF-8 text never holds
+    and UTF-16 holds in every ASCII character."""
+    return data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) or b"\x00" in data
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ def move_aside(paths: Sequence[Path]) -> list[Path]:
 # included): an output named so could be one of another output's, or its own.
 COMPANION_SUFFIXES = (LOCK_SUFFIX, ".manifest.json", ".summary.json", ".jury")
 # Names that promise a table or a page: a spreadsheet would open JSON lines as one blob a row.
-OTHER_FORMATS = (".csv", ".tsv", ".parquet", ".xlsx", ".xls", ".html", ".htm")
+OTHER_FORMATS = (".csv", ".tsv", ".parquet", ".xlsx", ".xlsm", ".xls", ".ods", ".html", ".htm")
 
 
 def output_files(output_path: Path) -> list[Path]:
@@ -166,9 +166,11 @@ def check_output_paths(output_path: Path, inputs: Sequence[Path] = ()) -> None:
                             "beside its "
                             f"results ({', '.join(COMPANION_SUFFIXES)}); choose an --output "
                             "ending in .jsonl")
-    if output_path.suffix.lower() in OTHER_FORMATS:
+    # A new file only: a run an earlier release started under such a name still resumes.
+    if (output_path.name.lower().endswith(OTHER_FORMATS)
+            and not os.path.lexists(output_path)):
         raise OutputRefused(f"{show_path(output_path.name)}: a run writes JSON lines, one "
-                            f"record per case, not {output_path.suffix}; choose an --output "
+                            "record per case, not a table or a page; choose an --output "
                             "ending in .jsonl (for a table: evaluator export)")
     for path in output_files(output_path):
         refuse_unsafe_target(path)
