@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_common import (  # noqa: E402
     cycle_rows,
+    describe_source,
     load_rows,
     median,
     print_figures,
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> dict:
     load_s = time.perf_counter() - started
     model, tokenizer = backend.model, backend.tokenizer
     print(f"judge {name}: loaded in {load_s:.1f} s; rubric {rubric.name}: {cases} case(s) from "
-          f"{source.name}, max_new_tokens {budget}; (a) batch size {spec.batch_size}; "
+          f"{describe_source(rubric.name, source, rows, args.data)}, max_new_tokens {budget}; (a) batch size {spec.batch_size}; "
           f"(b) retries {args.retries}", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="bench-batched-") as tmp:

@@ -52,6 +52,25 @@ def load_rows(rubric_name: str, data_dir: Path | None = None) -> tuple[Path, lis
     return path, rows
 
 
+def describe_source(rubric_name: str, path: Path, rows: list[dict],
+                    data_dir: Path | None = None) -> str:
+    """Where a benchmark's cases came from, for its first lines: the path (relative to the
+    project where it can be), the number of cases, and, where the rubric has dev data that
+    was not found, that the bundled examples stood in for it. A run in a copy of the project
+    away from ``../shared`` (a git worktree elsewhere) once fell back to the 4 examples
+    without a word, and its figures were read as the dev set's."""
+    try:
+        shown = str(path.relative_to(ROOT))
+    except ValueError:
+        shown = os.path.relpath(path, ROOT)
+    text = f"{shown} ({len(rows)} cases)"
+    name = DATA_FILES.get(rubric_name)
+    if name and path.name != name:
+        text += (f"; NOT the dev set: {(data_dir or SHARED_DATA) / name} was not found "
+                 "(--data names its folder)")
+    return text
+
+
 def cycle_rows(rows: list[dict], count: int) -> list[dict]:
     """``count`` rows taken in order, cycling through ``rows``; repeats get a distinct id."""
     out = []

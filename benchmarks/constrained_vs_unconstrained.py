@@ -60,6 +60,7 @@ from bench_common import (
     TimedProcessor,
     check_steps,
     cycle_rows,
+    describe_source,
     load_rows,
     median,
     print_figures,
@@ -332,7 +333,7 @@ def main(argv: list[str] | None = None) -> dict:
     processor = TimedProcessor(inner)
     prefetch = (TimedCriterion(inner) if args.masking == "backend-prefetch"
                 or (args.masking == "backend" and backend.prefetch_masks) else None)
-    print(f"judge {name}: rubric {rubric.name}, {cases} case(s) from {source.name} in "
+    print(f"judge {name}: rubric {rubric.name}, {cases} case(s) from {describe_source(rubric.name, source, rows, args.data)} in "
           f"{len(batches)} batch(es) of up to {size}; prompt tokens "
           f"{min(map(len, prompts))}-{max(map(len, prompts))}; schema compiled in "
           f"{compile_s:.1f} s (not timed below); masking: {args.masking}", flush=True)

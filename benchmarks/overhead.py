@@ -47,6 +47,7 @@ from bench_common import (  # noqa: E402
     ForwardClock,
     TimedProcessor,
     cycle_rows,
+    describe_source,
     load_rows,
     print_figures,
     print_machine,
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     backend = load_backend(name, spec)
     load_s = time.perf_counter() - started
     print(f"judge {name}: loaded in {load_s:.1f} s (not counted); rubric {rubric.name}: "
-          f"{args.cases} cases from {source.name} (cycled), batch size {spec.batch_size}",
+          f"{args.cases} cases from {describe_source(rubric.name, source, rows, args.data)} (cycled), batch size {spec.batch_size}",
           flush=True)
 
     timers = Timers()

@@ -73,6 +73,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_common import (
     cycle_rows,
+    describe_source,
     load_rows,
     machine,
     median,
@@ -267,7 +268,7 @@ def measure(args) -> dict:
     processor = Timed(inner)
     backend._processors[schema_text] = processor
     clock = StepClock(backend.model)
-    print(f"judge {name}: rubric {rubric.name}, cases from {source.name}; token budget "
+    print(f"judge {name}: rubric {rubric.name}, cases from {describe_source(rubric.name, source, rows, args.data)}; token budget "
           f"{budget}; {args.repeats} repeat(s); vocabulary "
           f"{backend.model.config.vocab_size}", flush=True)
     print("per decode step, wall clock | CPU time of the process (all threads):")

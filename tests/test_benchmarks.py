@@ -146,6 +146,27 @@ def test_step_tolerance_is_a_few_percent_or_a_few_steps():
         common.check_steps({"c": 117, "u": 235}, 235)
 
 
+def test_a_benchmark_says_when_the_examples_stand_in_for_the_dev_set(tmp_path):
+    """Run from a copy of the project away from ``../shared`` (a worktree elsewhere), the
+    trial rubric's cases came from the 4 examples without a word (issue 35's session-15
+    figures); the source line now says so. Case text is never in it."""
+    common = _load("bench_common")
+    source, rows = common.load_rows("trial_eligibility", tmp_path)  # no dev set there
+    line = common.describe_source("trial_eligibility", source, rows, tmp_path)
+    assert line.startswith(f"examples/trial_eligibility.jsonl ({len(rows)} cases); NOT the "
+                           "dev set: ")
+    assert str(tmp_path / "trial_eligibility_sigir2014.jsonl") in line
+    dev = tmp_path / "trial_eligibility_sigir2014.jsonl"
+    dev.write_text((EXAMPLES / "trial_eligibility.jsonl").read_text() * 3)
+    source, rows = common.load_rows("trial_eligibility", tmp_path)
+    line = common.describe_source("trial_eligibility", source, rows, tmp_path)
+    assert source == dev and line == f"{os.path.relpath(dev, ROOT)} ({len(rows)} cases)"
+    assert "NOT" not in line and all(row["patient_profile"][:20] not in line for row in rows)
+    source, rows = common.load_rows("pathology_report", tmp_path)  # no dev data for it
+    assert common.describe_source("pathology_report", source, rows) == (
+        f"examples/pathology_report.jsonl ({len(rows)} cases)")
+
+
 def test_constrained_vs_unconstrained_compares_time_per_step_when_repeats_differ_a_little(
         run_quick, monkeypatch):
     """A timed constrained run two steps short of the untimed one's width: figures per

@@ -303,20 +303,27 @@ def test_a_pairwise_run_ends_pointing_at_compare_with_its_keys_whole(tmp_path, m
     assert max(map(len, result.stdout.splitlines())) <= 80
 
 
-@pytest.mark.parametrize("content,suffix", [("", ".jsonl"),
-                                            ("case_id,generated_report,reference_report\n",
-                                             ".csv")])
+@pytest.mark.parametrize("content,suffix,rubric", [
+    ("", ".jsonl", "pathology_report"),
+    ("case_id,generated_report,reference_report\n", ".csv", "pathology_report"),
+    ("", ".jsonl", "pathology_report_pairwise"),
+])
 def test_a_run_of_no_cases_says_so_and_suggests_no_command_that_fails(tmp_path, models_file,
-                                                                    content, suffix):
+                                                                    content, suffix, rubric):
     """An empty input (or a CSV header only) is a run of no cases, exit 0; its end says
-    there is nothing to read instead of the report command, which refuses such a file."""
+    there is nothing to read instead of the report command (or, pairwise, compare), which
+    refuses such a file."""
     src = tmp_path / f"empty{suffix}"
     src.write_text(content)
     out = tmp_path / "r.jsonl"
-    result = _invoke("run", "--rubric", "pathology_report", "--input", src, "--output", out,
+    result = _invoke("run", "--rubric", rubric, "--input", src, "--output", out,
                      "--models-file", models_file, "--no-progress")
     assert result.exit_code == 0, result.output
     assert "the input held no cases: nothing was judged" in result.stderr
-    assert "evaluator report" not in result.stderr
+    assert "evaluator report" not in result.output
+    assert "evaluator compare" not in result.output
+    if rubric.endswith("_pairwise"):
+        assert "0 pair(s): none" in result.stdout
+        assert _invoke("compare", out).exit_code == 2
     report = _invoke("report", out, "--html", tmp_path / "r.html")
     assert report.exit_code == 2  # why the command is not suggested

@@ -476,6 +476,22 @@ def test_an_output_name_that_cannot_be_a_results_file_is_refused(tmp_path, cases
     assert digests(tmp_path) == before
 
 
+def test_an_output_named_by_o_equals_is_refused_unless_it_exists(tmp_path, cases, monkeypatch):
+    """`-o=x.jsonl` is click's -o with the value '=x.jsonl': a new file of that name is
+    refused, naming what was meant; one that exists (a run started so) still resumes."""
+    monkeypatch.chdir(tmp_path)
+    before = digests(tmp_path)
+    result = invoke("run", "-r", "pathology_report", "-m", "fake", "-i", cases, "-o=x.jsonl",
+                    "--no-progress")
+    refused(result, "--output =x.jsonl starts with '='", "write -o x.jsonl instead")
+    assert digests(tmp_path) == before
+    done = run(cases, "=y.jsonl".replace("=", "./="))  # made on purpose: ./=y.jsonl
+    assert done.exit_code == 0, done.output
+    again = invoke("run", "-r", "pathology_report", "-m", "fake", "-i", cases, "-o=y.jsonl",
+                   "--no-progress")
+    assert again.exit_code == 0 and "already done" in again.stderr, again.output
+
+
 def test_an_input_name_that_is_not_utf8_is_refused(tmp_path, cases):
     source = Path(os.fsdecode(bytes(tmp_path) + b"/in\xfe.jsonl"))
     source.write_bytes(cases.read_bytes())

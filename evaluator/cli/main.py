@@ -140,12 +140,22 @@ class _Commands(click.Group):
         except click.UsageError as exc:
             raise click.exceptions.Exit(exit_code_for(exc, 0)) from None
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        resolved = super().resolve_command(ctx, args)
+        ctx.meta["evaluator.command"] = resolved[:2]
+        return resolved
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except _HELP_FOR_NO_ARGS:
             raise
         except click.UsageError as exc:  # an unknown command, a command's options
+            if exc.ctx is None and "evaluator.command" in ctx.meta:
+                # click's option parser raises a few errors ("option '-r' requires an
+                # argument") without the command's context: it names the command's help.
+                name, command = ctx.meta["evaluator.command"]
+                exc.ctx = click.Context(command, info_name=name, parent=ctx)
             ctx.exit(exit_code_for(exc, ctx.params.get("verbose") or 0))
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 import sys
 from dataclasses import replace
@@ -167,6 +168,11 @@ def _task(kwargs: dict) -> dict:
     # Checked as given: Path("dir/") drops the slash that says a folder was meant.
     check_path_name(kwargs["output_name"])
     check_path_name(kwargs["input_path"], "--input")
+    name = kwargs["output_name"]
+    if name.startswith("=") and not os.path.lexists(name):
+        # click reads `-o=x.jsonl` as -o with the value '=x.jsonl'
+        raise UserError(f"--output {show_path(name)} starts with '=' (-o=x.jsonl names "
+                        f"'=x.jsonl'); write -o {show_path(name[1:])} instead")
     try:
         mapping = parse_mapping(kwargs.pop("mappings"))
     except click.BadParameter as exc:  # one line, as every user error

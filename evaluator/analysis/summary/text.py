@@ -74,8 +74,9 @@ def _format_pairwise(summary: PairwiseSummary) -> str:
         for key, b in bias:
             lines += keyed_row(key, f"{format_number(b.get('value')):>7}  "
                                     f"{format_ci(b.get('ci95'))}", 16)
-    lines += ["", f"note: {block.note}",
-              "length bias, Bradley-Terry and clinician labels: evaluator compare"]
+    lines += ["", f"note: {block.note}"]
+    if summary.cases:  # a run of no pairs has nothing for compare to read
+        lines.append("length bias, Bradley-Terry and clinician labels: evaluator compare")
     return "\n".join(lines)
 
 
