@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_common import (
     cycle_rows,
+    describe_source,
     load_rows,
     print_figures,
     print_machine,
@@ -156,7 +157,9 @@ def main(argv: list[str] | None = None) -> dict:
               f"{'generate s':>10} {'distrib. s':>10} {'ratio':>7} {'coverage':>8}", flush=True)
         for rubric_name in args.rubric or RUBRICS:
             rubric = load_rubric(rubric_name)
-            _, rows = load_rows(rubric.name, args.data)
+            source, rows = load_rows(rubric.name, args.data)
+            print(f"{rubric.name}: cases from "
+                  f"{describe_source(rubric.name, source, rows, args.data)}", flush=True)
             row = _measure(backend, spec, rubric, rows, args.cases)
             if not row["cases"]:
                 print(f"{rubric.name:28} no verdict to measure: {row['skipped']} case(s) "

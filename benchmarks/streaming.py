@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_common import (
     cycle_rows,
+    describe_source,
     load_rows,
     print_figures,
     print_machine,
@@ -146,10 +147,11 @@ def main(argv: list[str] | None = None) -> dict:
     from evaluator.judges.backends import load_backend
 
     path, rows = load_rows(RUBRIC, args.data)
+    source = describe_source(RUBRIC, path, rows, args.data)
     # Without the shared dev data the 4 example cases stand in, taken again (new ids) up to
     # --cases; the dev set's 109 cases are taken once each up to there.
     rows = cycle_rows(rows, args.cases)
-    print(f"{len(rows)} cases of {path.name}; judge {args.judge} on vLLM; slots {args.slots}",
+    print(f"{len(rows)} cases of {source}; judge {args.judge} on vLLM; slots {args.slots}",
           flush=True)
     if args.models is None and args.judge not in ("smollm2-135m-instruct", "tiny-random"):
         parser.error("--judge takes smollm2-135m-instruct or tiny-random without --models")
