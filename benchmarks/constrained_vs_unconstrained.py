@@ -69,7 +69,7 @@ from bench_common import (
     set_threads,
 )
 
-from evaluator.judges.backends.cpu_heap import generate_heap
+from evaluator.judges.backends.cpu_heap import decode_heap
 from evaluator.judges.backends.grammar import constraint_schema
 from evaluator.judges.models_file import resolve_judge
 from evaluator.rubrics.load import load_rubric
@@ -112,14 +112,15 @@ def generate(backend, prompts: list[list[int]], max_new: int, *, min_new: int = 
                "temperature": None, "top_p": None, "top_k": None}
     if processor is not None:
         processor.reset()
-        options["logits_processor"] = LogitsProcessorList([processor])
     if prefetch is not None:
         options["stopping_criteria"] = StoppingCriteriaList([prefetch])
     if min_new:
         options["min_new_tokens"] = min_new
     started = time.perf_counter()
     try:
-        with torch.inference_mode(), generate_heap(backend.device):
+        with torch.inference_mode(), decode_heap(backend.device) as heap:  # as the backend
+            options["logits_processor"] = LogitsProcessorList(
+                [heap, *([processor] if processor is not None else [])])
             output = backend.model.generate(**batch, **options)
     finally:
         if prefetch is not None:

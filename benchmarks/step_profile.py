@@ -218,16 +218,17 @@ def run_variant(backend, variant: str, prompts, schema_text: str, budget: int, s
         import torch
         from transformers import LogitsProcessorList
 
-        from evaluator.judges.backends.cpu_heap import generate_heap
+        from evaluator.judges.backends.cpu_heap import decode_heap
 
         batch = backend.tokenizer.pad({"input_ids": prompts}, padding=True,
                                       return_tensors="pt")
-        with torch.inference_mode(), generate_heap(backend.device):
+        with torch.inference_mode(), decode_heap(backend.device) as heap:
             backend.model.generate(
                 **{k: v.to(backend.device) for k, v in batch.items()}, max_new_tokens=steps,
                 eos_token_id=backend.eos_token_id, pad_token_id=backend.tokenizer.pad_token_id,
                 do_sample=False, temperature=None, top_p=None, top_k=None,
-                logits_processor=LogitsProcessorList([_suppress_eos(backend.eos_token_id)]))
+                logits_processor=LogitsProcessorList(
+                    [heap, _suppress_eos(backend.eos_token_id)]))
     ended = _now()
     # The process's CPU while the main thread waited for masks (an inline fill; the wait for
     # a prefetched one): the fill's work on the critical path.

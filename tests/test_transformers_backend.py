@@ -227,14 +227,15 @@ def test_prefetched_cpu_masks_are_applied_by_their_bound_to_the_same_verdicts(
 
 def test_a_cpu_generate_reuses_the_heap_and_decodes_the_same_tokens(tiny_backend,
                                                                      monkeypatch):
-    """On CPU the backend's ``generate`` runs within ``cpu_heap.reused_heap`` (a large
-    block allocated during it is not an mmap'd one); the verdicts, token ids and logits
-    kept at score positions are exactly those decoded without it."""
+    """On CPU the backend's decode steps run within ``cpu_heap.reused_heap`` (a large
+    block allocated during one is not an mmap'd one), its prefill does not (one allocated
+    during the prefill's forward pass is); the verdicts, token ids and logits kept at
+    score positions are exactly those decoded without it."""
     from contextlib import nullcontext
 
     import numpy as np
 
-    from evaluator.judges.backends import constraint, transformers_backend
+    from evaluator.judges.backends import constraint, cpu_heap
     from tests.test_cpu_heap import PROBE, mmapped_blocks
 
     rubric = load_rubric("drug_monograph_similarity")
@@ -251,12 +252,27 @@ def test_a_cpu_generate_reuses_the_heap_and_decodes_the_same_tokens(tiny_backend
         del block
         return apply(scores, mask)
 
+    def probe_in_forward(module, args, kwargs):
+        before = mmapped_blocks()
+        block = np.empty(PROBE, dtype=np.uint8)
+        in_forward.append(mmapped_blocks() - before)
+        del block
+
     monkeypatch.setattr(constraint, "apply_on_cpu", applying_beside_a_large_block)
-    runs = []
-    for heap in (transformers_backend.generate_heap, lambda device: nullcontext()):
-        grown.clear()
-        monkeypatch.setattr(transformers_backend, "generate_heap", heap)
-        generations = tiny_backend.generate(chats, schema_text, sampling)
-        runs.append([(g.text, g.finish_reason, g.token_ids, g.step_logits) for g in generations])
-        assert set(grown) == ({0} if len(runs) == 1 else {1})
+    hook = tiny_backend.model.register_forward_pre_hook(probe_in_forward, with_kwargs=True)
+    runs, in_forward = [], []
+    try:
+        for heap in (cpu_heap.generate_heap, lambda device: nullcontext()):
+            grown.clear()
+            in_forward.clear()
+            monkeypatch.setattr(cpu_heap, "generate_heap", heap)
+            generations = tiny_backend.generate(chats, schema_text, sampling)
+            runs.append([(g.text, g.finish_reason, g.token_ids, g.step_logits)
+                         for g in generations])
+            assert set(grown) == ({0} if len(runs) == 1 else {1})
+            # the prefill mmaps its large blocks; the decode steps reuse the heap
+            assert in_forward[0] == 1 and len(in_forward) > 2
+            assert set(in_forward[1:]) == ({0} if len(runs) == 1 else {1})
+    finally:
+        hook.remove()
     assert runs[0] == runs[1]

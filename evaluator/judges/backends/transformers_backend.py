@@ -34,7 +34,7 @@ from evaluator.judges.backends.base import (
 )
 from evaluator.judges.backends.chat_tokens import encode_chat
 from evaluator.judges.backends.constraint import BatchConstraint, PrefetchMasks
-from evaluator.judges.backends.cpu_heap import generate_heap
+from evaluator.judges.backends.cpu_heap import decode_heap
 from evaluator.judges.backends.fill_threads import fill_during_forward, fill_thread_count
 from evaluator.judges.backends.grammar import constraint_schema, score_watch
 from evaluator.judges.backends.llg_tokenizer import from_hf
@@ -194,7 +194,6 @@ class TransformersBackend:
         batch = {k: v.to(self.device) for k, v in batch.items()}
         options: dict[str, Any] = {
             "max_new_tokens": sampling.max_new_tokens,
-            "logits_processor": LogitsProcessorList([processor]),
             # on an accelerator (or free CPUs) the next step's masks are filled while the
             # model runs
             "stopping_criteria": StoppingCriteriaList(
@@ -208,9 +207,10 @@ class TransformersBackend:
                            top_p=sampling.top_p, top_k=0)
         else:
             options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        # On CPU, a step's large buffers reuse the last step's pages (cpu_heap).
+        # On CPU, a decode step's large buffers reuse the last step's pages (cpu_heap).
         try:
-            with torch.inference_mode(), generate_heap(self.device):
+            with torch.inference_mode(), decode_heap(self.device) as heap:
+                options["logits_processor"] = LogitsProcessorList([heap, processor])
                 output = self.model.generate(**batch, **options)
         except BaseException:
             try:  # the error on its way up is the one to report
