@@ -95,7 +95,6 @@ def generate_heap(device: str) -> AbstractContextManager[None]:
     return reused_heap() if device.split(":")[0] == "cpu" else nullcontext()
 
 
-
 @contextmanager
 def decode_heap(device: str) -> Iterator[Callable[[Any, Any], Any]]:
     """:func:`generate_heap` for a ``generate``'s decode steps, not its prefill: yields a
@@ -103,11 +102,12 @@ def decode_heap(device: str) -> Iterator[Callable[[Any, Any], Any]]:
     enters the policy at its first call, after the prefill's forward pass has freed its
     temporaries; leaving the ``with`` block leaves it."""
     with ExitStack() as stack:
-        begun: list[bool] = []
+        begun = False
 
         def begin(input_ids: Any, scores: Any) -> Any:
+            nonlocal begun
             if not begun:
-                begun.append(True)
+                begun = True
                 stack.enter_context(generate_heap(device))
             return scores
 
