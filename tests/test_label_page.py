@@ -288,7 +288,7 @@ def test_pairwise_order_is_drawn_per_case_and_labels_are_stored_as_systems(tmp_p
 def test_a_journal_of_another_sheet_is_refused(sheet):
     append_label(sheet, JournalEntry(labeller="ana", time=now(), case_id="c", criterion="accuracy",
                                      value=3, sheet="0" * 64, rubric_hash="r" * 64))
-    with pytest.raises(LabelError, match="entry 1 is of another sheet or rubric"):
+    with pytest.raises(LabelError, match="journal.jsonl line 1: saved on another draw"):
         LabelSession(sheet, ["ana"])
 
 

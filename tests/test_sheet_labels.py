@@ -89,7 +89,7 @@ def test_one_labeller_sheet_gives_the_figures_of_the_same_labels_as_a_worksheet(
     path, _, truth, chosen, rows = run
     sheet = make_sheet(tmp_path / "sheet", rows)
     for case in chosen[:60]:
-        label(sheet, "ana", case, 1)  # changed below: the last line counts
+        label(sheet, "ana", case, 2 if truth[case] == 1 else 1)  # changed: the last counts
         label(sheet, "ana", case, truth[case])
     label(sheet, "ana", chosen[60], None, cannot_judge="image missing")
     csv = write_rows(tmp_path / "review.csv",
@@ -224,17 +224,17 @@ def test_labels_of_another_draw_or_rubric_are_refused_in_one_line(run, tmp_path)
     sheet = make_sheet(tmp_path / "sheet", rows)
     label(sheet, "ana", chosen[0], 3)
     label(sheet, "ana", chosen[1], 3, sheet="0" * 64)
-    one_line_error(invoke("agree", path, "--labels", sheet), "1 label(s) were saved on "
-                   "another draw")
+    one_line_error(invoke("agree", path, "--labels", sheet), "line 2: saved on another draw")
     one_line_error(invoke("report", path, "--labels", sheet, "--html", tmp_path / "r.html"),
-                   "1 label(s) were saved on another draw")
+                   "line 2: saved on another draw")
     other = make_sheet(tmp_path / "other", rows)
     label(other, "ana", chosen[0], 3, rubric_hash="e" * 64)
     one_line_error(invoke("agree", path, "--labels", other), "another version of rubric")
     one_line_error(invoke("estimate", path, "--labels", other), "another version of rubric")
     off = make_sheet(tmp_path / "off", rows)
     label(off, "ana", chosen[0], 9)
-    one_line_error(invoke("agree", path, "--labels", off), "not on the criterion's scale")
+    one_line_error(invoke("agree", path, "--labels", off),
+                   "line 1: the value on 'accuracy' is not on its scale")
     edited = make_sheet(tmp_path / "edited", rows)
     label(edited, "ana", chosen[0], 3)
     with (edited / "review.jsonl").open("a") as handle:  # a row added by hand

@@ -3,15 +3,13 @@ journal's labels that count (:func:`evaluator.data.sheet.latest_labels`), checke
 the sheet and the results, and each case's label when several labellers labelled it.
 
 :func:`read_sheet_labels` keeps, per (labeller, case, criterion), the last label saved;
-drops "cannot judge" (counted); refuses in one line journal lines of another draw (their
-``sheet`` fingerprint is not sheet.json's), of another rubric (their ``rubric_hash`` is not
-the results' rubric's), for a criterion or case the sheet does not have, by a labeller
-sheet.json does not list (when it lists labellers) or for a case not assigned to its
-labeller (each named by its journal line number), or with a value off the criterion's
-scale (A, B or tie on a pairwise sheet); and a ``review.jsonl`` changed since
-the draw (its SHA-256 is sheet.json's ``fingerprint``). The sheet's ``review.jsonl`` rows
-carry the design columns (:func:`evaluator.analysis.designs.read_design` reads them as it
-reads a worksheet's).
+drops "cannot judge" (counted); refuses in one line a journal line that breaks the sheet's
+rules (:mod:`evaluator.analysis.journal_rules`, the same the labelling page applies: of
+another draw or rubric, by an unlisted labeller, for a case or criterion the sheet does not
+have or did not assign, a value off the criterion's scale, ...), named by its line number;
+and a ``review.jsonl`` changed since the draw (its SHA-256 is sheet.json's
+``fingerprint``). The sheet's ``review.jsonl`` rows carry the design columns
+(:func:`evaluator.analysis.designs.read_design` reads them as it reads a worksheet's).
 
 Several labellers on one case: the cases are the sampling units, so each case gives one
 label, by a rule that keeps each command's figures valid (:data:`RULES`; docs/statistics.md,
@@ -37,12 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator.analysis.label_files import AgreementError, label_number, label_rows
+from evaluator.analysis.journal_rules import JournalLineError, JournalRules
+from evaluator.analysis.label_files import AgreementError, label_rows
 from evaluator.data.sheet import (
     JOURNAL,
-    PAIRWISE_VALUES,
     REVIEW_JSONL,
-    JournalEntry,
     SheetError,
     SheetInfo,
     is_sheet_dir,
@@ -50,7 +47,7 @@ from evaluator.data.sheet import (
     read_journal_lines,
     read_sheet_info,
 )
-from evaluator.rubrics.rubric import IntegerCriterion, Rubric
+from evaluator.rubrics.rubric import Rubric
 
 RULES = {
     "draw": ("each case counts once, with the label of one of its labellers drawn at random "
@@ -174,13 +171,6 @@ def _drawn(seed: int, case_id: str, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count
 
 
-def _scales(rubric: Rubric | None) -> dict[str, set[float]]:
-    if rubric is None:
-        return {}
-    return {f.key: {float(v) for v in f.allowed} for f in rubric.output
-            if isinstance(f, IntegerCriterion)}
-
-
 def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
                       rubric_hash: str | None = None, pairwise: bool = False) -> SheetLabels:
     """The labels that count in the sheet folder ``folder`` (see the module docstring).
@@ -208,43 +198,26 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
                                "is not sheet.json's fingerprint): restore it as evaluator "
                                "review wrote it")
     rows = label_rows(review)
-    drawn = {str(row.get("case_id")) for _, row in rows}
     journal = folder / JOURNAL
-    other_draw = sum(1 for e in entries if e.sheet != info.fingerprint)
-    if other_draw:
-        raise SheetLabelsError(f"{journal}: {other_draw} label(s) were saved on another draw "
-                               "(their sheet fingerprint is not sheet.json's): keep each "
-                               "sheet's journal in its own folder")
-    _check_labellers(journal, info, numbered)
-    # The labels were given on the page showing the sheet's rubric: one of another is not of
-    # this sheet. The rubric file read now (``rubric_hash``) may have changed since the sheet
-    # was drawn (a new version of the tool, an edit): said, not refused, so that labels and
-    # results made before the change stay usable together.
-    other_rubric = sum(1 for e in entries if e.rubric_hash != info.rubric_hash)
-    if other_rubric:
-        raise SheetLabelsError(
-            f"{journal}: {other_rubric} label(s) were given against another version of "
-            f"rubric {info.rubric!r} than sheet.json's (rubric hash differs): keep each "
-            "sheet's journal in its own folder")
+    rules = JournalRules.of(journal, info, (str(row.get("case_id")) for _, row in rows),
+                            rubric)
+    try:
+        rules.check_all(numbered)
+    except JournalLineError as exc:
+        raise SheetLabelsError(str(exc)) from None
+    # The labels were given on the page showing the sheet's rubric (every line's rubric
+    # hash is sheet.json's). The rubric file read now (``rubric_hash``) may have changed
+    # since the sheet was drawn (a new version of the tool, an edit): said, not refused, so
+    # that labels and results made before the change stay usable together.
     changed = rubric_hash is not None and rubric_hash != info.rubric_hash
-    scales = _scales(rubric)
     ratings: dict[str, dict[str, dict[str, float | str]]] = {k: {} for k in info.criteria}
     cannot = seen = 0
     for (labeller, case, criterion), entry in latest_labels(entries).items():
-        if criterion not in ratings:
-            raise SheetLabelsError(f"{journal}: a label for criterion {criterion!r}, which "
-                                   f"the sheet does not rate ({', '.join(info.criteria)})")
-        if case not in drawn:
-            raise SheetLabelsError(f"{journal}: a label of {labeller!r} is for a case that is "
-                                   f"not on the sheet ({REVIEW_JSONL}); restore the sheet's "
-                                   "files as evaluator review wrote them")
-        if entry.cannot_judge is not None or entry.value is None:
+        if entry.value is None:
             cannot += 1
             continue
         seen += entry.judge_seen
-        ratings[criterion][case] = ratings[criterion].get(case, {})
-        ratings[criterion][case][labeller] = _value(journal, entry.value, criterion,
-                                                    scales.get(criterion), pairwise, labeller)
+        ratings[criterion].setdefault(case, {})[labeller] = entry.value
     sheet = SheetLabels(folder, info, rows, ratings, cannot, seen)
     if cannot:
         sheet.notes.append(f"{cannot} label(s) saved as \"cannot judge\": left out")
@@ -253,39 +226,6 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
                            "(its file's hash is not sheet.json's): check that its criteria "
                            "and scales still mean what the labellers were shown")
     return sheet
-
-
-def _check_labellers(journal: Path, info: SheetInfo,
-                     numbered: Sequence[tuple[int, JournalEntry]]) -> None:
-    """Refuse a journal line (named by its number, never its content) by a labeller the
-    sheet does not list, when sheet.json lists labellers, or for a case the sheet did not
-    assign to that labeller: a hand-added line, which the page never writes."""
-    listed = set(info.labellers)
-    assigned = {name: set(cases) for name, cases in info.assignment.items()}
-    for number, entry in numbered:
-        if listed and entry.labeller not in listed:
-            raise SheetLabelsError(f"{journal} line {number}: a label by a labeller the sheet "
-                                   "does not list (sheet.json's labellers): delete that line "
-                                   "or draw a sheet for that labeller")
-        if assigned and entry.case_id not in assigned.get(entry.labeller, set()):
-            raise SheetLabelsError(f"{journal} line {number}: a label for a case the sheet "
-                                   "did not assign to its labeller (sheet.json's "
-                                   "assignment): delete that line")
-
-
-def _value(journal: Path, value: float | str, criterion: str, scale: set[float] | None,
-           pairwise: bool, labeller: str) -> float | str:
-    if pairwise:
-        if value not in PAIRWISE_VALUES:
-            raise SheetLabelsError(f"{journal}: a label of {labeller!r} on {criterion!r} is "
-                                   "not A, B or tie")
-        return str(value)
-    number = label_number(value)
-    if number is None or (scale is not None and number not in scale):
-        shown = f" ({min(scale):g}-{max(scale):g})" if scale else ""
-        raise SheetLabelsError(f"{journal}: a label of {labeller!r} on {criterion!r} is not "
-                               f"on the criterion's scale{shown}")
-    return number
 
 
 def judge_columns(rows: Sequence[tuple[int, dict[str, Any]]]) -> list[str]:

@@ -40,6 +40,8 @@ def label_command(sheet_dir: Path, labellers: tuple[str, ...], port: int, host: 
     session = LabelSession(sheet_dir, labellers, show_judge=show_judge,
                            rubrics_dirs=rubrics_dirs)
     info = session.info
+    # Once, if a line another server appends breaks the sheet's rules (saving stops).
+    session.notify = lambda problem: click.echo(f"error: {problem}", err=True)
 
     def announce(links: list[tuple[str, str]]) -> None:
         blind = "blind" if info.blind else ("judge shown after each save" if show_judge

@@ -20,9 +20,9 @@ import os
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from evaluator.common.errors import UserError
 from evaluator.common.record import Record
@@ -101,19 +101,47 @@ class JournalEntry(Record):
     sheet one of :data:`PAIRWISE_VALUES` in terms of the run's systems; None with
     ``cannot_judge`` (the reason). ``shown_left``: on a pairwise sheet, which system ("A" or
     "B") the page showed on the left. ``judge_seen``: the judge's verdict had been shown to
-    this labeller for this case before this save."""
+    this labeller for this case before this save.
+
+    Read strictly (a line edited by hand is refused, never guessed at): no type is
+    converted (``true`` is not 1, ``"4"`` is not a number), a number is finite, ``time`` is
+    an ISO 8601 time with its UTC offset, and a line has exactly one of ``value`` and
+    ``cannot_judge``. Whether a value fits its sheet (its criterion's scale, A/B/tie) is
+    :mod:`evaluator.analysis.journal_rules`'s."""
+
+    model_config = ConfigDict(strict=True)
 
     labeller: str
     time: str
     case_id: str
     criterion: str
-    value: float | str | None
+    value: Annotated[float, Field(allow_inf_nan=False)] | str | None
     cannot_judge: str | None = None
     comment: str | None = None
     judge_seen: bool = False
     shown_left: Literal["A", "B"] | None = None
     sheet: str
     rubric_hash: str
+
+    @field_validator("time")
+    @classmethod
+    def _a_real_time(cls, value: str) -> str:
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError("not an ISO 8601 time (such as 2026-12-06T13:34:35.123+00:00)"
+                             ) from None
+        if parsed.tzinfo is None:
+            raise ValueError("an ISO 8601 time without its UTC offset")
+        return value
+
+    @model_validator(mode="after")
+    def _value_or_reason(self) -> JournalEntry:
+        if (self.value is None) == (self.cannot_judge is None):
+            raise ValueError("a label has exactly one of value and cannot_judge (a reason)")
+        if self.cannot_judge is not None and not self.cannot_judge.strip():
+            raise ValueError("cannot_judge needs its reason")
+        return self
 
 
 def now() -> str:
@@ -168,14 +196,6 @@ def read_sheet_info(sheet_dir: Path) -> SheetInfo:
         raise SheetError(f"{show_path(target)}: field {where!r}: {first['msg']}") from None
 
 
-def _parses(fragment: bytes) -> bool:
-    try:
-        JournalEntry.model_validate_json(fragment)
-    except ValidationError:
-        return False
-    return True
-
-
 def _tail_start(fd: int, size: int) -> int:
     """Where the journal's last line starts (just after its last newline; 0: none)."""
     end = size
@@ -190,9 +210,10 @@ def _tail_start(fd: int, size: int) -> int:
 
 def append_label(sheet_dir: Path, entry: JournalEntry) -> None:
     """Append ``entry`` to the sheet's journal (created 0600): under an exclusive ``flock``
-    of the journal, a last line without its newline is ended when it is a whole entry (a
-    file saved by an editor that drops the final newline) and cut off when it is torn (a
-    writer killed mid-line: never acknowledged); the line is written in one ``write`` and
+    of the journal, a last line without its newline is ended when it is whole JSON (a
+    file saved by an editor that drops the final newline; whether it is a valid entry is
+    for the readers to say, naming its line) and cut off when it is torn (a writer killed
+    mid-line: never acknowledged); the line is written in one ``write`` and
     fsynced. Returns once it is on disk."""
     line = (json.dumps(entry.to_json(), ensure_ascii=False, separators=(",", ":"))
             + "\n").encode("utf-8")
@@ -203,7 +224,7 @@ def append_label(sheet_dir: Path, entry: JournalEntry) -> None:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 start = _tail_start(fd, size)
-                if _parses(os.pread(fd, size - start, start)):
+                if _whole_json(os.pread(fd, size - start, start)):
                     line = b"\n" + line
                 else:
                     os.ftruncate(fd, start)
@@ -226,26 +247,62 @@ def read_journal_lines(sheet_dir: Path) -> Iterator[tuple[int, JournalEntry]]:
     """:func:`read_journal`'s entries with their line numbers in the journal (1-based), for
     a message that names a line."""
     target = journal_path(sheet_dir)
+    yield from journal_entries(read_journal_bytes(sheet_dir), target)
+
+
+def read_journal_bytes(sheet_dir: Path) -> bytes:
+    """The journal's bytes (empty: no journal yet); :class:`SheetError` when unreadable."""
+    target = journal_path(sheet_dir)
     try:
-        data = target.read_bytes()
+        return target.read_bytes()
     except FileNotFoundError:
-        return
+        return b""
     except OSError as exc:
         raise SheetError(f"cannot read {show_path(target)} ({exc.strerror})") from None
+
+
+def journal_entries(data: bytes, target: Path, first: int = 1,
+                    ) -> Iterator[tuple[int, JournalEntry]]:
+    """The entries of the journal bytes ``data`` (read from ``target``; its first line is
+    line ``first`` of the file) with their line numbers. A last line without its newline
+    that is not whole JSON is torn (a writer killed mid-line, never acknowledged) and
+    skipped; any other line that is not a valid entry is a :class:`SheetError` naming the
+    line and field (never the content: a comment may hold PHI)."""
     lines = data.split(b"\n")
     last = len(lines)
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(lines, start=first):
         if not line.strip():
             continue
         try:
             entry = JournalEntry.model_validate_json(line)
-        except ValidationError:
-            if number == last:  # no newline after it: torn
-                return
-            raise SheetError(f"{show_path(target)} line {number}: not a journal entry "
-                             "(damaged: correct or delete that line in a text editor)"
-                             ) from None
+        except ValidationError as exc:
+            if number == last + first - 1 and not _whole_json(line):
+                return  # torn
+            raise SheetError(f"{show_path(target)} line {number}: "
+                             f"{entry_problem(exc)}: correct or delete that line in a text "
+                             "editor") from None
         yield number, entry
+
+
+def entry_problem(exc: ValidationError) -> str:
+    """What is wrong with a journal line, by field, without its content."""
+    first = exc.errors()[0]
+    if first["type"] in ("json_invalid", "json_type", "model_type", "model_attributes_type"):
+        return "not a journal entry (not a JSON object)"
+    where = str(first["loc"][0]) if first["loc"] else ""
+    if where == "value":
+        return ("field 'value': not a label value (a finite number, A, B or tie, or null "
+                "beside cannot_judge; true, false and NaN are not labels)")
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"field {where!r}: {message}" if where else message
+
+
+def _whole_json(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
 
 
 def latest_labels(entries: Iterable[JournalEntry],

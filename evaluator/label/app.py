@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from evaluator.label.session import Labeller, LabelSession
+from evaluator.label.session import STOPPED, Labeller, LabelSession
 
 # ASGI's shapes (starlette.types names them; not imported here, to keep starlette lazy).
 Scope = dict[str, Any]
@@ -71,14 +71,26 @@ class Guard:
             await send(message)
 
         refusal = self.refusal(scope)
+        status = 403
+        if refusal is None and self.stopped(scope):
+            refusal, status = STOPPED, 503
         if refusal is not None:
             body = (refusal + "\n").encode()
-            await secured({"type": "http.response.start", "status": 403, "headers": [
+            await secured({"type": "http.response.start", "status": status, "headers": [
                 (b"content-type", b"text/plain; charset=utf-8"),
                 (b"content-length", str(len(body)).encode())]})
             await secured({"type": "http.response.body", "body": body})
             return
         await self.app(scope, receive, secured)
+
+    def stopped(self, scope: Scope) -> bool:
+        """The journal holds a line the analysis would refuse (taken in from another
+        server): every page but the static files is refused, so nothing more is saved or
+        shown as labelled."""
+        if "/static/" in scope.get("path", ""):
+            return False
+        self.session.refresh()
+        return self.session.broken is not None
 
     def refusal(self, scope: Scope) -> str | None:
         """Why this request is refused (403), or None."""

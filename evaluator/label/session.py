@@ -3,8 +3,11 @@ case, and what a save appends to the journal. No web framework here
 (:mod:`evaluator.label.app` serves it).
 
 Read once at start: ``sheet.json``, the rubric (its hash checked against the sheet's),
-``review.jsonl`` (its SHA-256 is the sheet's fingerprint), the journal (every line must be of
-this sheet and rubric) and the cases' text. On a blind sheet, or without ``show_judge``, the
+``review.jsonl`` (its SHA-256 is the sheet's fingerprint), the journal (every line must keep
+the rules the analysis applies, :mod:`evaluator.analysis.journal_rules`, so that no case
+counts as labelled on a line the analysis would refuse; lines another server appends are
+checked as they are taken in, and one that breaks a rule stops this server's saves) and the
+cases' text. On a blind sheet, or without ``show_judge``, the
 judge's cells of ``review.jsonl`` are dropped as it is read: they are never held, so no page
 can send them.
 """
@@ -17,28 +20,28 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
+from evaluator.analysis.journal_rules import JournalLineError, JournalRules
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.review.assignment import check_labellers
 from evaluator.common.errors import UserError
 from evaluator.data.files import sha256_file, show_path
 from evaluator.data.sheet import (
-    JOURNAL,
     REVIEW_JSONL,
     JournalEntry,
+    SheetError,
     SheetInfo,
     append_label,
+    journal_entries,
     journal_path,
     latest_labels,
     now,
-    read_journal,
+    read_journal_bytes,
     read_sheet_info,
 )
 from evaluator.data.sheet_cases import read_sheet_cases
@@ -53,6 +56,10 @@ from evaluator.rubrics.load import load_rubric, load_rubric_file
 from evaluator.rubrics.rubric import Rubric, RubricError
 
 MAX_TEXT = 4000  # a reason or comment, in characters
+# What a labeller is told when the journal holds a line the analysis would refuse (the
+# person running the server has the line's number and what is wrong on the terminal).
+STOPPED = ("labelling has stopped: the sheet's journal has a line this tool refuses; tell "
+           "the person who runs evaluator label (their terminal says which line)")
 
 
 class LabelError(UserError, ValueError):
@@ -226,18 +233,26 @@ class LabelSession:
                              f"{info.rubric!r} (kind {self.rubric.kind!r})")
         self.criteria = label_criteria(self.rubric, info.criteria)
         self.case_ids, self._judge = _read_review(self.sheet_dir, info, show_judge)
-        # Where this server's reading of the journal stops: lines appended after it (by
-        # another server on this sheet) are taken in by _take_in. Taken before the read, so
-        # a line appended in between is read twice, in order: harmless.
-        self._offset = _journal_end(self.sheet_dir)
-        entries = list(read_journal(self.sheet_dir))
-        foreign = next((i for i, e in enumerate(entries, start=1)
-                        if e.sheet != info.fingerprint or e.rubric_hash != info.rubric_hash),
-                       None)
-        if foreign is not None:
-            raise LabelError(f"{show_path(self.sheet_dir / JOURNAL)} entry {foreign} is of "
-                             "another sheet or rubric (fingerprint or rubric hash differs); "
-                             "move that journal away, or open the sheet it belongs to")
+        # The journal, read once: its lines are checked by the rules the analysis applies
+        # (a line it would refuse must not count a case as labelled), and this server's
+        # reading stops after its last whole line; lines appended later (by another server
+        # on this sheet) are taken in, and checked, by _take_in.
+        journal = journal_path(self.sheet_dir)
+        self._rules = JournalRules.of(journal, info, self.case_ids, self.rubric)
+        try:
+            data = read_journal_bytes(self.sheet_dir)
+            entries = []
+            for number, entry in journal_entries(data, journal):
+                self._rules.check(number, entry)
+                entries.append(entry)
+        except (SheetError, JournalLineError) as exc:
+            raise LabelError(f"{exc}; then start evaluator label again") from None
+        self._offset = data.rfind(b"\n") + 1
+        self._next_line = data.count(b"\n", 0, self._offset) + 1
+        # Why this server stopped taking saves (a line another server appended breaks the
+        # sheet's rules), or None; ``notify`` (the CLI's) is told once, when it happens.
+        self.broken: str | None = None
+        self.notify: Callable[[str], None] | None = None
         self._latest = latest_labels(entries)
         self._lock = threading.Lock()
         self.cases = read_sheet_cases(self.sheet_dir, info, self.rubric, self.case_ids)
@@ -253,7 +268,8 @@ class LabelSession:
     def refresh(self) -> None:
         """Take in what other servers on this sheet have saved since the last look."""
         with self._lock:
-            self._take_in()
+            if self.broken is None:
+                self._take_in()
 
     def _take_in(self) -> None:
         """Take in the whole lines appended to the journal since the last look (another
@@ -268,18 +284,24 @@ class LabelSession:
         end = data.rfind(b"\n")
         if end < 0:
             return  # nothing new, or a line still being written
-        for line in data[:end].split(b"\n"):
-            try:
-                entry = JournalEntry.model_validate_json(line)
-            except ValidationError:
-                continue  # blank or damaged: the next start names a damaged line
-            if entry.sheet != self.info.fingerprint or entry.rubric_hash != self.info.rubric_hash:
-                continue
-            self._latest[(entry.labeller, entry.case_id, entry.criterion)] = entry
-            person = self._by_name.get(entry.labeller)
-            if person is not None and self._complete(entry.labeller, entry.case_id):
-                person.done.add(entry.case_id)
+        try:
+            for number, entry in journal_entries(data[:end + 1], journal_path(self.sheet_dir),
+                                                 self._next_line):
+                self._rules.check(number, entry)
+                self._latest[(entry.labeller, entry.case_id, entry.criterion)] = entry
+                person = self._by_name.get(entry.labeller)
+                if person is not None and self._complete(entry.labeller, entry.case_id):
+                    person.done.add(entry.case_id)
+        except (SheetError, JournalLineError) as exc:
+            # Nothing from that line on counts, and no save is taken (the page says so):
+            # the analysis would refuse the journal.
+            self.broken = (f"{exc}; this server takes no more saves until that line is "
+                           "mended and evaluator label is started again")
+            if self.notify is not None:
+                self.notify(self.broken)
+            return
         self._offset += end + 1
+        self._next_line += data.count(b"\n", 0, end + 1)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -396,7 +418,10 @@ class LabelSession:
                        "cannot judge, with a reason) for each criterion, then save")
         written = 0
         with self._lock, _folder_lock(self.sheet_dir):
-            self._take_in()
+            if self.broken is None:
+                self._take_in()
+            if self.broken is not None:
+                return 0, STOPPED
             seen = case_id in person.judge_shown
             for c, value, cannot in planned:
                 old = self._latest.get((person.name, case_id, c.key))
@@ -433,18 +458,6 @@ def _form_choices(criteria: Sequence[LabelCriterion], form: Mapping[str, str],
         if reason:
             reasons[c.key] = reason[:MAX_TEXT]
     return chosen, reasons
-
-
-def _journal_end(sheet_dir: Path) -> int:
-    """The journal's length up to just after its last newline (0: no journal)."""
-    try:
-        data = journal_path(sheet_dir).read_bytes()
-    except FileNotFoundError:
-        return 0
-    except OSError as exc:
-        raise LabelError(f"cannot read {show_path(journal_path(sheet_dir))} "
-                         f"({exc.strerror})") from None
-    return data.rfind(b"\n") + 1
 
 
 @contextmanager
