@@ -29,25 +29,48 @@ SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=fetch('/x')>"
 TRIAL_FIELDS = ("patient_profile", "trial_id", "trial_title", "eligibility_criteria",
                 "ground_truth_label", "ground_truth_explanation", "workflow_answer")
+# Every criterion a trial_eligibility sheet asks by default (review's integer criteria).
+ALL_TRIAL_CRITERIA = ["hallucination", "accuracy", "clarity"]
 
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _shared_rows() -> list[dict]:
+    """The shared trial cases (their rubric's fields), or none when the file is absent."""
+    if not SHARED_CASES.is_file():
+        return []
+    with SHARED_CASES.open(encoding="utf-8") as handle:
+        return [{"case_id": row["case_id"], **{f: row[f] for f in TRIAL_FIELDS}}
+                for row in map(json.loads, handle)]
+
+
 def _trial_rows(n: int) -> list[dict]:
-    rows = []
-    if SHARED_CASES.is_file():
-        with SHARED_CASES.open(encoding="utf-8") as handle:
-            for line in handle:
-                row = json.loads(line)
-                rows.append({"case_id": row["case_id"], **{f: row[f] for f in TRIAL_FIELDS}})
+    rows = _shared_rows()
     base = len(rows)
     while len(rows) < n:  # synthetic fillers beyond the shared file (benchmark sizes)
         i = len(rows)
         template = rows[i % base] if base else {f: f"synthetic {f} {i}" for f in TRIAL_FIELDS}
         rows.append({**template, "case_id": f"synthetic-{i:06d}"})
     return rows[:n]
+
+
+def longest_trial_rows() -> list[dict]:
+    """Two cases that test a page's layout: the shared data's longest case (the most text
+    in its fields: 5,749 characters, 4,589 of them its eligibility criteria) and its case
+    with the longest answer (1,225 characters); without the shared file, one synthetic case
+    of those lengths."""
+    rows = _shared_rows()
+    if not rows:
+        words = "synthetic text of a made-up case; "
+        rows = [{**{f: f"synthetic {f}" for f in TRIAL_FIELDS}, "case_id": "synthetic-long",
+                 "patient_profile": (words * 20)[:600],
+                 "eligibility_criteria": ("Inclusion criteria:\n\n " + words * 140)[:4600],
+                 "workflow_answer": (words * 40)[:1225]}]
+    longest = max(rows, key=lambda r: sum(len(r[f]) for f in TRIAL_FIELDS))
+    wordiest = max(rows, key=lambda r: len(r["workflow_answer"]))
+    return [longest] + ([wordiest] if wordiest is not longest else [])
 
 
 def _judge_cells(criteria: list[str], i: int, pairwise: bool) -> dict:
@@ -73,21 +96,24 @@ def _write_review(folder: Path, ids: list[str], criteria: list[str], pairwise: b
 def make_single_sheet(folder: Path, n: int = 10, *, blind: bool = True, hostile: bool = False,
                       labellers: list[str] | None = None,
                       assignment: dict[str, list[str]] | None = None,
-                      judge_in_file: bool = True) -> SheetInfo:
-    """A single (score) sheet of ``n`` trial-eligibility cases in ``folder``; ``hostile``:
-    the first case's answer holds a <script> and an <img onerror>."""
+                      judge_in_file: bool = True, criteria: list[str] | None = None,
+                      rows: list[dict] | None = None) -> SheetInfo:
+    """A single (score) sheet of ``n`` trial-eligibility cases in ``folder`` (or of
+    ``rows``), asking ``criteria`` (default: accuracy and clarity); ``hostile``: the first
+    case's answer holds a <script> and an <img onerror>."""
     folder.mkdir(parents=True, exist_ok=True)
-    rows = _trial_rows(n)
+    rows = [dict(r) for r in rows] if rows is not None else _trial_rows(n)
+    criteria = criteria or SINGLE_CRITERIA
     if hostile:
         rows[0]["workflow_answer"] = f"{SCRIPT} and {IMG} end"
     cases = folder / "cases.jsonl"
     cases.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     ids = [r["case_id"] for r in rows]
-    review = _write_review(folder, ids, SINGLE_CRITERIA, False, judge_in_file)
+    review = _write_review(folder, ids, criteria, False, judge_in_file)
     rubric = load_rubric(SINGLE_RUBRIC)
     info = SheetInfo(fingerprint=sha256(review), rubric=SINGLE_RUBRIC,
                      rubric_hash=rubric.source_sha256 or "", design="random" if blind
-                     else "priority", blind=blind, criteria=SINGLE_CRITERIA,
+                     else "priority", blind=blind, criteria=criteria,
                      results=[FileRef(path="results.jsonl", sha256="0" * 64)],
                      cases=CasesRef(path=str(cases), sha256=sha256(cases)),
                      labellers=labellers or [], assignment=assignment or {}, created=now())

@@ -13,7 +13,14 @@ import pytest
 
 from evaluator.data.sheet import latest_labels, read_journal
 from tests.label_browser import Server, chromium, doc_screenshot, playwright_or_reason
-from tests.label_sheets import IMG, SCRIPT, make_pairwise_sheet, make_single_sheet
+from tests.label_sheets import (
+    ALL_TRIAL_CRITERIA,
+    IMG,
+    SCRIPT,
+    longest_trial_rows,
+    make_pairwise_sheet,
+    make_single_sheet,
+)
 
 SKIP = playwright_or_reason()[1]
 pytestmark = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
@@ -46,6 +53,35 @@ def _case_no(page) -> str:
     return page.locator(".case-no").inner_text()
 
 
+# What the clinician must see together, without scrolling, to label a case: the answer
+# being rated (or the two answers), every choice of every criterion and the save button.
+MUST_SEE = ("#answer, #left, #right, fieldset.criterion input[type=radio], "
+            "fieldset.criterion label.option, #save")
+# Each of those that is not wholly inside the window, or is covered or clipped (scrolled
+# away inside a column) at its top or bottom edge: a line saying which and where.
+OUT_OF_VIEW = """(selector) => {
+  const out = [];
+  for (const e of document.querySelectorAll(selector)) {
+    const r = e.getBoundingClientRect();
+    const seen = [r.top + 1, r.bottom - 1].every((y) => {
+      const hit = document.elementFromPoint((r.left + r.right) / 2, y);
+      return hit && (e.contains(hit) || (e.closest("label") || e).contains(hit));
+    });
+    if (r.top < 0 || r.left < 0 || r.bottom > innerHeight || r.right > innerWidth || !seen) {
+      out.push((e.id || e.name || e.textContent.trim().slice(0, 30)) +
+               " at " + [r.left, r.top, r.right, r.bottom].map(Math.round));
+    }
+  }
+  return out;
+}"""
+
+
+def _out_of_view(page) -> list[str]:
+    """What of MUST_SEE is out of the window (none: all in view without scrolling)."""
+    assert page.evaluate("window.scrollY") == 0
+    return page.evaluate(OUT_OF_VIEW, MUST_SEE)
+
+
 def _check_journal(sheet: Path, labellers: dict[str, int], criteria: int = 2) -> None:
     entries = list(read_journal(sheet))
     keys = Counter((e.labeller, e.case_id, e.criterion) for e in entries)
@@ -61,7 +97,6 @@ def test_a_clinician_labels_ten_cases_with_the_keyboard_and_a_reload_resumes(tmp
         page = context.new_page()
         page.goto(server.url)
         assert page.url.endswith("/case/1")
-        doc_screenshot(page, "labelling-case", full_page=True)
         for i in range(1, 6):
             assert f"Case {i} of 10" in _case_no(page)
             _key_label(page, "42", i + 1)
@@ -84,6 +119,44 @@ def test_a_clinician_labels_ten_cases_with_the_keyboard_and_a_reload_resumes(tmp
     _check_journal(sheet, {"ana": 10})
     latest = latest_labels(read_journal(sheet))
     assert Counter(e.value for k, e in latest.items() if k[2] == "accuracy") == {4: 5, 3: 5}
+
+
+def test_at_1300_by_900_the_answer_and_every_choice_are_in_view_without_scrolling(
+        tmp_path, browser):
+    """The longest trial case of the shared data (5,749 characters) and its longest answer
+    (1,225), with the three criteria a trial sheet asks (18 choices): the answer being
+    rated, every choice and the save button lie inside a 1300 x 900 window as the page
+    opens, with JavaScript and without; the context (profile, criteria, reference) scrolls
+    in its own column. A narrow window stacks the columns: context, answer, choices."""
+    sheet = tmp_path / "sheet"
+    rows = longest_trial_rows()
+    make_single_sheet(sheet, criteria=ALL_TRIAL_CRITERIA, rows=rows)
+    with Server(sheet, ["ana"]) as server:
+        for scripts in (True, False):
+            ctx = browser.new_context(viewport={"width": 1300, "height": 900},
+                                      java_script_enabled=scripts)
+            try:
+                page = ctx.new_page()
+                for i, row in enumerate(rows, start=1):
+                    page.goto(server.url.rstrip("/") + f"/case/{i}")
+                    assert page.locator("fieldset.criterion input[type=radio]").count() == 18
+                    assert _out_of_view(page) == [], (scripts, i)
+                    answer = page.locator("#answer pre").inner_text(timeout=5000)
+                    assert answer.strip() == row["workflow_answer"].strip()
+                    box = page.locator("#answer pre").bounding_box()
+                    assert box is not None and box["height"] >= 100  # text, not a sliver
+                    context = page.locator("section.context")
+                    assert "Eligibility criteria" in context.inner_text()
+                    assert context.evaluate("e => e.scrollHeight > e.clientHeight")
+                    if scripts and i == 1:
+                        doc_screenshot(page, "labelling-case")
+                page.set_viewport_size({"width": 600, "height": 900})
+                context_box = page.locator("section.context").bounding_box()
+                answer_box = page.locator("#answer").bounding_box()
+                assert context_box is not None and answer_box is not None
+                assert answer_box["y"] >= context_box["y"] + context_box["height"]
+            finally:
+                ctx.close()
 
 
 def test_a_server_killed_with_sigkill_and_restarted_loses_and_duplicates_nothing(
@@ -160,6 +233,8 @@ def test_a_pairwise_case_shows_two_answers_and_saves_in_terms_of_the_systems(
         page.goto(server.url)
         left = page.locator("#left pre").inner_text()
         assert page.locator("#right pre").is_visible()
+        page.set_viewport_size({"width": 1300, "height": 900})
+        assert _out_of_view(page) == []
         doc_screenshot(page, "labelling-pairwise")
         _key_label(page, "13", 2)  # left better; tie
     entry = next(e for e in read_journal(sheet) if e.criterion == "critical_finding_concordance")

@@ -29,6 +29,7 @@ from evaluator.data.sheet import (
     write_sheet_info,
 )
 from evaluator.label.app import CSP, build_app
+from evaluator.label.fields import input_title, rated_input
 from evaluator.label.session import LabelError, LabelSession, shown_left
 from evaluator.rubrics.load import load_rubric
 from tests.label_sheets import (
@@ -37,6 +38,7 @@ from tests.label_sheets import (
     IMG,
     MARKER,
     SCRIPT,
+    TRIAL_FIELDS,
     make_pairwise_sheet,
     make_single_sheet,
     sha256,
@@ -135,6 +137,67 @@ def test_case_text_is_escaped_and_runs_nothing(sheet):
     assert "&lt;img src=x onerror=fetch(&#39;/x&#39;)&gt;" in page
     assert SCRIPT not in page and "<img" not in page and IMG not in page
     assert "&lt;0.&gt; A 58-year-old" in page  # the shared data's sentence markers too
+
+
+def test_fields_have_readable_titles_and_the_answer_to_rate_its_own_box(sheet, tmp_path):
+    """Each field under a title made from its input's name, never the raw name; the answer
+    being rated (the input the rubric describes as "being evaluated") in its own box, after
+    the context and before the choices."""
+    session = LabelSession(sheet, ["ana"])
+    page = _client(session).get(f"/l/{_token(session)}/case/1").text
+    for name in TRIAL_FIELDS:
+        assert name not in page, name
+    for title in ("Patient profile", "Trial ID", "Trial title", "Eligibility criteria",
+                  "Ground truth label", "Ground truth explanation"):
+        assert f"<h2>{title} <span class=\"desc\">" in page, title
+    answer = re.search(r'<section class="field answer" id="answer".*?</section>', page,
+                       re.DOTALL)
+    assert answer is not None
+    assert "Workflow answer" in answer.group() and "&lt;script&gt;" in answer.group()
+    assert page.index("Eligibility criteria") < answer.start() < page.index('id="label-form"')
+    pair = tmp_path / "pair"
+    make_pairwise_sheet(pair, 2)
+    paired = LabelSession(pair, ["ana"])
+    page = _client(paired).get(f"/l/{_token(paired)}/case/1").text
+    assert '<h2>Reference report <span class="desc">' in page
+    assert "reference_report" not in page and 'id="answer"' not in page
+
+
+@pytest.mark.parametrize("name, title", [
+    ("patient_profile", "Patient profile"), ("trial_id", "Trial ID"), ("Resp", "Resp"),
+    ("DiagnosisAccuracy", "Diagnosis accuracy"), ("ECGText", "ECG text"),
+    ("lead2_axis", "Lead2 axis"), ("Resp_A", "Resp A"), ("_", "_"),
+])
+def test_an_inputs_title_is_its_name_in_words(name, title):
+    assert input_title(name) == title
+
+
+def test_the_answer_to_rate_is_the_input_being_evaluated_and_never_a_guess(tmp_path):
+    assert {name: rated_input(load_rubric(name)) for name in (
+        "trial_eligibility", "ecg_interpretation", "pathology_report",
+        "drug_monograph_similarity", "trial_eligibility_pairwise")} == {
+        "trial_eligibility": "workflow_answer", "ecg_interpretation": "generated",
+        "pathology_report": "generated_report", "drug_monograph_similarity": "Resp",
+        "trial_eligibility_pairwise": None}  # a pair's two answers are shown side by side
+    ecg = load_rubric("ecg_interpretation")
+    unmarked = {n: f.model_copy(update={"description": "text"}) for n, f in ecg.inputs.items()}
+    assert rated_input(ecg.model_copy(update={"inputs": unmarked})) is None
+    # A rubric that marks none: every field is context, the answer among them.
+    from evaluator.rubrics.load import BUILTIN_RUBRICS_DIR
+
+    sheet = tmp_path / "sheet"
+    info = make_single_sheet(sheet, 2)
+    text = (BUILTIN_RUBRICS_DIR / "trial_eligibility.yaml").read_text()
+    custom = text.replace("name: trial_eligibility\n", "name: our_trials\n").replace(
+        "determination being evaluated.", "determination.")
+    assert "being evaluated" not in custom
+    (tmp_path / "our_trials.yaml").write_text(custom)
+    write_sheet_info(sheet, info.model_copy(update={
+        "rubric": "our_trials", "rubric_hash": sha256(tmp_path / "our_trials.yaml")}))
+    session = LabelSession(sheet, ["ana"], rubrics_dirs=[tmp_path])
+    page = _client(session).get(f"/l/{_token(session)}/case/1").text
+    assert 'id="answer"' not in page and "To rate" not in page
+    assert page.index("<h2>Workflow answer ") < page.index('id="label-form"')
 
 
 def _label_everything(client, token, n, values=("4", "2")):

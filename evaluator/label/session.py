@@ -52,6 +52,7 @@ from evaluator.label.criteria import (
     to_screen,
     to_systems,
 )
+from evaluator.label.fields import input_title, rated_input
 from evaluator.rubrics.load import load_rubric, load_rubric_file
 from evaluator.rubrics.rubric import Rubric, RubricError
 
@@ -80,11 +81,12 @@ class Labeller:
 
 @dataclass(frozen=True)
 class Field:
-    """One input field shown as text."""
+    """One input field shown as text, under its title (:func:`input_title`)."""
 
     name: str
     description: str
     text: str
+    title: str = ""
 
 
 @dataclass
@@ -106,6 +108,7 @@ class CaseView:
     verdict: dict[str, str] | None
     next_unlabelled: int | None
     error: str | None = None
+    answer: Field | None = None  # the answer being rated, above the choices (not in fields)
 
 
 def _read_review(sheet_dir: Path, info: SheetInfo, keep_judge: bool,
@@ -339,13 +342,16 @@ class LabelSession:
         candidates = self.rubric.candidates or ()
         # Two candidates are shown side by side, in an order drawn per labeller and case.
         side = shown_left(self.info, person.name, case_id) if candidates else None
-        shown = [Field(name, spec.description, fields.get(name, ""))
+        shown = [Field(name, spec.description, fields.get(name, ""), input_title(name))
                  for name, spec in self.rubric.inputs.items() if name not in candidates]
+        rated = rated_input(self.rubric)
+        answer = next((f for f in shown if f.name == rated), None)
+        shown = [f for f in shown if f is not answer]
         left = right = None
         if side is not None:
             a, b = (fields.get(name, "") for name in candidates)
-            left = Field("left", "Left answer", a if side == "A" else b)
-            right = Field("right", "Right answer", b if side == "A" else a)
+            left = Field("left", "Left answer", a if side == "A" else b, "Left answer")
+            right = Field("right", "Right answer", b if side == "A" else a, "Right answer")
         chosen: dict[str, str] = {}
         reasons: dict[str, str] = {}
         comment = ""
@@ -376,7 +382,7 @@ class LabelSession:
             person.judge_shown.add(case_id)
         return CaseView(person.name, index, len(person.cases), len(person.done), done, shown,
                         left, right, self.criteria, chosen, reasons, comment, verdict,
-                        self.first_unlabelled(person, index), error)
+                        self.first_unlabelled(person, index), error, answer)
 
     # -- saving ----------------------------------------------------------------------------
 
