@@ -1,23 +1,31 @@
 """``evaluator label`` as a real server (a subprocess): it prints one URL per labeller on a
 free loopback port, answers with its token, logs no case text, and with a certificate
-answers HTTPS only."""
+answers HTTPS only. ``--host`` is judged on the address bind would use: every address is
+refused however it is spelt, before anything is bound."""
 
 from __future__ import annotations
 
 import datetime
+import errno
 import http.client
 import ipaddress
 import json
+import socket
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from evaluator.cli.main import cli
 from evaluator.data.sheet import read_journal, write_sheet_info
+from evaluator.label import serve
+from evaluator.label.session import LabelError
 from tests.label_browser import Server
 from tests.label_sheets import MARKER, make_single_sheet
 
@@ -156,3 +164,126 @@ def test_the_start_lines_give_each_labeller_her_own_count(tmp_path):
     assert printed[0] == "Labelling sheet (single, blind): 6 cases in the sheet."
     assert "  ana (3 cases):" in printed and "  ben (4 cases):" in printed
     assert set(server.urls) == {"ana", "ben"}
+
+
+# --host: every spelling of every address is refused, before anything is bound.
+EVERY_ADDRESS = ["0", "0.0.0.0", "00", "0.0", "0x0", "000.000.000.000", "::", "::0", "[::]",
+                 "0000::", "0:0:0:0:0:0:0:0", "::ffff:0.0.0.0", "[::ffff:0:0]", ""]
+
+
+@pytest.fixture
+def no_bind(monkeypatch) -> list:
+    """socket.bind recorded and refused: what a test asserts nothing asked for."""
+    bound: list = []
+
+    def record(sock, address):
+        bound.append(address)
+        raise OSError(errno.EADDRNOTAVAIL, "recorded by the test")
+
+    monkeypatch.setattr(socket.socket, "bind", record)
+    return bound
+
+
+def _label_cli(tmp_path: Path, *args: str) -> str:
+    """``evaluator label`` with a certificate and ``args``: exit 2 with one line, returned."""
+    folder = tmp_path / "s"
+    if not folder.exists():
+        make_single_sheet(folder, 3)
+    cert, key = _certificate(tmp_path)
+    result = CliRunner().invoke(cli, ["label", str(folder), "--labeller", "ana",
+                                      "--tls-cert", str(cert), "--tls-key", str(key), *args])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("host", EVERY_ADDRESS)
+def test_every_spelling_of_every_address_is_refused_with_tls_and_nothing_is_bound(
+        tmp_path, no_bind, host):
+    line = _label_cli(tmp_path, "--host", host)
+    assert "listens on every address" in line, line
+    assert f"--host {host or repr(host)} " in line
+    assert no_bind == []
+
+
+@pytest.mark.parametrize("answers", [[("0.0.0.0", 0)], [("10.1.2.3", 0), ("::", 0, 0, 0)]])
+def test_a_name_that_resolves_to_every_address_is_refused(tmp_path, no_bind, monkeypatch,
+                                                          answers):
+    real = socket.getaddrinfo
+
+    def resolver(host, *args, **kwargs):
+        if host == "anywhere.example":
+            return [(socket.AF_INET6 if ":" in a[0] else socket.AF_INET, socket.SOCK_STREAM,
+                     6, "", a) for a in answers]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    line = _label_cli(tmp_path, "--host", "anywhere.example")
+    assert line.startswith("error: --host anywhere.example listens on every address"), line
+    assert no_bind == []
+
+
+def test_a_resolver_that_does_not_answer_is_not_waited_for(tmp_path, no_bind, monkeypatch):
+    real = socket.getaddrinfo
+
+    def resolver(host, *args, **kwargs):
+        numeric = (args[4] if len(args) > 4 else 0) & socket.AI_NUMERICHOST
+        if host == "slow.example" and not numeric:
+            time.sleep(5)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(serve, "RESOLVE_SECONDS", 0.3, raising=False)
+    started = time.monotonic()
+    line = _label_cli(tmp_path, "--host", "slow.example")
+    assert "--host slow.example did not resolve within 0.3 s" in line, line
+    assert time.monotonic() - started < 4
+    assert no_bind == []
+
+
+@pytest.mark.parametrize("host", ["evil host", "a\nb", "[127.0.0.1]", "[label.example]",
+                                  "-x.example", "label.example.123", "label_x", "<broadcast>",
+                                  "127.0.0.1:8443", "0.0.0.0."])
+def test_a_host_that_is_neither_an_address_nor_a_name_is_refused(tmp_path, no_bind, host):
+    line = _label_cli(tmp_path, "--host", host)
+    assert "is neither an address nor a host name" in line, line
+    assert no_bind == []
+
+
+@pytest.mark.parametrize("host, loopback, name", [
+    ("127.1", True, "127.0.0.1"), ("0x7f.1", True, "127.0.0.1"),
+    ("2130706433", True, "127.0.0.1"), ("localhost", True, "localhost"),
+    ("LocalHost", True, "localhost"), ("::ffff:127.0.0.1", True, "[::ffff:7f00:1]"),
+    ("[0:0::1]", True, "[::1]"), ("10.1.2.3", False, "10.1.2.3"),
+    ("::ffff:10.1.2.3", False, "[::ffff:a01:203]"), ("0.0.0.1", False, "0.0.0.1"),
+])
+def test_loopback_is_judged_on_the_address_that_is_bound(host, loopback, name):
+    address = serve.resolve(host)
+    assert address.loopback is loopback and address.name == name
+    if not loopback:
+        with pytest.raises(LabelError, match="--tls-cert and --tls-key"):
+            serve.check_listen(serve.Listen(host))
+        return
+    assert serve.check_listen(serve.Listen(host)) == address
+    if address.ip.version == 4:  # (IPv6 may be off here)
+        sock = serve.bind(address, 0)
+        try:
+            assert sock.getsockname()[0] == str(address.ip)
+        finally:
+            sock.close()
+
+
+def test_a_loopback_address_spelt_another_way_is_linked_and_answered_as_browsers_send_it(
+        tmp_path):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 3)
+    with Server(sheet, ["ana"], "--host", "0x7f.1") as server:
+        url = urllib.parse.urlsplit(server.url)
+        assert url.hostname == "127.0.0.1"  # what a browser sends for 0x7f.1 too
+        assert _get(server.url)[0] == 200
+        connection = http.client.HTTPConnection("127.0.0.1", url.port, timeout=30)
+        connection.request("GET", url.path, headers={"Host": f"0x7f.1:{url.port}"})
+        assert connection.getresponse().status == 403
+        connection.close()
+
