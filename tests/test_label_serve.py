@@ -1,7 +1,8 @@
 """``evaluator label`` as a real server (a subprocess): it prints one URL per labeller on a
 free loopback port, answers with its token, logs no case text, and with a certificate
-answers HTTPS only. ``--host`` is judged on the address bind would use: every address is
-refused however it is spelt, before anything is bound."""
+answers HTTPS only; a POST's body is read no further than its limit, and no request leaves a
+traceback. ``--host`` is judged on the address bind would use: every address is refused
+however it is spelt, before anything is bound."""
 
 from __future__ import annotations
 
@@ -287,3 +288,129 @@ def test_a_loopback_address_spelt_another_way_is_linked_and_answered_as_browsers
         assert connection.getresponse().status == 403
         connection.close()
 
+
+# A POST's body: read no further than 64 KiB, a form only, and no traceback for any request.
+def _raw_post(url: str, head: dict[str, str], chunks: int = 0, size: int = 1 << 20,
+              hang_up: bool = False, wait: float = 10) -> tuple[bytes, int]:
+    """A POST to case 1 sent by hand: ``chunks`` chunks of ``size`` bytes (chunked), sent
+    until the server answers; (the answer's head, how many chunks were sent by then).
+    ``hang_up``: close the connection after the chunks, before the body's end."""
+    split = urllib.parse.urlsplit(url)
+    sock = socket.create_connection((split.hostname, split.port), timeout=wait)
+    headers = {"Host": split.netloc, "Origin": f"http://{split.netloc}",
+               "Content-Type": "application/x-www-form-urlencoded", **head}
+    request = f"POST {split.path}case/1 HTTP/1.1\r\n" + "".join(
+        f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    answer = bytearray()
+    answered = threading.Event()
+
+    def read() -> None:
+        try:
+            while b"\r\n\r\n" not in answer:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                answer.extend(data)
+        except OSError:
+            pass
+        finally:
+            answered.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    sent = 0
+    chunk = f"{size:x}\r\n".encode() + b"a" * size + b"\r\n"
+    try:
+        sock.sendall(request.encode())
+        while sent < chunks and not answered.is_set():
+            sock.sendall(chunk)
+            sent += 1
+        if hang_up:
+            time.sleep(0.3)
+            sock.close()
+            return bytes(answer), sent
+        if sent == chunks and chunks:
+            sock.sendall(b"0\r\n\r\n")
+    except OSError:
+        pass  # the server closed the connection: its answer is read below
+    answered.wait(wait)
+    sock.close()
+    return bytes(answer).partition(b"\r\n\r\n")[0], sent
+
+
+def _no_traceback(server: Server) -> None:
+    err = server.stop()
+    assert "Traceback" not in err and "ClientDisconnect" not in err, err
+    assert "Exception in ASGI application" not in err, err
+
+
+def test_a_chunked_body_is_answered_at_the_limit_not_read_whole(tmp_path):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 3)
+    with Server(sheet, ["ana"]) as server:
+        # 200 MiB chunked, with a valid token and origin: answered after the first MiBs.
+        started = time.monotonic()
+        answer, sent = _raw_post(server.url, {"Transfer-Encoding": "chunked"}, chunks=200)
+        assert sent < 200 and time.monotonic() - started < 10, (sent, answer)
+        assert answer.startswith(b"HTTP/1.1 413 "), answer
+        assert b"connection: close" in answer.lower()
+        assert _get(server.url)[0] == 200  # still serving
+    assert list(read_journal(sheet)) == []
+    _no_traceback(server)
+
+
+def test_a_content_length_over_the_limit_is_answered_before_the_body(tmp_path):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 3)
+    with Server(sheet, ["ana"]) as server:
+        answer, _ = _raw_post(server.url, {"Content-Length": str(200 << 20)}, wait=5)
+        assert answer.startswith(b"HTTP/1.1 413 "), answer
+    _no_traceback(server)
+
+
+def test_a_client_that_hangs_up_mid_body_leaves_no_traceback(tmp_path):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 3)
+    with Server(sheet, ["ana"]) as server:
+        answer, _ = _raw_post(server.url, {"Transfer-Encoding": "chunked"}, chunks=1,
+                              size=10_000, hang_up=True)
+        assert answer == b""
+        time.sleep(0.5)
+        assert _get(server.url)[0] == 200  # still serving
+    assert list(read_journal(sheet)) == []
+    _no_traceback(server)
+
+
+def test_only_a_form_and_a_case_number_of_ascii_digits_are_taken(tmp_path):
+    sheet = tmp_path / "sheet"
+    make_single_sheet(sheet, 10)
+    with Server(sheet, ["ana"]) as server:
+        url = urllib.parse.urlsplit(server.url)
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+
+        def post(case: str, content_type: str) -> tuple[int, str]:
+            connection.request("POST", f"{url.path}case/{case}",
+                               body="v.accuracy=3&v.clarity=3", headers={
+                                   "Origin": f"http://{url.netloc}",
+                                   "Content-Type": content_type})
+            answer = connection.getresponse()
+            text = answer.read().decode()
+            if answer.getheader("connection", "").lower() == "close":
+                connection.close()
+            return answer.status, text
+
+        form = "application/x-www-form-urlencoded"
+        for content_type in ("text/plain; x=form-urlencoded", "text/x-form-urlencoded",
+                             "application/x-www-form-urlencoded-not", "multipart/form-data"):
+            assert post("1", content_type) == (400, "not a form of this page\n"), content_type
+        for case in ("1_0", "+1", "%201", "1%20", "%D9%A1", "%EF%BC%91", "-1", "0", "11",
+                     "1e0", "9" * 5000):
+            assert post(case, form) == (404, "no such case\n"), case
+            assert _get(f"{server.url}case/{case}")[0] == 404, case
+        assert list(read_journal(sheet)) == []
+        assert post("1", "Application/X-WWW-Form-Urlencoded; charset=UTF-8")[0] == 303
+        assert post("01", form)[0] == 303
+        assert _get(f"{server.url}case/10")[0] == 200
+        connection.close()
+    assert len(list(read_journal(sheet))) == 2
+    _no_traceback(server)
