@@ -18,8 +18,8 @@ from evaluator.label.session import LabelSession
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Port to serve on (0: a free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, metavar="ADDRESS",
-              help="Address to serve on; any other than loopback needs --tls-cert and "
-                   "--tls-key (HTTPS only).")
+              help="Address or host name to serve on (one address, never all of them); "
+                   "any other than loopback needs --tls-cert and --tls-key (HTTPS only).")
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="The site's certificate (PEM) for --host.")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),

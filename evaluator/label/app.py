@@ -42,7 +42,8 @@ SECURITY_HEADERS = {
     "cross-origin-opener-policy": "same-origin",
     "cross-origin-resource-policy": "same-origin",
 }
-MAX_FORM = 64 * 1024  # bytes: a form of this page is far smaller
+MAX_FORM = 64 * 1024  # bytes: a form of this page is far smaller; read no further
+FORM_TYPE = "application/x-www-form-urlencoded"
 STATIC = {"label.js": "text/javascript; charset=utf-8", "label.css": "text/css; charset=utf-8",
           "favicon.svg": "image/svg+xml"}
 
@@ -111,6 +112,19 @@ class Guard:
         return None
 
 
+def is_form(content_type: str) -> bool:
+    """Whether a Content-Type is a form's (its media type exactly, parameters allowed)."""
+    return content_type.partition(";")[0].strip().lower() == FORM_TYPE
+
+
+def case_number(text: str) -> int | None:
+    """A case number in a URL: ASCII digits only (not ``1_0``, ``+1``, `` 1`` or other
+    scripts' digits, all of which ``int`` takes), or None."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
+        return None
+    return int(text)
+
+
 def _templates() -> Environment:
     return Environment(loader=FileSystemLoader(str(HERE / "templates")),
                        autoescape=select_autoescape(default=True, default_for_string=True),
@@ -122,7 +136,7 @@ def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http")
     # starlette: the label extra, loaded only when the page is served.
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import (
         HTMLResponse,
         PlainTextResponse,
@@ -144,11 +158,27 @@ def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http")
         return f"/l/{person.token}"
 
     def index_of(request: Request, person: Labeller) -> int | None:
-        try:
-            index = int(request.path_params["index"])
-        except ValueError:
+        index = case_number(request.path_params["index"])
+        return index if index is not None and 1 <= index <= len(person.cases) else None
+
+    def refuse(text: str, status: int) -> Response:
+        # The body may be unread: close the connection rather than read on for the next
+        # request.
+        return PlainTextResponse(text + "\n", status_code=status,
+                                 headers={"connection": "close"})
+
+    async def form_body(request: Request) -> bytes | None:
+        """The POST's body, or None when it is over MAX_FORM (by its Content-Length, or
+        as it arrives: read no further than that)."""
+        declared = request.headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and int(declared) > MAX_FORM:
             return None
-        return index if 1 <= index <= len(person.cases) else None
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_FORM:
+                return None
+        return bytes(body)
 
     def page(person: Labeller, index: int, error: str | None = None,
              status: int = 200, form: dict[str, str] | None = None) -> Response:
@@ -175,11 +205,16 @@ def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http")
         person = person_of(request)
         index = index_of(request, person)
         if index is None:
-            return PlainTextResponse("no such case\n", status_code=404)
-        body = await request.body()
-        if len(body) > MAX_FORM or "form-urlencoded" not in request.headers.get(
-                "content-type", ""):
-            return PlainTextResponse("not a form of this page\n", status_code=400)
+            return refuse("no such case", 404)
+        if not is_form(request.headers.get("content-type", "")):
+            return refuse("not a form of this page", 400)
+        try:
+            body = await form_body(request)
+        except ClientDisconnect:  # she closed the page mid-save: nobody reads an answer
+            return refuse("the request ended before its body", 400)
+        if body is None:
+            return refuse(f"too large for a form of this page (at most {MAX_FORM // 1024} "
+                          "KiB)", 413)
         try:
             values = dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True))
         except (UnicodeDecodeError, ValueError):
