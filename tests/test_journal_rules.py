@@ -124,7 +124,7 @@ def test_an_exact_copy_of_a_line_is_refused_by_both(sheet):
     journal_path(sheet).write_text("\n".join([*lines, lines[0]]) + "\n")
     for error, read in ((LabelError, lambda: LabelSession(sheet, ["ana"])),
                         (SheetLabelsError, lambda: read_sheet_labels(sheet, rubric=RUBRIC))):
-        with pytest.raises(error, match="line 3: an exact copy of an earlier line") as caught:
+        with pytest.raises(error, match="line 3: a copy of an earlier line") as caught:
             read()
         _one_line(str(caught.value), 3, ids)
 
@@ -182,3 +182,150 @@ def test_a_bad_line_from_another_server_stops_the_saves_and_says_which_line(shee
     assert "not on its scale" in told[0]
     assert session.save(session._by_name["ana"], 3, {"v.accuracy": "4",
                                                      "v.clarity": "4"}) == (0, STOPPED)
+
+
+def _serve(folder):
+    session = LabelSession(folder, ["ana"])
+    told: list[str] = []
+    session.notify = told.append
+    token = next(iter(session.labellers))
+    client = TestClient(build_app(session, [HOST]), base_url=f"http://{HOST}")
+
+    def save(index, accuracy="4", clarity="4"):
+        return client.post(f"/l/{token}/case/{index}",
+                           data={"v.accuracy": accuracy, "v.clarity": clarity},
+                           headers={"origin": f"http://{HOST}"}, follow_redirects=False)
+
+    return session, client, token, save, told
+
+
+def test_a_journal_an_editor_saved_without_its_last_newline_keeps_the_page_going(sheet):
+    """The page counts a whole last line without its newline; its next save ends that line,
+    and the line is not read again as a copy of itself (the page stopped there once)."""
+    sheet, ids = sheet
+    journal = journal_path(sheet)
+    journal.write_bytes(journal.read_bytes().rstrip(b"\n"))
+    session, client, token, save, told = _serve(sheet)
+    assert session._by_name["ana"].done == {ids[0]}
+    assert save(2).status_code == 303
+    assert client.get(f"/l/{token}/case/3").status_code == 200
+    assert save(3, "2", "5").status_code == 303
+    assert client.get(f"/l/{token}/case/1").status_code == 200
+    assert told == [] and session.broken is None
+    assert session._by_name["ana"].done == set(ids[:3])
+    assert len(journal.read_text().splitlines()) == 6
+    assert read_sheet_labels(sheet, rubric=RUBRIC).ratings["accuracy"] == {
+        ids[0]: {"ana": 4.0}, ids[1]: {"ana": 4.0}, ids[2]: {"ana": 2.0}}
+
+
+def test_cr_line_ends_and_a_mistyped_last_line_are_refused_never_cut(sheet):
+    """A journal saved with CR-only line ends, or whose last line (no newline) was mended
+    with a typo, is neither torn nor readable: both readers refuse it naming the line, and
+    a save refuses to cut it (it used to truncate the whole journal)."""
+    sheet, ids = sheet
+    journal = journal_path(sheet)
+    good = journal.read_bytes()
+    journal.write_bytes(good.replace(b"\n", b"\r"))
+    for error, read in ((LabelError, lambda: LabelSession(sheet, ["ana"])),
+                        (SheetLabelsError, lambda: read_sheet_labels(sheet, rubric=RUBRIC))):
+        with pytest.raises(error, match="line 1: holds a carriage return"):
+            read()
+    first, last = good.decode().splitlines()
+    mended = f"{first}\n{last[:-1]},}}".encode()  # a trailing comma, no newline
+    journal.write_bytes(mended)
+    with pytest.raises(SheetLabelsError, match="line 2: not a journal entry"):
+        read_sheet_labels(sheet, rubric=RUBRIC)
+    journal.write_bytes(good)
+    session, client, token, save, told = _serve(sheet)
+    typed = good + last[:-1].replace("4.0", "2.0").encode() + b",}"  # typed in, no newline
+    journal.write_bytes(typed)
+    assert save(2).status_code in (400, 503)
+    assert journal.read_bytes() == typed  # nothing cut, nothing added
+    assert client.get(f"/l/{token}/case/2").status_code == 503
+    assert len(told) == 1 and "line 3: the last line is neither" in told[0]
+
+
+@pytest.mark.parametrize("tail", [b'{"labeller":"an', b'{"labeller":"ana","comment":"a}',
+                                  b"{", '{"comment":"é'.encode()[:-1]])
+def test_a_torn_write_is_skipped_and_cut_whatever_byte_it_stops_at(sheet, tail):
+    sheet, ids = sheet
+    journal = journal_path(sheet)
+    good = journal.read_bytes()
+    journal.write_bytes(good + tail)
+    assert read_sheet_labels(sheet, rubric=RUBRIC).ratings["accuracy"] == {ids[0]: {"ana": 4.0}}
+    session, client, token, save, told = _serve(sheet)
+    assert save(2).status_code == 303
+    after = journal.read_bytes()
+    assert after.startswith(good) and after.endswith(b"\n")
+    assert [json.loads(line)["case_id"] for line in after.splitlines()] == [ids[0]] * 2 + [
+        ids[1]] * 2  # the torn bytes cut off, the save whole
+    assert told == []
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda j, good: j.write_bytes(good.replace(b'"value":4.0', b'"value":5.0')[:-1] + b" "),
+     "was edited"),
+    (lambda j, good: j.write_bytes(good.splitlines(keepends=True)[0]), "was shortened"),
+    (lambda j, good: j.unlink(), "was removed"),
+    (lambda j, good: (j.rename(j.with_name("old.jsonl")), j.write_bytes(good + good[:10])),
+     "was replaced"),
+])
+def test_a_journal_changed_under_the_running_page_stops_it_saying_how(sheet, change, says):
+    sheet, ids = sheet
+    journal = journal_path(sheet)
+    session, client, token, save, told = _serve(sheet)
+    change(journal, journal.read_bytes())
+    before = journal.read_bytes() if journal.exists() else None
+    assert client.get(f"/l/{token}/case/2").status_code == 503
+    assert save(2).status_code == 503
+    assert (journal.read_bytes() if journal.exists() else None) == before
+    assert len(told) == 1 and says in told[0] and "journal.jsonl" in told[0]
+
+
+def test_a_journal_that_cannot_be_read_stops_the_page_without_a_traceback(sheet):
+    sheet, ids = sheet
+    journal = journal_path(sheet)
+    session, client, token, save, told = _serve(sheet)
+    journal.unlink()
+    journal.mkdir()  # a folder where the journal was
+    answer = client.get(f"/l/{token}/case/2")
+    assert answer.status_code == 503 and answer.text.strip() == STOPPED
+    assert len(told) == 1
+
+
+@pytest.mark.parametrize("line, says", [
+    (None, "a field the journal's format does not have"),
+    (b"[" * 100000, "not a journal entry"),
+])
+def test_odd_last_lines_are_one_line_without_their_content(sheet, line, says):
+    sheet, ids = sheet
+    journal = journal_path(sheet)
+    good = journal.read_bytes()
+    if line is None:  # a whole entry with one key more, named after a patient
+        line = json.dumps({**json.loads(good.splitlines()[0]), "Mrs SECRETNAME": 1}).encode()
+    for ending in (b"\n", b""):
+        journal.write_bytes(good + line + ending)
+        for error, read in ((LabelError, lambda: LabelSession(sheet, ["ana"])),
+                            (SheetLabelsError, lambda: read_sheet_labels(sheet, rubric=RUBRIC))):
+            with pytest.raises(error) as caught:
+                read()
+            assert "line 3:" in str(caught.value) and says in str(caught.value)
+            assert "SECRET" not in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_byte_order_mark_is_named(sheet):
+    sheet, ids = sheet
+    journal = journal_path(sheet)
+    journal.write_bytes(b"\xef\xbb\xbf" + journal.read_bytes())
+    with pytest.raises(SheetLabelsError, match="line 1: starts with a byte-order mark"):
+        read_sheet_labels(sheet, rubric=RUBRIC)
+
+
+def test_values_are_checked_against_the_rubric_the_labels_were_given_on(sheet, tmp_path):
+    """A label given on the sheet's rubric stays readable when the rubric file has changed
+    since (a note says so): its scale is not the one the labeller saw."""
+    sheet, ids = sheet
+    changed = RUBRIC.model_copy(update={"source_sha256": "f" * 64})
+    labels = read_sheet_labels(sheet, rubric=changed, rubric_hash="f" * 64)
+    assert labels.ratings["accuracy"] == {ids[0]: {"ana": 4.0}}
+    assert any("has changed since the sheet was drawn" in n for n in labels.notes)

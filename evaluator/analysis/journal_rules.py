@@ -8,7 +8,7 @@ A line (already a strict :class:`~evaluator.data.sheet.JournalEntry`) must be of
 sheet.json lists (when it lists labellers); for a criterion the sheet rates and a case it
 drew, assigned to that labeller (when it assigns cases); with no ``shown_left`` on a
 single-answer sheet; with a value on the criterion's scale (A, B or tie on a pairwise sheet;
-any finite number for an aggregate typed in); and not an exact copy of an earlier line.
+any finite number for an aggregate typed in); and not a copy of an earlier line (the same label, time and all).
 Each refusal names the journal's line, never its labeller, case or comment.
 """
 
@@ -55,10 +55,20 @@ class JournalRules:
     drawn: frozenset[str]
     scales: Mapping[str, tuple[float | str, ...]] = field(default_factory=dict)
     _seen: set[JournalEntry] = field(default_factory=set, repr=False)
+    # sheet.json's lists as sets, looked up once per line.
+    _listed: frozenset[str] = field(init=False, repr=False)
+    _assigned: dict[str, frozenset[str]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._listed = frozenset(self.info.labellers)
+        self._assigned = {name: frozenset(cases)
+                          for name, cases in self.info.assignment.items()}
 
     @classmethod
     def of(cls, journal: Path, info: SheetInfo, drawn: Iterable[str],
            rubric: Rubric | None) -> JournalRules:
+        """The rules of ``info``'s journal; ``rubric``: the one its labels were given on
+        (its scales), None: values checked for their type only."""
         return cls(journal, info, frozenset(drawn), rubric_scales(rubric))
 
     def check_all(self, numbered: Iterable[tuple[int, JournalEntry]]) -> None:
@@ -68,11 +78,12 @@ class JournalRules:
 
     def check(self, number: int, entry: JournalEntry) -> None:
         """Refuse (:class:`JournalLineError`) line ``number`` when ``entry`` breaks a rule;
-        lines are checked in the journal's order (an exact copy of an earlier line is
+        lines are checked in the journal's order (a copy of an earlier line is
         refused)."""
         problem = self.problem(entry)
         if problem is None and entry in self._seen:
-            problem = f"an exact copy of an earlier line (a label is saved once): {FIX}"
+            problem = (f"a copy of an earlier line (the same label, time and all: the page "
+                       f"saves a label once): {FIX}")
         if problem is not None:
             raise JournalLineError(f"{show_path(self.journal)} line {number}: {problem}")
         self._seen.add(entry)
@@ -87,7 +98,7 @@ class JournalRules:
             return (f"given against another version of rubric {info.rubric!r} than "
                     "sheet.json's (rubric hash differs): keep each sheet's journal in its "
                     "own folder")
-        if info.labellers and entry.labeller not in info.labellers:
+        if self._listed and entry.labeller not in self._listed:
             return ("a label by a labeller the sheet does not list (sheet.json's "
                     "labellers): delete that line or draw a sheet for that labeller")
         if entry.criterion not in info.criteria:
@@ -96,7 +107,7 @@ class JournalRules:
         if entry.case_id not in self.drawn:
             return ("a label for a case that is not on the sheet (its review.jsonl): delete "
                     "that line")
-        if info.assignment and entry.case_id not in info.assignment.get(entry.labeller, ()):
+        if self._assigned and entry.case_id not in self._assigned.get(entry.labeller, ()):
             return ("a label for a case the sheet did not assign to its labeller "
                     "(sheet.json's assignment): delete that line")
         pairwise = info.kind == "pairwise"

@@ -199,8 +199,11 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
                                "review wrote it")
     rows = label_rows(review)
     journal = folder / JOURNAL
+    # Values are checked against the scales of the rubric the labels were given on: the
+    # rubric read now, when it is that version (else its scales may have moved: said below).
+    same = rubric is not None and rubric.source_sha256 == info.rubric_hash
     rules = JournalRules.of(journal, info, (str(row.get("case_id")) for _, row in rows),
-                            rubric)
+                            rubric if same else None)
     try:
         rules.check_all(numbered)
     except JournalLineError as exc:

@@ -212,8 +212,9 @@ def append_label(sheet_dir: Path, entry: JournalEntry) -> None:
     """Append ``entry`` to the sheet's journal (created 0600): under an exclusive ``flock``
     of the journal, a last line without its newline is ended when it is whole JSON (a
     file saved by an editor that drops the final newline; whether it is a valid entry is
-    for the readers to say, naming its line) and cut off when it is torn (a writer killed
-    mid-line: never acknowledged); the line is written in one ``write`` and
+    for the readers to say, naming its line), cut off when it is torn (:func:`is_torn`: a
+    writer killed mid-line, never acknowledged) or blank, and refused
+    (:class:`SheetError`) otherwise; the line is written in one ``write`` and
     fsynced. Returns once it is on disk."""
     line = (json.dumps(entry.to_json(), ensure_ascii=False, separators=(",", ":"))
             + "\n").encode("utf-8")
@@ -224,10 +225,16 @@ def append_label(sheet_dir: Path, entry: JournalEntry) -> None:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 start = _tail_start(fd, size)
-                if _whole_json(os.pread(fd, size - start, start)):
+                tail = os.pread(fd, size - start, start)
+                if tail.strip() and _whole_json(tail):
                     line = b"\n" + line
-                else:
+                elif not tail.strip() or is_torn(tail):
                     os.ftruncate(fd, start)
+                else:
+                    number = os.pread(fd, start, 0).count(b"\n") + 1
+                    raise SheetError(f"{show_path(journal_path(sheet_dir))} line {number}: "
+                                     "the last line is neither a whole entry nor a torn "
+                                     "save: correct or delete that line in a text editor")
             os.write(fd, line)
             os.fsync(fd)
         finally:
@@ -265,30 +272,69 @@ def journal_entries(data: bytes, target: Path, first: int = 1,
                     ) -> Iterator[tuple[int, JournalEntry]]:
     """The entries of the journal bytes ``data`` (read from ``target``; its first line is
     line ``first`` of the file) with their line numbers. A last line without its newline
-    that is not whole JSON is torn (a writer killed mid-line, never acknowledged) and
-    skipped; any other line that is not a valid entry is a :class:`SheetError` naming the
-    line and field (never the content: a comment may hold PHI)."""
+    that is a torn write (:func:`is_torn`) is skipped; any other line that is not a valid
+    entry is a :class:`SheetError` naming the line and what is wrong (never the content: a
+    comment may hold PHI)."""
     lines = data.split(b"\n")
-    last = len(lines)
+    last = len(lines) + first - 1
     for number, line in enumerate(lines, start=first):
         if not line.strip():
             continue
         try:
             entry = JournalEntry.model_validate_json(line)
         except ValidationError as exc:
-            if number == last + first - 1 and not _whole_json(line):
-                return  # torn
-            raise SheetError(f"{show_path(target)} line {number}: "
-                             f"{entry_problem(exc)}: correct or delete that line in a text "
-                             "editor") from None
+            if number == last and is_torn(line):
+                return
+            problem = entry_problem(exc)
+            if number == 1 and line.startswith(BOM):
+                problem = "starts with a byte-order mark: save the journal as UTF-8 without one"
+            elif b"\r" in line.rstrip(b"\r"):
+                problem = ("holds a carriage return (CR) inside the line: save the journal "
+                           "with LF line ends")
+            raise SheetError(f"{show_path(target)} line {number}: {problem}: correct or "
+                             "delete that line in a text editor") from None
         yield number, entry
 
 
+def read_end(data: bytes) -> int:
+    """Where :func:`journal_entries` stopped reading the journal bytes ``data``: after its
+    last newline, or at the end when its last line, without a newline, was read (whole
+    JSON, not a torn write, which the next append cuts off)."""
+    start = data.rfind(b"\n") + 1
+    tail = data[start:]
+    return len(data) if tail.strip() and _whole_json(tail) else start
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+def is_torn(tail: bytes) -> bool:
+    """Whether a last line without its newline is a torn write (a writer killed mid-line,
+    never acknowledged), as :func:`append_label` writes a line: it starts with ``{``, holds
+    no carriage return, is not whole JSON, and lacks its closing ``}`` or stops inside a
+    string. Anything else (a line typed by hand with a typo, CR line ends) is not torn: it
+    is refused, never dropped."""
+    text = tail.strip(b" \t")
+    if not text.startswith(b"{") or b"\r" in text:
+        return False
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        return not text.endswith(b"}") or exc.msg.startswith("Unterminated string")
+    except (ValueError, RecursionError):  # bytes cut inside a character; deep nesting
+        return not text.endswith(b"}")
+    return False
+
+
 def entry_problem(exc: ValidationError) -> str:
-    """What is wrong with a journal line, by field, without its content."""
+    """What is wrong with a journal line, by field, without its content (nor the name of a
+    field the format does not have: a hand-typed key may be anything)."""
     first = exc.errors()[0]
-    if first["type"] in ("json_invalid", "json_type", "model_type", "model_attributes_type"):
+    if first["type"] in ("json_invalid", "json_type", "model_type", "model_attributes_type",
+                         "recursion_loop"):
         return "not a journal entry (not a JSON object)"
+    if first["type"] == "extra_forbidden":
+        return "a field the journal's format does not have"
     where = str(first["loc"][0]) if first["loc"] else ""
     if where == "value":
         return ("field 'value': not a label value (a finite number, A, B or tie, or null "
@@ -300,7 +346,7 @@ def entry_problem(exc: ValidationError) -> str:
 def _whole_json(line: bytes) -> bool:
     try:
         json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 

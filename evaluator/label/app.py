@@ -73,7 +73,7 @@ class Guard:
 
         refusal = self.refusal(scope)
         status = 403
-        if refusal is None and self.stopped(scope):
+        if refusal is None and await self.stopped(scope):
             refusal, status = STOPPED, 503
         if refusal is not None:
             body = (refusal + "\n").encode()
@@ -84,13 +84,17 @@ class Guard:
             return
         await self.app(scope, receive, secured)
 
-    def stopped(self, scope: Scope) -> bool:
+    async def stopped(self, scope: Scope) -> bool:
         """The journal holds a line the analysis would refuse (taken in from another
-        server): every page but the static files is refused, so nothing more is saved or
-        shown as labelled."""
+        server), or was changed otherwise than by appending: every page but the static
+        files is refused, so nothing more is saved or shown as labelled. The journal is
+        read off the event loop (a save may hold its lock while it fsyncs)."""
+        # starlette: the label extra, loaded only when the page is served.
+        from starlette.concurrency import run_in_threadpool
+
         if "/static/" in scope.get("path", ""):
             return False
-        self.session.refresh()
+        await run_in_threadpool(self.session.refresh)
         return self.session.broken is not None
 
     def refusal(self, scope: Scope) -> str | None:

@@ -41,7 +41,7 @@ from evaluator.data.sheet import (
     journal_path,
     latest_labels,
     now,
-    read_journal_bytes,
+    read_end,
     read_sheet_info,
 )
 from evaluator.data.sheet_cases import read_sheet_cases
@@ -243,15 +243,20 @@ class LabelSession:
         journal = journal_path(self.sheet_dir)
         self._rules = JournalRules.of(journal, info, self.case_ids, self.rubric)
         try:
-            data = read_journal_bytes(self.sheet_dir)
+            data, self._journal_id = _read_journal(journal, 0)
             entries = []
             for number, entry in journal_entries(data, journal):
                 self._rules.check(number, entry)
                 entries.append(entry)
         except (SheetError, JournalLineError) as exc:
             raise LabelError(f"{exc}; then start evaluator label again") from None
-        self._offset = data.rfind(b"\n") + 1
+        except OSError as exc:
+            raise LabelError(f"cannot read {show_path(journal)} ({exc.strerror})") from None
+        self._offset = read_end(data)
         self._next_line = data.count(b"\n", 0, self._offset) + 1
+        # The journal's last byte read: a file edited in place, not only appended to, has
+        # another byte there (and then its line numbers and offsets would be wrong).
+        self._last_byte = data[self._offset - 1:self._offset]
         # Why this server stopped taking saves (a line another server appended breaks the
         # sheet's rules), or None; ``notify`` (the CLI's) is told once, when it happens.
         self.broken: str | None = None
@@ -277,19 +282,32 @@ class LabelSession:
     def _take_in(self) -> None:
         """Take in the whole lines appended to the journal since the last look (another
         server's saves for the same labeller included), so that pages and the "unchanged"
-        check go by the journal, not by this server's memory. Call under ``_lock``."""
+        check go by the journal, not by this server's memory; each is checked by the
+        sheet's rules. A line that breaks them, or a journal changed otherwise than by
+        appending (edited in place, shortened, replaced, removed), stops this server's saves
+        (:attr:`broken`). Call under ``_lock``."""
+        journal = journal_path(self.sheet_dir)
         try:
-            with journal_path(self.sheet_dir).open("rb") as handle:
-                handle.seek(self._offset)
-                data = handle.read()
-        except FileNotFoundError:
+            data, ident = _read_journal(journal, self._offset, self._last_byte)
+        except _Changed as exc:
+            self._stop(f"{show_path(journal)} {exc} while this server ran (a journal is only "
+                       "appended to): restore it, then start evaluator label again")
+            return
+        except OSError as exc:
+            self._stop(f"cannot read {show_path(journal)} ({exc.strerror}): start evaluator "
+                       "label again once it can be read")
+            return
+        if self._journal_id is None:
+            self._journal_id = ident
+        elif ident != self._journal_id:
+            self._stop(f"{show_path(journal)} was replaced while this server ran (a journal is "
+                       "only appended to): restore it, then start evaluator label again")
             return
         end = data.rfind(b"\n")
         if end < 0:
             return  # nothing new, or a line still being written
         try:
-            for number, entry in journal_entries(data[:end + 1], journal_path(self.sheet_dir),
-                                                 self._next_line):
+            for number, entry in journal_entries(data[:end + 1], journal, self._next_line):
                 self._rules.check(number, entry)
                 self._latest[(entry.labeller, entry.case_id, entry.criterion)] = entry
                 person = self._by_name.get(entry.labeller)
@@ -298,13 +316,17 @@ class LabelSession:
         except (SheetError, JournalLineError) as exc:
             # Nothing from that line on counts, and no save is taken (the page says so):
             # the analysis would refuse the journal.
-            self.broken = (f"{exc}; this server takes no more saves until that line is "
-                           "mended and evaluator label is started again")
-            if self.notify is not None:
-                self.notify(self.broken)
+            self._stop(f"{exc}; then start evaluator label again")
             return
         self._offset += end + 1
         self._next_line += data.count(b"\n", 0, end + 1)
+        self._last_byte = b"\n"
+
+    def _stop(self, problem: str) -> None:
+        """Take no more saves, and tell the operator once."""
+        self.broken = f"{problem} (this server takes no more saves)"
+        if self.notify is not None:
+            self.notify(self.broken)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -439,7 +461,15 @@ class LabelSession:
                                      comment=comment, judge_seen=seen, shown_left=side,
                                      sheet=self.info.fingerprint,
                                      rubric_hash=self.info.rubric_hash)
-                append_label(self.sheet_dir, entry)
+                try:
+                    append_label(self.sheet_dir, entry)
+                except SheetError as exc:  # a last line typed by hand, neither whole nor torn
+                    self._stop(str(exc))
+                    return written, STOPPED
+                except OSError as exc:  # a full disk: nothing of this line was acknowledged
+                    return written, (f"not saved: the journal could not be written "
+                                     f"({exc.strerror}); tell the person who runs "
+                                     "evaluator label")
                 self._latest[(person.name, case_id, c.key)] = entry
                 written += 1
             if self._complete(person.name, case_id):
@@ -464,6 +494,32 @@ def _form_choices(criteria: Sequence[LabelCriterion], form: Mapping[str, str],
         if reason:
             reasons[c.key] = reason[:MAX_TEXT]
     return chosen, reasons
+
+
+class _Changed(Exception):
+    """The journal is not the one read so far, with lines appended (what changed)."""
+
+
+def _read_journal(journal: Path, offset: int, last_byte: bytes = b"",
+                  ) -> tuple[bytes, tuple[int, int] | None]:
+    """The journal's bytes from ``offset`` and its identity (device, inode; None: no
+    journal yet, then b""). :class:`_Changed` when a journal read up to ``offset`` is gone,
+    shorter, or has another byte than ``last_byte`` just before ``offset``."""
+    try:
+        handle = journal.open("rb")
+    except FileNotFoundError:
+        if offset:
+            raise _Changed("was removed") from None
+        return b"", None
+    with handle:
+        stat = os.fstat(handle.fileno())
+        if stat.st_size < offset:
+            raise _Changed("was shortened")
+        if offset:
+            handle.seek(offset - 1)
+            if handle.read(1) != last_byte:
+                raise _Changed("was edited")
+        return handle.read(), (stat.st_dev, stat.st_ino)
 
 
 @contextmanager

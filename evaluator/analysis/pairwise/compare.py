@@ -134,10 +134,11 @@ def sheet_choice_labels(source: LabelSource, rubric: str, keys: Sequence[str],
     between their choices: tie); the drawn cases nobody has labelled; the notes to print."""
     folder = Path(str(source.path))
     try:
-        rubric_hash = load_rubric(rubric).source_sha256
+        loaded = load_rubric(rubric)
     except RubricError:
-        rubric_hash = None  # a rubric not among the built-ins: its hash is not checked
-    sheet = read_sheet_labels(folder, pairwise=True, rubric_hash=rubric_hash)
+        loaded = None  # a rubric not among the built-ins: its hash and choices not checked
+    sheet = read_sheet_labels(folder, pairwise=True, rubric=loaded,
+                              rubric_hash=loaded.source_sha256 if loaded else None)
     rated = [k for k in sheet.criteria_for(source.field) if k in keys]
     if not rated:
         raise CompareError(f"{folder} rates {', '.join(sheet.info.criteria)}, none of the "
