@@ -31,7 +31,7 @@ from tests.test_report import TRIAL_FIELDS, embedded_svgs, run_fake, table_rows,
 N_CASES, N_LABELS, SEED = 300, 60, 7
 SYSTEM_SENTENCE = re.compile(
     r"^(?P<name>\S+) \(#(?P<n>\d+)\): by clinicians' standard, mean (?P<criterion>\S+) is "
-    r"(?P<ppi>-?\d+\.\d+) \(95% CI (?P<low>-?\d+\.\d+) to (?P<high>-?\d+\.\d+); PPI\+\+, "
+    r"(?P<ppi>-?\d+\.\d+) \(95% CI (?P<low>-?\d+\.\d+) to (?P<high>-?\d+\.\d+); "
     r"(?P<labelled>\d+) of (?P<cases>\d+) cases labelled\)\. The judge alone says "
     r"(?P<judge>-?\d+\.\d+)(?P<rest>.*)$")
 DIFFERENCE_SENTENCE = re.compile(
@@ -228,13 +228,18 @@ def test_no_interval_claims_nothing_and_an_end_at_zero_is_no_difference():
          "n_cases": None}])
     none, touching, lower, missing, independent = decision.differences
     assert none.finding == "no interval" and "nothing is claimed" in none.sentence
-    assert "no variation" in none.sentence and not re.search(r"higher|lower", none.sentence)
+    assert not re.search(r"higher|lower", none.sentence)
+    # Its reason is said once, under the sentences, marked in the sentence.
+    assert "between B (#2) and A (#1)¹ (paired" in none.sentence
+    assert decision.reasons[0] == ("¹ no variation: the difference in mean accuracy "
+                                   "(B (#2) − A (#1)).")
     assert touching.finding == "no difference detected"
     assert "anything from no difference to B (#2) 0.400 higher" in touching.sentence
     assert lower.finding == "lower"
     assert "0.300 lower for B (#2) than for A (#1) (95% CI 0.100 to 0.500 lower" in \
         lower.sentence
     assert missing.finding == "no estimate" and "nothing is claimed" in missing.sentence
+    assert decision.reasons[1].startswith("² no case labelled for both")
     assert independent.sentence.endswith(
         "(95% CI 0.200 to 0.800 higher; independent: each system's own labels, 40 of 400 and "
         "40 of 400 cases).")
@@ -308,7 +313,7 @@ def test_a_gates_pass_rate_is_drawn_from_0_to_1_and_said_as_a_pass_rate():
     assert outcome.kind == "pass rate" and outcome.scale == (0.0, 1.0)
     assert outcome.systems[0].sentence.startswith(
         "A (#1): by clinicians' standard, the pass rate (accuracy >= 4) is 0.450 (95% CI "
-        "0.330 to 0.570; PPI++, 40 of 400 cases labelled). The judge alone says 0.500; "
+        "0.330 to 0.570; 40 of 400 cases labelled). The judge alone says 0.500; "
         "on the 40 labelled cases it scored 0.100 higher than the clinicians on average (95% "
         "CI 0.020 to 0.180 higher).")
     (difference,) = decision.differences
@@ -352,14 +357,19 @@ def test_a_bias_without_an_interval_is_said_as_measured_on_the_labelled_cases():
              "classical_ci": None, "ppi_estimate": 1.0, "ppi_ci": None,
              "judge_bias": bias, "judge_bias_ci": None, "judge_bias_method": why}
             for f, bias in (("a/A.jsonl", 4.0), ("b/B.jsonl", 0.0))]
-    (outcome,) = _decision_of([], rows).outcomes
+    decision = _decision_of([], rows)
+    (outcome,) = decision.outcomes
     four, zero = (s.sentence for s in outcome.systems)
     for sentence in (four, zero):
         assert "could not be measured" not in sentence
         assert "nothing is claimed beyond those cases" in sentence
-        assert "(no interval: no interval" not in sentence
+        assert "no interval: no interval" not in sentence
     assert ("on the 40 labelled cases it scored 4.000 higher than the clinicians on average, "
-            "but no interval could be made (no variation in the data") in four
+            "but no interval could be made²: nothing is claimed") in four
+    # The reason once, for both systems (¹ is the PPI++ figures' own, unrecorded here).
+    assert decision.reasons[1] == (
+        "² no variation in the data (one label, or every value the same): the judge's bias in "
+        "mean accuracy (A (#1), B (#2)).")
     assert "on the 40 labelled cases it scored the same as the clinicians on average" in zero
 
 
@@ -422,7 +432,7 @@ def test_with_common_cases_the_page_says_the_estimates_use_each_files_own_cases(
 def test_three_criteria_are_drawn_in_one_row_of_panels():
     """A rubric's three criteria side by side (not two rows with a hole): the plots stay as
     tall as one criterion's, so the decision keeps its page where it can."""
-    from evaluator.report.plots import difference_plot, forest_plot
+    from evaluator.report.decision_plots import difference_plot, forest_plot
 
     def outcome(criterion):
         figure = {"value": 3.0, "ci95": [2.8, 3.2]}
@@ -466,3 +476,201 @@ def test_labels_counted_per_criterion_when_the_criteria_were_labelled_to_differe
     assert rows["accuracy"] == 40 and rows["clarity"] < 40
     [labels] = [line for line in report["decision"].rests_on if line.startswith("Labels:")]
     assert f"accuracy 40, clarity {rows['clarity']} labelled cases of 200" in labels
+
+
+# Issue 45, item 6: the decision page's rough edges.
+
+
+def test_too_few_overlap_cases_are_said_as_such_not_as_none(tmp_path):
+    """Two cases labelled by both clinicians are fewer than a ceiling needs (agree makes none
+    under MIN_OVERLAP): the line says so, not that no case was labelled by two."""
+    from evaluator.analysis.agreement.agreement import MIN_OVERLAP
+    from tests.report_world import two_systems
+
+    world = two_systems(tmp_path / "w", n=200, labelled=20, overlap=0.1)
+    report = build_report([world["A"].results, world["B"].results],
+                          labels=label_source([world["A"].sheet, world["B"].sheet], None),
+                          agreement_resamples=100, worst_n=0)
+    assert MIN_OVERLAP > 2
+    for validity in report["decision"].validity:
+        assert "no case labelled by two clinicians" not in validity.line
+        assert validity.line.endswith(
+            f"; clinicians vs each other: too few overlap cases (2) for a ceiling (it needs "
+            f"{MIN_OVERLAP}).")
+    assert "too few overlap cases (2) for a ceiling" in _no_tags(section(render_html(
+        report, plots=False)))
+    # The count comes from agree's own record of the sheet, per criterion.
+    assert [item["result"].sheet.overlap for item in report["agreement"]["files"]] == [
+        {"accuracy": 2, "clarity": 2}] * 2
+
+
+def _one_value(tmp_path: Path) -> list[Path]:
+    """Two systems whose judge gives accuracy 4 on every case and whose 20 labels are all 3
+    (random sheets, paired): every figure of accuracy is a point, for the same reason."""
+    paths = []
+    for name, seed in (("A", 1), ("B", 2)):
+        records, _ = world(100, seed=seed, prefix="q")
+        records = [r.model_copy(update={"scores": {**r.scores, "accuracy": 4}})
+                   for r in records]
+        results = write_results(tmp_path / f"{name}.jsonl", records)
+        draw = random_draw([r.case_id for r in records], 20, seed=3)
+        paths += [results, write_rows(tmp_path / f"{name}.csv", [
+            {"case_id": c, **draw.columns(c), "accuracy.label": 3} for c in draw.chosen])]
+    return paths
+
+
+def test_a_reason_and_a_warning_are_each_said_once_naming_what_they_are_about(tmp_path):
+    """"no variation in the data" was said five times on the page, and the fewer-than-30-
+    labels warning twice without saying whose: each is said once now, naming the figures
+    and the systems (results files) it is about."""
+    a, a_labels, b, b_labels = _one_value(tmp_path)
+    html_path = tmp_path / "page.html"
+    run = CliRunner().invoke(cli, ["report", str(a), str(b), "--labels", str(a_labels),
+                                   "--labels", str(b_labels), "--label-field",
+                                   "accuracy.label", "--resamples", "200", "--html",
+                                   str(html_path)])
+    assert run.exit_code == 0, run.output
+    # Nothing on stderr but the line saying where the page is.
+    assert run.stderr.splitlines() == [f"report: {html_path}"]
+    html = html_path.read_text()
+    assert html.count("no variation in the data") == 1
+    text = _no_tags(section(html))
+    assert ("¹ no variation in the data (one label, or every value the same): the difference "
+            "in mean accuracy (B (#2) − A (#1)); mean accuracy by clinicians' standard "
+            "(A (#1), B (#2)); the judge's bias in mean accuracy (A (#1), B (#2)).") in text
+    # Each figure's sentence carries the reason's mark.
+    assert all("no interval could be made¹" in s for s in items(html, "decision-system"))
+    assert "between B (#2) and A (#1)¹" in items(html, "decision-difference")[0]
+    warnings = re.findall(r"Warning[^:]*: 20 labelled case\(s\)", text)
+    assert warnings == ["Warning (A (#1), B (#2)): 20 labelled case(s)"]
+
+
+def test_an_interval_past_the_scale_is_clipped_there_and_the_clip_marked():
+    """A judge-only normal-approximation CI below the scale's minimum: the axis stays the
+    rubric's scale (not widened for an interval's end), the interval is cut at 1 and an
+    arrowhead marks the cut."""
+    from evaluator.report.decision_plots import clip_interval, forest_figure, forest_plot
+
+    rows = [{"file": f, "criterion": "accuracy", "outcome": "mean", "n_labelled": 40,
+             "n_cases": 400, "judge_mean": 1.2, "judge_ci": [0.7, 1.7],
+             "classical_estimate": 1.5, "classical_ci": [1.1, 1.9], "ppi_estimate": 1.4,
+             "ppi_ci": [1.0, 1.8], "judge_bias": -0.2, "judge_bias_ci": [-0.4, 0.0]}
+            for f in ("a/A.jsonl", "b/B.jsonl")]
+    (outcome,) = _decision_of([{"estimate": 0.1, "ci": [-0.2, 0.4]}], rows).outcomes
+    assert outcome.scale == (1.0, 5.0) and "widened" not in outcome.scale_text
+    assert clip_interval([0.7, 1.7], 1.0, 5.0) == (1.0, 1.7, True, False)
+    data = [outcome.model_dump()]
+    svg = embedded_svgs(forest_plot(data))[0]
+    assert svg.count('id="clipped-low"') == 2 and 'id="clipped-high"' not in svg
+    (axes,) = forest_figure(data).axes
+    low, high = axes.get_xlim()
+    assert 0.8 < low < 1.0 and 5.0 < high < 5.2
+    assert "arrowhead: CI clipped" in axes.get_xlabel()
+
+
+def test_a_difference_without_an_interval_gets_an_axis_scaled_to_its_criterion():
+    """A file and its copy: every per-case difference 0, no interval. The axis was -0.001 to
+    0.001; it now reaches a tenth of the criterion's span either side (0.4 on 1 to 5), the
+    point is at 0 with "no interval" beside it."""
+    from evaluator.report.decision_plots import (
+        MIN_REACH,
+        difference_figure,
+        difference_plot,
+        difference_reach,
+    )
+
+    decision = _decision_of([{"estimate": 0.0, "ci": None,
+                              "method": "PPI++; no interval: no variation"}])
+    (difference,) = decision.differences
+    data = [{**difference.model_dump(), "scale": (1.0, 5.0)}]
+    assert difference_reach(data, 4.0) == pytest.approx(MIN_REACH * 4.0)
+    (axes,) = difference_figure(data).axes
+    low, high = axes.get_xlim()
+    assert low == pytest.approx(-high) and 0.4 <= high < 0.5
+    assert 'id="no-interval"' in embedded_svgs(difference_plot(data))[0]
+    # The decision hands the plot its criterion's scale.
+    assert difference.scale == (1.0, 5.0)
+    # A pass rate's difference reaches at most 1 either side, however wide its CI.
+    wide = [{"criterion": "accuracy >= 4", "kind": "pass rate", "scale": (0.0, 1.0),
+             "a_number": 1, "b_number": 2, "difference": {"value": 0.5, "ci95": [-0.2, 1.3]}}]
+    assert difference_reach(wide, 1.0) == 1.0
+    assert 'id="clipped-high"' in embedded_svgs(difference_plot(wide))[0]
+
+
+def _texts(figure) -> list[tuple[str, object]]:
+    """Every caption, title, tick and row label and note drawn on ``figure``, with its
+    extent in the drawn figure (a tick outside its axis's view is not drawn)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    found = list(figure.texts)
+    for axes in figure.axes:
+        if not axes.axison:
+            continue
+        found += [axes.title, axes.xaxis.label, axes.yaxis.label, *axes.texts]
+        (x0, x1), (y0, y1) = sorted(axes.get_xlim()), sorted(axes.get_ylim())
+        found += [t for t in axes.get_xticklabels() if x0 <= t.get_position()[0] <= x1]
+        found += [t for t in axes.get_yticklabels() if y0 <= t.get_position()[1] <= y1]
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in dict.fromkeys(found)
+            if t.get_visible() and t.get_text().strip()]
+
+
+def test_no_caption_of_the_decision_plots_runs_into_another():
+    """Three criteria side by side with the longest captions the section writes (labels on
+    another scale: the axis widened; intervals clipped): no two texts of a plot overlap."""
+    from itertools import combinations
+
+    from evaluator.report.decision_plots import difference_figure, forest_figure
+
+    criteria = ("hallucination", "accuracy", "clarity")
+    wide = {"value": 3.0, "ci95": [0.6, 5.6]}
+    outcomes = [{"criterion": c, "kind": "mean", "scale": (1.0, 5.0),
+                 "scale_text": f"{c}'s scale, 1 to 5; widened to hold every estimate",
+                 "systems": [{"number": n, "judge": wide, "labels_only": wide, "ppi": wide}
+                             for n in (1, 2)]} for c in criteria]
+    differences = [{"criterion": c, "kind": "mean", "scale": (1.0, 5.0), "a_number": 1,
+                    "b_number": 2, "difference": figure}
+                   for c in criteria for figure in ({"value": 0.0, "ci95": None},)]
+    differences += [{"criterion": "accuracy >= 4", "kind": "pass rate", "scale": (0.0, 1.0),
+                     "a_number": 1, "b_number": 2,
+                     "difference": {"value": 0.5, "ci95": [-0.2, 1.3]}}]
+    for figure in (forest_figure(outcomes), difference_figure(differences),
+                   difference_figure(differences[:3])):
+        texts = _texts(figure)
+        assert len(texts) > 10
+        clash = [(a, b) for (a, box_a), (b, box_b) in combinations(texts, 2)
+                 if box_a.overlaps(box_b)]
+        assert not clash, clash
+
+
+def test_the_terms_are_explained_once_folded_and_page_1_speaks_plainly(three):
+    """Page 1's jargon (PPI++, κw, λ, "a point is not a 95% CI, so this claims nothing"):
+    the sentences speak plainly, each plot has one plain caption, and each term is explained
+    once, in a folded glossary under the section that works without JavaScript."""
+    html = three["html"]
+    part = section(html)
+    sentences = items(html, "decision-system") + items(html, "decision-difference")
+    for sentence in sentences:
+        assert "PPI++" not in sentence and "λ" not in sentence
+    text = _no_tags(part)
+    assert "λ" not in text and "a point is not" not in text
+    assert "quadratic-weighted" not in text  # explained in the glossary, not here
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", part, re.DOTALL)
+    assert len(captions) == 2
+    for caption in captions:
+        assert _no_tags(caption).count(". ") == 0 and _no_tags(caption).endswith(".")
+    # The glossary: right after the section, closed, each term once.
+    after = html[html.index("</section>", html.index('id="decision"')):]
+    glossary = re.search(r'<details class="decision-terms" id="decision-terms">(.*?)'
+                         r"</details>", after, re.DOTALL)
+    assert glossary and after.index("<details") < after.index('id="files"')
+    terms = [_no_tags(t) for t in re.findall(r"<dt>(.*?)</dt>", glossary[1], re.DOTALL)]
+    for term in ("PPI++", "95% CI", "κw", "λ", "no interval", "the judge's bias",
+                 "overlap cases", "paired"):
+        assert sum(term in t for t in terms) == 1, (term, terms)
+    assert html.count("quadratic-weighted kappa") == 1
+    # The section links to the terms (a link into a closed <details> opens it: no script).
+    assert 'href="#decision-terms-list"' in part and 'id="decision-terms-list"' in glossary[1]
+    assert "<script" not in html.lower()

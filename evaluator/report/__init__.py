@@ -2,7 +2,7 @@
 gathers the data (summaries, worst cases, agreement with labels), :mod:`.decision` the
 page's first section (the answer in sentences and figures), :mod:`.text` adds case text
 for ``--show-text``, :mod:`.plots` draws the SVG plots (matplotlib, the ``report`` extra,
-imported inside the functions), :mod:`.notes` words the page's short notes and :mod:`.html`
+imported inside the functions; the decision's two in :mod:`.decision_plots`), :mod:`.notes` words the page's short notes and :mod:`.html`
 renders ``templates/report.html.j2``.
 :mod:`.export` writes a results file as a flat Parquet table (pyarrow, the ``parquet``
 extra, imported inside the functions; its columns in :mod:`.export_columns`), and

@@ -12,9 +12,11 @@ what the judge-only figures can and cannot tell, and how to get clinician-level 
 
 The sentences never call a difference whose 95% CI holds 0 higher or lower: they say no
 difference was detected and give the interval in words. A figure without an interval claims
-nothing. Numbers are written as the report's tables write them (:func:`number`: the
-tables' ``num(3)``, ``format_number`` with 3 decimals; a CI's ends the same way), so a
-sentence can be checked against its table row. Nothing here reads or holds case text or case ids.
+nothing; why it has none is said once for the section (:class:`Reasons`), as is each
+warning, naming the systems it is about. Numbers are written as the report's tables write
+them (:func:`number`: the tables' ``num(3)``, ``format_number`` with 3 decimals; a CI's
+ends the same way), so a sentence can be checked against its table row. Nothing here reads
+or holds case text or case ids.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from evaluator.analysis.agreement.agreement import MIN_OVERLAP
 from evaluator.analysis.estimate.text import no_ci_reason
 from evaluator.analysis.intervals import NO_INTERVAL, format_number
 from evaluator.common.record import Record
@@ -92,8 +95,9 @@ class SystemFigures(Record):
 
 class Outcome(Record):
     """A criterion's mean or a gate's pass rate (``kind``), drawn on ``scale`` (the rubric's
-    lowest and highest allowed value; 0 and 1 for a pass rate; widened to hold every figure
-    when labels are on another scale); ``scale_text`` says what the axis is."""
+    lowest and highest allowed value; 0 and 1 for a pass rate; widened to hold every
+    estimate when labels are on another scale, never for an interval's end: the plot clips
+    an interval at the scale and marks the clip); ``scale_text`` says what the axis is."""
 
     criterion: str
     kind: Literal["mean", "pass rate"]
@@ -105,10 +109,12 @@ class Outcome(Record):
 class Difference(Record):
     """b - a for one outcome: the PPI++ estimate and CI, how it was obtained (``mode``
     paired or independent, the labelled and total cases), the ``finding`` the sentence
-    states and the sentence."""
+    states and the sentence; ``scale`` is the outcome's (the plot's axis is sized by its
+    span, so a difference without an interval still gets an axis that means something)."""
 
     criterion: str
     kind: Literal["mean", "pass rate"]
+    scale: tuple[float, float] = (0.0, 1.0)
     a_number: int
     b_number: int
     a: str
@@ -132,11 +138,14 @@ class Validity(Record):
 
 class Decision(Record):
     """The Decision section: ``labelled`` False holds only ``without_labels`` (and
-    ``notes`` when labels were given but no estimate could be made)."""
+    ``notes`` when labels were given but no estimate could be made). ``reasons``: why
+    figures have no interval or no estimate, each reason once (its mark, e.g. "¹", ends
+    the sentences it applies to) with the figures and systems it applies to."""
 
     labelled: bool
     outcomes: list[Outcome] = Field(default_factory=list)
     differences: list[Difference] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
     validity: list[Validity] = Field(default_factory=list)
     rests_on: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
@@ -167,16 +176,50 @@ def _figure(value: Any, ci: Any, method: str | None) -> Figure:
 
 
 def _reason(figure: Figure) -> str:
-    """Why ``figure`` has no interval, for "no interval could be made (...)": its reason
+    """Why ``figure`` has no interval, for "no interval could be made¹": its reason
     without the words "no interval" again."""
     return (figure.why or "no reason recorded").removeprefix(f"{NO_INTERVAL}: ")
+
+
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+class Reasons:
+    """Why figures have no interval (or no estimate), each reason said once for the whole
+    section: the page can have the same reason for a difference, each system's
+    clinician-level figure and each judge's bias. A sentence ends its clause with the
+    reason's mark (¹, ², ... in the order first used), and :meth:`lines` says each reason
+    once, naming the figures and systems it applies to."""
+
+    def __init__(self) -> None:
+        self._uses: dict[str, dict[str, list[str]]] = {}
+
+    def mark(self, reason: str, figure: str, system: str) -> str:
+        """The mark of ``reason`` (given for ``figure`` of ``system``)."""
+        systems = self._uses.setdefault(reason, {}).setdefault(figure, [])
+        if system not in systems:
+            systems.append(system)
+        return self._mark(list(self._uses).index(reason))
+
+    @staticmethod
+    def _mark(index: int) -> str:
+        return str(index + 1).translate(_SUPERSCRIPT)
+
+    def lines(self) -> list[str]:
+        """One line per reason: its mark, the reason, and what it applies to."""
+        return [f"{self._mark(index)} {reason}: "
+                + "; ".join(f"{figure} ({', '.join(systems)})"
+                            for figure, systems in uses.items()) + "."
+                for index, (reason, uses) in enumerate(self._uses.items())]
 
 
 def _scale(rubric: Rubric, criterion: str, kind: str,
            figures: Sequence[Figure]) -> tuple[tuple[float, float], str]:
     """The axis: a pass rate 0..1; a criterion its allowed values' range; anything else (an
-    aggregate) the figures' own range. Widened to hold every figure."""
-    ends = [v for f in figures for v in ([f.value] + list(f.ci95 or [])) if v is not None]
+    aggregate) the figures' own range. Widened to hold every estimate (labels on another
+    scale), not an interval's end: a mean's normal-approximation CI can run past the
+    scale's end, and the plot clips it there and marks the clip."""
+    ends = [f.value for f in figures if f.value is not None]
     if kind == "pass rate":
         low, high, text = 0.0, 1.0, "pass rate, 0 to 1"
     else:
@@ -190,7 +233,7 @@ def _scale(rubric: Rubric, criterion: str, kind: str,
             text = "the figures' range (an aggregate has no fixed scale)"
     if ends and (min(ends) < low or max(ends) > high):
         low, high = min(low, *ends), max(high, *ends)
-        text += "; widened to hold every figure"
+        text += "; widened to hold every estimate"
     if high <= low:
         high = low + 1.0
     return (low, high), text
@@ -235,16 +278,18 @@ def _spans_zero(ci: Sequence[float]) -> bool:
 
 
 def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: Figure,
-                     bias: Figure, n_labelled: int, n_cases: int, other_scale: bool) -> str:
+                     bias: Figure, n_labelled: int, n_cases: int, other_scale: bool,
+                     reasons: Reasons) -> str:
     what = _what(criterion, kind)
-    basis = f"PPI++, {n_labelled} of {n_cases} cases labelled"
+    basis = f"{n_labelled} of {n_cases} cases labelled"
     if ppi.value is None:
-        head = (f"{name}: no clinician-level estimate of {what} could be made "
-                f"({ppi.why}); nothing is claimed.")
+        mark = reasons.mark(ppi.why or "no estimate", f"{what} by clinicians' standard", name)
+        head = (f"{name}: no clinician-level estimate of {what} could be made{mark}; "
+                "nothing is claimed.")
     elif ppi.ci95 is None:
+        mark = reasons.mark(_reason(ppi), f"{what} by clinicians' standard", name)
         head = (f"{name}: by clinicians' standard, {what} is {number(ppi.value)}, but no "
-                f"interval could be made ({_reason(ppi)}; {basis}): a point is not a 95% CI, so "
-                "this claims nothing.")
+                f"interval could be made{mark} ({basis}), so nothing is claimed.")
     else:
         head = (f"{name}: by clinicians' standard, {what} is {number(ppi.value)} (95% CI "
                 f"{number(ppi.ci95[0])} to {number(ppi.ci95[1])}; {basis}).")
@@ -254,9 +299,10 @@ def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: F
     if other_scale:
         return (f"{head} {alone}, on another scale than the labels: the two are not "
                 "comparable.")
+    bias_of = f"the judge's bias in {what}"
     if bias.value is None:
-        return (f"{head} {alone}; how far it is off could not be measured "
-                f"({bias.why or 'no estimate'}).")
+        mark = reasons.mark(bias.why or "no estimate", bias_of, name)
+        return f"{head} {alone}; how far it is off could not be measured{mark}."
     # The bias is measured on the labelled cases (judge - label there; on an active sheet
     # weighted by each case's draw probability), not the gap between the judge's mean over
     # every case and the PPI++ value: said so, so that the figures are not read as a
@@ -271,8 +317,9 @@ def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: F
                 "the clinicians")
         # A mean with no interval was still measured (e.g. every judge - label difference
         # the same): say what it was there, and claim nothing beyond those cases.
+        mark = reasons.mark(_reason(bias), bias_of, name)
         return (f"{head} {alone}; {where} it scored {size} on average, but no interval "
-                f"could be made ({_reason(bias)}): nothing is claimed beyond those cases.")
+                f"could be made{mark}: nothing is claimed beyond those cases.")
     if _spans_zero(bias.ci95):
         span = (f"within {TINY} of the clinicians'" if _tiny(bias.ci95) else
                 f"consistent with anything from {_span(bias.ci95, '', 'higher', 'lower')} "
@@ -283,15 +330,17 @@ def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: F
             f"clinicians on average (95% CI {_one_side(bias.ci95)} {way}).")
 
 
-def _difference_sentence(what: str, a: str, b: str, figure: Figure,
-                         how: str) -> tuple[Finding, str]:
+def _difference_sentence(what: str, a: str, b: str, figure: Figure, how: str,
+                         reasons: Reasons) -> tuple[Finding, str]:
+    of, pair = f"the difference in {what}", f"{b} − {a}"
     if figure.value is None:
+        mark = reasons.mark(figure.why or "no estimate", of, pair)
         return "no estimate", (f"No difference in {what} between {b} and {a} could be "
-                               f"estimated ({figure.why}); nothing is claimed.")
+                               f"estimated{mark}; nothing is claimed.")
     if figure.ci95 is None:
+        mark = reasons.mark(_reason(figure), of, pair)
         return "no interval", (f"No interval could be made for the difference in {what} "
-                               f"between {b} and {a} ({_reason(figure)}; {how}); nothing is "
-                               "claimed.")
+                               f"between {b} and {a}{mark} ({how}); nothing is claimed.")
     if _spans_zero(figure.ci95):
         return "no difference detected", (
             f"No difference detected in {what} between {b} and {a}: by clinicians' standard, "
@@ -356,28 +405,54 @@ def _ceiling_text(ceiling: Any) -> str:
     return f"{number(figure.value)} ({_ci_words(figure.ci95)}, {ceiling.n} cases)"
 
 
+NO_OVERLAP = "no case labelled by two clinicians: their own agreement is unknown"
+
+
+def _no_ceiling_text(result: Any, criterion: str) -> str | None:
+    """Why the clinicians' agreement with each other has no figure although some cases
+    were labelled by two or more of them (None: no such case). Below ``MIN_OVERLAP``
+    overlap cases agree() makes no ceiling (a bootstrap over a handful says little)."""
+    n = result.sheet.overlap.get(criterion, 0) if result.sheet is not None else 0
+    if not n:
+        return None
+    if n < MIN_OVERLAP:
+        return f"too few overlap cases ({n}) for a ceiling (it needs {MIN_OVERLAP})"
+    if result.score_mode.mode == "expected":
+        return f"no ceiling with expected scores (not categories; {n} overlap cases)"
+    return f"no ceiling ({n} overlap cases)"
+
+
 def _validity(criteria: Sequence[str], agreement: Mapping[str, Any] | None) -> list[Validity]:
     """Per criterion one line: the judge against clinicians per file, and beside it the
     clinicians against each other where the labels hold a ceiling (cases labelled by two
-    or more)."""
+    or more), or why they hold none: no overlap case at all, or too few."""
     if not agreement:
         return []
     lines = []
     for criterion in criteria:
-        judge, clinicians = [], []
+        judge, clinicians, without = [], [], []
         for index, item in enumerate(agreement["files"], start=1):
             result = item.get("result")
             if result is None:
                 judge.append((index, item.get("note") or "no agreement"))
                 continue
             judge.append((index, _kappa_text(result.criteria.get(criterion))))
-            clinicians += [(index, _ceiling_text(c)) for c in result.ceiling
-                           if c.criterion == criterion and "kappa_quadratic" in c.statistics]
+            ceilings = [_ceiling_text(c) for c in result.ceiling
+                        if c.criterion == criterion and "kappa_quadratic" in c.statistics]
+            why = _no_ceiling_text(result, criterion)
+            if ceilings:
+                clinicians.append((index, ceilings[0]))
+            elif why:
+                without.append((index, why))
         line = f"{criterion}: judge vs clinicians, {KAPPA} {_grouped(judge)}"
         if clinicians:
-            line += f"; clinicians vs each other, {KAPPA} {_grouped(clinicians)}"
+            line += f"; clinicians vs each other, {KAPPA} {_grouped(clinicians + without)}"
+        elif without:
+            texts = {text for _, text in without}
+            line += "; clinicians vs each other: " + (
+                texts.pop() if len(texts) == 1 else _grouped(without))
         else:
-            line += "; no case labelled by two clinicians: their own agreement is unknown"
+            line += f"; {NO_OVERLAP}"
         lines.append(Validity(criterion=criterion, line=line + "."))
     return lines
 
@@ -392,7 +467,9 @@ def _blind(system: Mapping[str, Any], result: Any) -> str:
         if sheet.judge_seen:
             seen.append(f"{sheet.judge_seen} label(s) saved after the verdict was shown")
         if seen:
-            return f"not blind ({'; '.join(seen)}): agreement and PPI++'s λ may be inflated"
+            return (f"not blind ({'; '.join(seen)}): the judge's agreement with the labels, "
+                    "and the weight the clinician-level figures give the judge, may be "
+                    "inflated")
         return "blind (the sheet showed no verdict of the judge's)"
     if result is not None and result.verdict_seen:
         return "not blind: " + result.verdict_seen.removeprefix("NOTE: ")
@@ -404,6 +481,8 @@ def _blind(system: Mapping[str, Any], result: Any) -> str:
 
 def _rests_on(estimates: Mapping[str, Any], agreement: Mapping[str, Any] | None,
               numbers: Mapping[str, int]) -> list[str]:
+    """Design, labels and blindness per system (the same text for several said once), then
+    each warning once, naming the systems (results files) it is about, and the notes."""
     results = {}
     for index, item in enumerate((agreement or {}).get("files", []), start=1):
         results[index] = item.get("result")
@@ -413,7 +492,8 @@ def _rests_on(estimates: Mapping[str, Any], agreement: Mapping[str, Any] | None,
     for row in estimates.get("rows", []):
         counts.setdefault(str(row["file"]), {}).setdefault(str(row["criterion"]),
                                                            int(row["n_labelled"]))
-    designs, labels, blind, warnings = [], [], [], []
+    designs, labels, blind = [], [], []
+    warnings: dict[str, list[str]] = {}
     for system in estimates.get("systems", []):
         n = numbers.get(str(system["file"]), 0)
         designs.append((n, str(system["design_text"]).removeprefix("design: ")))
@@ -431,11 +511,13 @@ def _rests_on(estimates: Mapping[str, Any], agreement: Mapping[str, Any] | None,
             labelled += f", {len(result.sheet.labellers)} labeller(s)"
         labels.append((n, labelled))
         blind.append((n, _blind(system, result)))
-        warnings += [(n, note.removeprefix("WARNING: ")) for note in system.get("notes", [])
-                     if note.startswith("WARNING")]
+        for note in system.get("notes", []):
+            if note.startswith("WARNING"):
+                warnings.setdefault(note.removeprefix("WARNING: "), []).append(
+                    _short(system["file"], numbers))
     lines = [f"Design: {_grouped(designs)}.", f"Labels: {_grouped(labels)}.",
              f"Blind: {_grouped(blind)}."]
-    lines += [f"Warning: {_grouped([item])}" for item in warnings]
+    lines += [f"Warning ({', '.join(names)}): {text}" for text, names in warnings.items()]
     for note in (estimates.get("scale_note"), estimates.get("shared_note")):
         if note:
             lines.append(f"Note: {note}")
@@ -450,38 +532,59 @@ def _short(file: str, numbers: Mapping[str, int]) -> str:
     return f"{Path(file).stem} (#{numbers.get(str(file), '?')})"
 
 
-def _outcomes(rows: Sequence[Mapping[str, Any]], rubric: Rubric, numbers: Mapping[str, int],
-              scale_note: str | None) -> list[Outcome]:
+Scales = dict[tuple[str, str], tuple[tuple[float, float], str]]
+
+
+def _by_outcome(rows: Sequence[Mapping[str, Any]]
+                ) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
     by_outcome: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for row in rows:
         by_outcome.setdefault((str(row["criterion"]), _kind(row)), []).append(row)
+    return by_outcome
+
+
+def _row_figures(row: Mapping[str, Any]) -> tuple[Figure, Figure, Figure, Figure]:
+    """One estimates row's judge-only, labels-only, PPI++ and judge-bias figures."""
+    return (_figure(row["judge_mean"], row["judge_ci"], row.get("judge_method")),
+            _figure(row["classical_estimate"], row["classical_ci"],
+                    row.get("classical_method")),
+            _figure(row["ppi_estimate"], row["ppi_ci"], row.get("ppi_method")),
+            _figure(row.get("judge_bias"), row.get("judge_bias_ci"),
+                    row.get("judge_bias_method")))
+
+
+def _scales(rows: Sequence[Mapping[str, Any]], rubric: Rubric) -> Scales:
+    """Each outcome's axis and its words (:func:`_scale`), from its rows' estimates."""
+    return {(criterion, kind): _scale(rubric, criterion, kind,
+                                      [f for row in group for f in _row_figures(row)[:3]])
+            for (criterion, kind), group in _by_outcome(rows).items()}
+
+
+def _outcomes(rows: Sequence[Mapping[str, Any]], scales: Scales, numbers: Mapping[str, int],
+              scale_note: str | None, reasons: Reasons) -> list[Outcome]:
     outcomes = []
-    for (criterion, kind), group in by_outcome.items():
+    for (criterion, kind), group in _by_outcome(rows).items():
         other_scale = kind == "mean" and bool(scale_note) and repr(criterion) in scale_note
         systems = []
         for row in group:
-            judge = _figure(row["judge_mean"], row["judge_ci"], row.get("judge_method"))
-            labels_only = _figure(row["classical_estimate"], row["classical_ci"],
-                                  row.get("classical_method"))
-            ppi = _figure(row["ppi_estimate"], row["ppi_ci"], row.get("ppi_method"))
-            bias = _figure(row.get("judge_bias"), row.get("judge_bias_ci"),
-                           row.get("judge_bias_method"))
+            judge, labels_only, ppi, bias = _row_figures(row)
             name = _short(row["file"], numbers)
             systems.append(SystemFigures(
                 number=numbers.get(str(row["file"]), 0), name=name, judge=judge,
                 labels_only=labels_only, ppi=ppi, judge_bias=bias,
                 n_labelled=row["n_labelled"], n_cases=row["n_cases"],
                 sentence=_system_sentence(name, criterion, kind, ppi, judge, bias,
-                                          row["n_labelled"], row["n_cases"], other_scale)))
-        scale, scale_text = _scale(rubric, criterion, kind,
-                                   [f for s in systems for f in (s.judge, s.labels_only, s.ppi)])
+                                          row["n_labelled"], row["n_cases"], other_scale,
+                                          reasons)))
+        scale, scale_text = scales[(criterion, kind)]
         outcomes.append(Outcome(criterion=criterion, kind=kind, scale=scale,
                                 scale_text=scale_text, systems=systems))
     return outcomes
 
 
 def _differences(differences: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]],
-                 numbers: Mapping[str, int]) -> list[Difference]:
+                 numbers: Mapping[str, int], scales: Scales,
+                 reasons: Reasons) -> list[Difference]:
     labelled = {(str(r["file"]), str(r["criterion"])): (r["n_labelled"], r["n_cases"])
                 for r in rows}
     out = []
@@ -498,9 +601,12 @@ def _differences(differences: Sequence[Mapping[str, Any]], rows: Sequence[Mappin
             how = (f"independent: each system's own labels, {la[0]} of {la[1]} and "
                    f"{lb[0]} of {lb[1]} cases")
         figure = _figure(d["estimate"], d["ci"], d.get("method"))
-        finding, sentence = _difference_sentence(_what(criterion, kind), a, b, figure, how)
+        finding, sentence = _difference_sentence(_what(criterion, kind), a, b, figure, how,
+                                                 reasons)
+        scale = scales.get((criterion, kind), ((0.0, 1.0), ""))[0]
         out.append(Difference(
-            criterion=criterion, kind=kind, a_number=numbers.get(str(d["a_file"]), 0),
+            criterion=criterion, kind=kind, scale=scale,
+            a_number=numbers.get(str(d["a_file"]), 0),
             b_number=numbers.get(str(d["b_file"]), 0), a=a, b=b, difference=figure,
             mode=str(d.get("mode")), n_labelled=d.get("n_labelled"),
             n_cases=d.get("n_cases"), how=how, finding=finding, sentence=sentence))
@@ -520,11 +626,15 @@ def build_decision(report: Mapping[str, Any]) -> Decision:
                         without_labels=list(NO_ESTIMATE), how_to_label=how)
     numbers = _numbers(report["files"])
     rows = estimates["rows"]
-    outcomes = _outcomes(rows, report["rubric"], numbers, estimates.get("scale_note"))
+    scales, reasons = _scales(rows, report["rubric"]), Reasons()
+    # The differences first: the page states them first, so their reasons get the first
+    # marks.
+    differences = _differences(estimates.get("differences") or [], rows, numbers, scales,
+                               reasons)
+    outcomes = _outcomes(rows, scales, numbers, estimates.get("scale_note"), reasons)
     criteria = list(dict.fromkeys(o.criterion for o in outcomes if o.kind == "mean"))
     return Decision(
-        labelled=True, outcomes=outcomes,
-        differences=_differences(estimates.get("differences") or [], rows, numbers),
+        labelled=True, outcomes=outcomes, differences=differences, reasons=reasons.lines(),
         validity=_validity(criteria, report.get("agreement")),
         rests_on=_rests_on(estimates, report.get("agreement"), numbers),
         notes=list(estimates.get("failed") or []))

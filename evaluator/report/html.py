@@ -15,8 +15,10 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from evaluator.analysis.agreement.agreement import MIN_OVERLAP
 from evaluator.analysis.intervals import format_ci, format_p
 from evaluator.data.files import write_bytes_atomic
+from evaluator.report import decision_plots as dp
 from evaluator.report import plots as rp
 from evaluator.report.build import build_report, status_table
 from evaluator.report.decision import number
@@ -75,7 +77,7 @@ def environment() -> Any:
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=_num, ci=_ci, pct=_pct, pval=format_p, css_string=css_string)
     env.globals.update(meaningless_note=meaningless_note,
-                       agreement_statistics=AGREEMENT_STATISTICS)
+                       agreement_statistics=AGREEMENT_STATISTICS, min_overlap=MIN_OVERLAP)
     return env
 
 
@@ -87,9 +89,9 @@ def _plots(report: dict[str, Any], statuses: list[dict[str, Any]]) -> dict[str, 
     plots: dict[str, Any] = {"status": rp.status_plot(report["statuses"], statuses)}
     decision = report.get("decision")
     if decision is not None and decision.outcomes:
-        plots["decision_forest"] = rp.forest_plot([o.model_dump() for o in decision.outcomes])
+        plots["decision_forest"] = dp.forest_plot([o.model_dump() for o in decision.outcomes])
         if decision.differences:
-            plots["decision_differences"] = rp.difference_plot(
+            plots["decision_differences"] = dp.difference_plot(
                 [d.model_dump() for d in decision.differences])
     for field in report["criteria"]:
         series = [f["summary"].criteria[field.key].model_dump() for f in files]

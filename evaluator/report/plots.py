@@ -42,23 +42,42 @@ def _colour(index: int) -> str:
     return colormaps["tab10"](index % 10)
 
 
-def _render(draw: Callable[[Any], None], height: float, width: float = _WIDTH) -> str:
-    """Draw on a fresh Figure and return it as an SVG data URI (deterministic bytes)."""
+# Text as paths (no font lookup in the browser), no mathtext ($ stays $), stable ids.
+_RC = {"svg.fonttype": "path", "svg.hashsalt": "evaluator-report", "text.parse_math": False,
+       "font.size": 9}
+
+
+def drawn_figure(draw: Callable[[Any], None], height: float, width: float = _WIDTH) -> Any:
+    """A fresh matplotlib Figure (constrained layout) with ``draw`` applied and laid out:
+    what :func:`svg_uri` writes, and what a test can measure (its texts' extents)."""
     # Imported here: matplotlib (the report extra), which `import evaluator` never loads.
     import matplotlib
     from matplotlib.figure import Figure
 
-    # Text as paths (no font lookup in the browser), no mathtext ($ stays $), stable ids.
-    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "evaluator-report",
-                                "text.parse_math": False, "font.size": 9}):
+    with matplotlib.rc_context(_RC):
         figure = Figure(figsize=(width, height), layout="constrained")
         draw(figure)
+        figure.draw_without_rendering()
+    return figure
+
+
+def svg_uri(figure: Any) -> str:
+    """``figure`` as an SVG data URI (deterministic bytes, no metadata, no URL)."""
+    # Imported here: matplotlib (the report extra), which `import evaluator` never loads.
+    import matplotlib
+
+    with matplotlib.rc_context(_RC):
         buffer = io.BytesIO()
         figure.savefig(buffer, format="svg", metadata={key: None for key in _NO_METADATA})
     # The DOCTYPE names the SVG 1.1 DTD by URL; no browser fetches it, but the page should
     # name no URL at all. What remains are xmlns namespace names, which are never loaded.
     svg = re.sub(rb"<!DOCTYPE[^>]*>\s*", b"", buffer.getvalue(), count=1)
     return "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii")
+
+
+def _render(draw: Callable[[Any], None], height: float, width: float = _WIDTH) -> str:
+    """Draw on a fresh Figure and return it as an SVG data URI (deterministic bytes)."""
+    return svg_uri(drawn_figure(draw, height, width))
 
 
 def _legend(axes: Any, files: int) -> None:
@@ -210,136 +229,3 @@ def confidence_plot(name: str, series: Sequence[dict[str, Any]], bins: int = 10)
         axes.grid(axis="y", alpha=0.3)
 
     return _render(draw, 2.4)
-
-
-# The Decision section's plots: drawn at the width they print at (A4 and Letter hold 7
-# inches), so 9-point text stays 9 points on paper. Black and greys only; each estimator has
-# its own marker, fill and line style, legible in greyscale.
-_DECISION_WIDTH = 7.0
-_ESTIMATORS = (
-    # (key, row label, marker, filled, line style, line width)
-    ("judge", "judge only", "o", False, (0, (4, 2)), 1.2),
-    ("labels_only", "labels only", "s", False, (0, (1, 1.5)), 1.4),
-    ("ppi", "PPI++", "D", True, "solid", 2.2),
-)
-_INK = "#000000"
-
-
-def _interval_row(axes: Any, y: float, figure: dict[str, Any], marker: str, filled: bool,
-                  style: Any, width: float, right: float) -> None:
-    """One estimate as a point and its 95% CI bar; "no CI" beside a point without one."""
-    value, ci = figure.get("value"), figure.get("ci95")
-    if value is None:
-        axes.text(right, y, "no estimate ", ha="right", va="center", fontsize=8)
-        return
-    if ci:
-        axes.plot([ci[0], ci[1]], [y, y], color=_INK, linestyle=style, linewidth=width,
-                  solid_capstyle="butt")
-        axes.plot([ci[0], ci[0]], [y - 0.18, y + 0.18], color=_INK, linewidth=1.0)
-        axes.plot([ci[1], ci[1]], [y - 0.18, y + 0.18], color=_INK, linewidth=1.0)
-    else:
-        axes.text(right, y, "no CI ", ha="right", va="center", fontsize=8)
-    axes.plot([value], [y], marker=marker, markersize=6, color=_INK,
-              markerfacecolor=_INK if filled else "white", markeredgewidth=1.3,
-              linestyle="none", zorder=3)
-
-
-def _columns(panels: int) -> int:
-    """Panels per row: two, or three where that saves a row (3, 5, 6 panels: a rubric's
-    three criteria in one row keep the decision on one printed page)."""
-    return 3 if panels in (3, 5, 6) or panels > 8 else min(2, max(panels, 1))
-
-
-def _panel_rows(panels: int) -> int:
-    return -(-max(panels, 1) // _columns(panels))
-
-
-def _grid(figure: Any, panels: int) -> list[Any]:
-    columns = _columns(panels)
-    axes = figure.subplots(_panel_rows(panels), columns, squeeze=False).ravel().tolist()
-    for extra in axes[panels:]:
-        extra.set_axis_off()
-    return axes[:panels]
-
-
-def _row_labels_once(panels: Sequence[Any], labels: Sequence[Sequence[str]]) -> None:
-    """Row labels ("#1 PPI++") on the first panel of each row of panels only, where the
-    panels beside it have the same rows: the others get the width instead."""
-    columns = _columns(len(panels))
-    for index, axes in enumerate(panels):
-        first = index - index % columns
-        if index % columns and list(labels[index]) == list(labels[first]):
-            axes.tick_params(axis="y", labelleft=False)
-
-
-def forest_plot(outcomes: Sequence[dict[str, Any]]) -> str:
-    """Per outcome (a panel, the outcome's scale as the x range): for each system ``#n``
-    the judge-only mean, the labels-only estimate and the PPI++ estimate, each a point with
-    its 95% CI. ``outcomes`` items: ``criterion``, ``kind``, ``scale`` (low, high),
-    ``scale_text`` and ``systems`` (``number`` and a ``judge`` / ``labels_only`` / ``ppi``
-    figure each: ``value``, ``ci95``)."""
-    gap = 0.6  # between one system's rows and the next's
-    rows = max((3 * len(o["systems"]) + gap * (len(o["systems"]) - 1) for o in outcomes),
-               default=3)
-
-    def draw(figure: Any) -> None:
-        panels, every = _grid(figure, len(outcomes)), []
-        for axes, outcome in zip(panels, outcomes):
-            low, high = outcome["scale"]
-            pad = 0.04 * (high - low)
-            ticks, labels = [], []
-            y = 0.0
-            for system in outcome["systems"]:
-                for key, title, marker, filled, style, width in _ESTIMATORS:
-                    _interval_row(axes, y, system[key], marker, filled, style, width,
-                                  high + pad)
-                    ticks.append(y)
-                    labels.append(f"#{system['number']} {title}")
-                    y += 1
-                y += gap
-            axes.set_yticks(ticks, labels, fontsize=8)
-            axes.set_ylim(rows - 0.5, -0.6)
-            axes.set_xlim(low - pad, high + pad)
-            axes.tick_params(axis="x", labelsize=8)
-            axes.grid(axis="x", color="#bbbbbb", linewidth=0.6)
-            axes.set_title(f"{outcome['criterion']} ({outcome['kind']})", fontsize=9)
-            axes.set_xlabel(outcome["scale_text"], fontsize=8)
-            every.append(labels)
-        _row_labels_once(panels, every)
-
-    return _render(draw, _panel_rows(len(outcomes)) * (0.62 + 0.16 * rows), _DECISION_WIDTH)
-
-
-def difference_plot(differences: Sequence[dict[str, Any]]) -> str:
-    """Per outcome (a panel), each difference between systems (``#b − #a``) as a point with
-    its 95% CI against a zero line. ``differences`` items: ``criterion``, ``kind``,
-    ``a_number``, ``b_number`` and ``difference`` (``value``, ``ci95``)."""
-    by_outcome: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for item in differences:
-        by_outcome.setdefault((item["criterion"], item["kind"]), []).append(item)
-    rows = max((len(items) for items in by_outcome.values()), default=1)
-
-    def draw(figure: Any) -> None:
-        panels, every = _grid(figure, len(by_outcome)), []
-        for axes, ((criterion, kind), items) in zip(panels, by_outcome.items()):
-            ends = [abs(v) for item in items for v in
-                    [item["difference"].get("value") or 0.0,
-                     *(item["difference"].get("ci95") or [])]]
-            reach = max(ends + [1e-3]) * 1.15
-            if kind == "pass rate":
-                reach = min(reach, 1.0)
-            axes.axvline(0.0, color=_INK, linewidth=1.0, linestyle=(0, (3, 2)))
-            for y, item in enumerate(items):
-                _interval_row(axes, y, item["difference"], "D", True, "solid", 2.2, reach)
-            labels = [f"#{i['b_number']} − #{i['a_number']}" for i in items]
-            axes.set_yticks(range(len(items)), labels, fontsize=8)
-            every.append(labels)
-            axes.set_ylim(rows - 0.5, -0.5)
-            axes.set_xlim(-reach, reach)
-            axes.tick_params(axis="x", labelsize=8)
-            axes.grid(axis="x", color="#bbbbbb", linewidth=0.6)
-            axes.set_title(f"{criterion}: difference ({kind})", fontsize=9)
-            axes.set_xlabel("95% CI; dashed line: no difference", fontsize=8)
-        _row_labels_once(panels, every)
-
-    return _render(draw, _panel_rows(len(by_outcome)) * (0.68 + 0.22 * rows), _DECISION_WIDTH)

@@ -546,8 +546,8 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
     ceilings: list[Ceiling] = []
     if sheet is not None:
         verdict_seen = verdict_seen_note(labels_path, sheet)
-        ceilings, ceiling_notes = _ceilings(sheet, read.keys, joined_ids, view, scales,
-                                            continuous, resamples, seed)
+        ceilings, ceiling_notes, overlap = _ceilings(sheet, read.keys, joined_ids, view,
+                                                     scales, continuous, resamples, seed)
         by_labeller = {key: _by_labeller(sheet, key, joined_ids, view) for key in read.keys
                        if len(sheet.labellers) >= 2}
         sheet_block = SheetLabelsBlock(
@@ -555,7 +555,7 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
             rule=sheet.rule_line("draw", seed), cannot_judge=sheet.cannot_judge,
             judge_seen=sheet.judge_seen,
             notes=sheet.notes + ceiling_notes
-            + ([CEILING_DRAWN_NOTE] if design.weighted and ceilings else []))
+            + ([CEILING_DRAWN_NOTE] if design.weighted and ceilings else []), overlap=overlap)
     else:
         verdict_seen = verdict_seen_note(labels_path, rows=rows,
                                          priority=design.design.kind == "priority")
@@ -610,17 +610,20 @@ class _SheetRead:
 
 def _ceilings(sheet: SheetLabels, keys: Sequence[str], joined_ids: Sequence[str],
               view: ScoredView, scales: Mapping[str, Sequence[int]], continuous: bool,
-              resamples: int, seed: int) -> tuple[list[Ceiling], list[str]]:
+              resamples: int, seed: int) -> tuple[list[Ceiling], list[str], dict[str, int]]:
     """The ceiling of each criterion with overlap cases among the joined ones
-    (:func:`evaluator.analysis.agreement.ceiling.ceiling`), and notes on those without."""
+    (:func:`evaluator.analysis.agreement.ceiling.ceiling`), notes on those without, and
+    each criterion's count of overlap cases (those with any)."""
     joined = set(joined_ids)
     out: list[Ceiling] = []
     notes: list[str] = []
+    counts: dict[str, int] = {}
     for key in keys:
         overlap = {case: by for case, by in sheet.overlap(key).items()
                    if case in joined and view.value(case, key) is not None}
         if not overlap:
             continue
+        counts[key] = len(overlap)
         if continuous:
             notes.append(f"{key}: no ceiling with --score expected (the judge's expected "
                          "scores are not categories); run agree with --score argmax")
@@ -634,7 +637,7 @@ def _ceilings(sheet: SheetLabels, keys: Sequence[str], joined_ids: Sequence[str]
                            [{name: float(v) for name, v in overlap[c].items()} for c in cases],
                            scale=[float(v) for v in scales.get(key, ())],
                            resamples=resamples, seed=seed))
-    return out, notes
+    return out, notes, counts
 
 
 def _by_labeller(sheet: SheetLabels, key: str, joined_ids: Sequence[str],

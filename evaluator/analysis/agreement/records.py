@@ -75,7 +75,9 @@ class SheetLabelsBlock(Record):
     """Labels read from a labelling sheet's folder: whether it is blind, how several
     labellers' labels of one case became the case's label (``rule``), what was left out
     (``cannot_judge``: labels saved as "cannot judge"), how many labels were saved with
-    the judge's verdict in view, and the notes said before the figures."""
+    the judge's verdict in view, and the notes said before the figures; ``overlap``: per
+    criterion, how many of the joined cases two or more labellers labelled (a criterion
+    without such cases is absent), whether or not they were enough for a ceiling."""
 
     folder: str
     blind: bool
@@ -84,6 +86,7 @@ class SheetLabelsBlock(Record):
     cannot_judge: int
     judge_seen: int
     notes: list[str]
+    overlap: dict[str, int] = Field(default_factory=dict)
 
 
 class AgreementReport(Record):
