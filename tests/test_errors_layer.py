@@ -31,6 +31,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "evaluator"
 INTERNAL = {
     "_DuplicateKey": "data/cases.py: a signal from the JSON reader's object hook, caught "
                      "where it is raised and turned into an InputFileError",
+    "_Changed": "label/session.py: the journal changed under the running page, caught "
+                "where it is raised (_take_in) and turned into the page's stopped state",
     "Terminated": "cli/signals.py: SIGTERM and SIGHUP as a KeyboardInterrupt (not an "
                   "Exception): the entry point reports them as an interruption",
 }
