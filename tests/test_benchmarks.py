@@ -279,10 +279,28 @@ def test_slices_quick(run_quick):
 @pytest.mark.parametrize("name", ["batched_vs_loop", "constrained_vs_unconstrained",
                                   "overhead", "schema_compile", "mask_cost", "parse_rate",
                                   "real_vocab_run", "vllm_structured_backends", "slices",
-                                  "random_judge", "streaming", "step_profile"])
+                                  "random_judge", "streaming", "step_profile",
+                                  "threads_under_load"])
 def test_scripts_say_how_to_re_run_them(name):
     text = (BENCHMARKS / f"{name}.py").read_text(encoding="utf-8")
     assert "Re-run" in text and f"benchmarks/{name}.py" in text
+
+
+def test_threads_under_load_quick(run_quick):
+    """Beside a busy loop, the judge runs with torch's automatic count and with each fixed
+    one, on the same tokens; the figures hold each one's cases/s and what auto chose (the
+    1.3x target is not checked: speed is not)."""
+    from evaluator.judges.backends.fill_threads import usable_cpus
+
+    figures, out = run_quick("threads_under_load")
+    cpus = usable_cpus()
+    assert figures["judge"] == "tiny-random" and figures["busy_processes"] == 1
+    assert set(figures["cases_per_s"]) == {"auto", *map(str, range(1, cpus + 1))}
+    assert all(_positive(rate) for rate in figures["cases_per_s"].values())
+    assert 1 <= figures["auto_threads"] <= cpus
+    assert figures["auto_is_best_fixed"] is (figures["auto_threads"] == figures["best_fixed"])
+    assert _positive(figures["best_fixed_over_auto"]) and 1 <= figures["best_fixed"] <= cpus
+    assert "load average before the busy loop" in out and "torch threads: " in out
 
 
 def test_step_profile_quick(run_quick):
