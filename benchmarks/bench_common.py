@@ -90,15 +90,20 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def set_threads(threads: int | None) -> int:
-    """Set torch's intra-op threads (None: leave torch's default); return the count used.
+    """Set torch's intra-op threads (None: leave them to the evaluator, which chooses when a
+    CPU judge loads: evaluator.judges.backends.torch_threads); return the count used.
 
     On a shared CPU, torch's OpenMP workers spin-wait for a core someone else holds: the
     tiny model's decode step measured 21 ms with 2 threads and 1.6 ms with 1 on this 2-core
-    machine under load, so the scripts default to 1 and print what they used."""
+    machine under load, so the scripts default to 1 and print what they used. The count is
+    also put in ``OMP_NUM_THREADS``, which the evaluator's choice keeps (a count equal to
+    torch's default, or to one the evaluator set, would otherwise be chosen again), as
+    does any process the script starts."""
     import torch
 
     if threads:
         torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
     return torch.get_num_threads()
 
 

@@ -32,18 +32,21 @@ def _load(name: str):
 
 
 @pytest.fixture
-def run_quick(capsys):
+def run_quick(capsys, monkeypatch):
     """Run a benchmark's ``main(["--quick"])``; return (figures printed, whole output).
-    torch's thread count is restored afterwards (the scripts set it)."""
+    torch's thread count and ``OMP_NUM_THREADS`` are restored afterwards (the scripts set
+    them: ``bench_common.set_threads``)."""
     import torch
 
     threads = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # and put back as it was after
 
     def run(name: str, *args: str) -> tuple[dict, str]:
         try:
             returned = _load(name).main(["--quick", *args])
         finally:
             torch.set_num_threads(threads)
+            os.environ.pop("OMP_NUM_THREADS", None)
         out = capsys.readouterr().out
         lines = [line for line in out.splitlines() if line.startswith("figures: ")]
         assert len(lines) == 1, out
@@ -88,7 +91,18 @@ def test_batched_vs_loop_quick(run_quick):
     assert "batched is" in out and "parse failures: first try" in out
 
 
-def test_constrained_vs_unconstrained_quick(run_quick):
+def _idle_cpus(monkeypatch) -> None:
+    """The backend's readings of the host as an idle one's, whatever else runs now (the
+    masks are prefetched only onto a CPU no other process keeps busy)."""
+    from evaluator.judges.backends import torch_threads
+    from evaluator.judges.backends.fill_threads import usable_cpus
+
+    monkeypatch.setattr(torch_threads, "read_cpus",
+                        lambda: torch_threads.CpuReadings(usable_cpus(), busy=0.0))
+
+
+def test_constrained_vs_unconstrained_quick(run_quick, monkeypatch):
+    _idle_cpus(monkeypatch)
     figures, _ = run_quick("constrained_vs_unconstrained")
     for key in ("constrained_cases_per_s", "unconstrained_cases_per_s", "ratio"):
         assert _positive(figures[key]), key
@@ -265,10 +279,28 @@ def test_slices_quick(run_quick):
 @pytest.mark.parametrize("name", ["batched_vs_loop", "constrained_vs_unconstrained",
                                   "overhead", "schema_compile", "mask_cost", "parse_rate",
                                   "real_vocab_run", "vllm_structured_backends", "slices",
-                                  "random_judge", "streaming", "step_profile"])
+                                  "random_judge", "streaming", "step_profile",
+                                  "threads_under_load"])
 def test_scripts_say_how_to_re_run_them(name):
     text = (BENCHMARKS / f"{name}.py").read_text(encoding="utf-8")
     assert "Re-run" in text and f"benchmarks/{name}.py" in text
+
+
+def test_threads_under_load_quick(run_quick):
+    """Beside a busy loop, the judge runs with torch's automatic count and with each fixed
+    one, on the same tokens; the figures hold each one's cases/s and what auto chose (the
+    1.3x target is not checked: speed is not)."""
+    from evaluator.judges.backends.fill_threads import usable_cpus
+
+    figures, out = run_quick("threads_under_load")
+    cpus = usable_cpus()
+    assert figures["judge"] == "tiny-random" and figures["busy_processes"] == 1
+    assert set(figures["cases_per_s"]) == {"auto", *map(str, range(1, cpus + 1))}
+    assert all(_positive(rate) for rate in figures["cases_per_s"].values())
+    assert 1 <= figures["auto_threads"] <= cpus
+    assert figures["auto_is_best_fixed"] is (figures["auto_threads"] == figures["best_fixed"])
+    assert _positive(figures["best_fixed_over_auto"]) and 1 <= figures["best_fixed"] <= cpus
+    assert "load average before the busy loop" in out and "torch threads: " in out
 
 
 def test_step_profile_quick(run_quick):

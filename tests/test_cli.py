@@ -327,3 +327,98 @@ def test_a_run_of_no_cases_says_so_and_suggests_no_command_that_fails(tmp_path, 
         assert _invoke("compare", out).exit_code == 2
     report = _invoke("report", out, "--html", tmp_path / "r.html")
     assert report.exit_code == 2  # why the command is not suggested
+
+
+def _on_two_cpus_one_busy(monkeypatch) -> list:
+    """The fake judge, as if its model computed on torch's CPU threads on 2 CPUs with one
+    held by another process (the backend's rule, from injected readings); the specs the
+    run loaded judges with are collected in the list returned."""
+    from evaluator.judges.backends.fake import FakeBackend
+    from evaluator.judges.backends.torch_threads import CpuReadings, choose_threads
+
+    specs: list = []
+
+    class OnCpu(FakeBackend):
+        def __init__(self, spec):
+            super().__init__()
+            self.threads = choose_threads(CpuReadings(allowed=2, busy=1.0, cores=2),
+                                          spec.threads)
+
+    def load(name, spec):
+        specs.append(spec)
+        return OnCpu(spec)
+
+    monkeypatch.setattr("evaluator.run.local_engine.load_backend", load)
+    return specs
+
+
+def test_the_header_says_torchs_thread_count_and_why(tmp_path, models_file, monkeypatch):
+    """Issue 45: a CPU judge's run says before judging how many torch threads it chose of
+    how many CPUs, how many are busy, and how to override it."""
+    _on_two_cpus_one_busy(monkeypatch)
+    result = _invoke("run", "-r", "pathology_report", "-i", EXAMPLES / "pathology_report.jsonl",
+                     "-o", tmp_path / "r.jsonl", "--models-file", models_file, "--no-progress")
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("3 case(s) read: 3 valid")
+    assert lines[1] == "torch threads: 1 of 2 CPUs (1 busy; --threads to override)"
+
+
+@pytest.mark.parametrize(("option", "threads", "line"), [
+    ("2", 2, "torch threads: 2 of 2 CPUs (--threads 2; 1 busy, auto would use 1)"),
+    ("auto", "auto", "torch threads: 1 of 2 CPUs (1 busy; --threads to override)"),
+])
+def test_threads_option_reaches_the_judge_and_the_header(tmp_path, models_file, monkeypatch,
+                                                         option, threads, line):
+    specs = _on_two_cpus_one_busy(monkeypatch)
+    result = _invoke("run", "-r", "pathology_report", "-i", EXAMPLES / "pathology_report.jsonl",
+                     "-o", tmp_path / "r.jsonl", "--models-file", models_file, "--no-progress",
+                     "--threads", option)
+    assert result.exit_code == 0, result.output
+    assert [spec.threads for spec in specs] == [threads]
+    assert line in result.stderr.splitlines()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1025", "many", "2.5", "Auto"])
+def test_a_bad_threads_option_is_one_line(tmp_path, models_file, value):
+    from tests.conftest import refused_in_one_line
+
+    result = _invoke("run", "-r", "pathology_report", "-i", EXAMPLES / "pathology_report.jsonl",
+                     "-o", tmp_path / "r.jsonl", "--models-file", models_file, "--threads", value)
+    refused_in_one_line(result, "synthetic", "--threads",
+                        "expected a whole number from 1 to 1024, or auto")
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_threads_is_refused_for_a_vllm_judge(tmp_path):
+    from tests.conftest import refused_in_one_line
+
+    models = tmp_path / "models.yaml"
+    models.write_text(yaml.safe_dump({"default": "v", "judges": {
+        "v": {"backend": "vllm", "path": str(tmp_path / "weights")}}}))
+    result = _invoke("run", "-r", "pathology_report", "-i", EXAMPLES / "pathology_report.jsonl",
+                     "-o", tmp_path / "r.jsonl", "--models-file", models, "--threads", "2")
+    refused_in_one_line(result, "synthetic", "--threads", "judge 'v' runs on vLLM")
+
+
+def test_the_tiny_models_run_states_its_torch_threads(tmp_path, monkeypatch):
+    """The real CPU path: the transformers backend on the random-weight model sets torch's
+    count from --threads, and the run's header says so."""
+    torch = pytest.importorskip("torch", reason="needs the transformers extra: make install")
+    from evaluator.judges.backends import torch_threads
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    # torch's count is put back after, and with it what the evaluator last set
+    monkeypatch.setattr(torch_threads, "_applied", torch_threads._applied)
+    before = torch.get_num_threads()
+    try:
+        result = _invoke("run", "-r", "pathology_report", "-i",
+                         EXAMPLES / "pathology_report.jsonl", "-o", tmp_path / "r.jsonl",
+                         "-m", "tiny-random", "--limit", "1", "--no-progress", "--threads", "1")
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert result.exit_code in (0, 1), result.output
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("torch threads: ")]
+    assert line.startswith("torch threads: 1 of ") and "(--threads 1; " in line

@@ -33,6 +33,7 @@ def test_default_leaves_the_model_its_cpus(device, torch_threads, cpus, expected
     ("cpu", 2, 2, False),    # this 2-core machine by default
     ("cpu", 1, 2, True),     # a CPU torch leaves free (step_profile.py's --threads 1)
     ("cpu", 8, 16, True),
+    ("cpu", 1, 0, False),    # every CPU busy (0 free): not the affinity mask's count
 ])
 def test_masks_are_filled_during_the_forward_pass_where_cpus_are_free(device, torch_threads,
                                                                       cpus, expected):
@@ -59,7 +60,7 @@ def test_models_yaml_fill_threads_is_checked():
 
 def test_the_backend_builds_its_fill_pool_with_the_setting(monkeypatch):
     """models.yaml's ``fill_threads`` reaches llguidance's executor; without it, the
-    default rule for the backend's device and torch's threads."""
+    default rule for the backend's device, torch's threads and the CPUs free beside them."""
     torch = pytest.importorskip("torch", reason="needs the transformers extra")
     from evaluator.judges.backends import load_backend, transformers_backend
 
@@ -76,6 +77,25 @@ def test_the_backend_builds_its_fill_pool_with_the_setting(monkeypatch):
     assert backend.fill_threads == 3 and made == [3]
     backend.close()
     backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random", device="cpu"))
-    expected = fill_thread_count("cpu", torch.get_num_threads())
+    expected = fill_thread_count("cpu", torch.get_num_threads(),
+                                 cpus=backend.threads.readings.free)
     assert backend.fill_threads == expected and made == [3, expected]
     backend.close()
+
+
+def test_a_cpu_torch_leaves_beside_a_busy_process_is_not_the_fills(monkeypatch):
+    """Issue 45: torch on the one CPU another process leaves free; no fill thread beside it
+    during the forward pass (before, the other CPU counted as free: prefetched on it)."""
+    pytest.importorskip("torch", reason="needs the transformers extra")
+    from evaluator.judges.backends import load_backend, torch_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(torch_threads, "read_cpus",
+                        lambda: torch_threads.CpuReadings(allowed=2, busy=1.0, cores=2))
+    for threads in ("auto", 1):
+        backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random", device="cpu",
+                                                        threads=threads))
+        assert backend.threads.threads == 1 and backend.threads.readings.free == 1
+        assert backend.prefetch_masks is False and backend.fill_threads == 1
+        backend.close()

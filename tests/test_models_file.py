@@ -38,3 +38,34 @@ def test_relative_paths_resolve_against_the_file(tmp_path):
 def test_unknown_judge_names_the_defined_ones(tmp_path):
     with pytest.raises(JudgeConfigError, match="tiny-random"):
         resolve_judge("nope")
+
+
+@pytest.mark.parametrize("threads", [1, 16, "auto", "4"])
+def test_a_judge_takes_torch_threads_as_a_count_or_auto(tmp_path, threads):
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"default": "j", "judges": {
+        "j": {"backend": "transformers", "path": "m", "threads": threads}}}))
+    assert load_models_file(path).judges["j"].threads == (
+        "auto" if threads == "auto" else int(threads))
+
+
+@pytest.mark.parametrize("threads", [0, -2, 1025, 10**23, 2.5, True, "all", "", [2], {"n": 2}])
+def test_a_bad_threads_value_is_one_line_naming_the_key(tmp_path, threads):
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"default": "j", "judges": {
+        "j": {"backend": "transformers", "path": "m", "threads": threads}}}))
+    with pytest.raises(JudgeConfigError) as info:
+        load_models_file(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message
+    assert "judges.j.threads: " in message
+    assert "expected a whole number from 1 to 1024, or auto" in message
+    assert message.count("judges.j.threads") == 1  # one problem, not one per union member
+
+
+def test_threads_is_refused_for_a_vllm_judge(tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"default": "j", "judges": {
+        "j": {"backend": "vllm", "path": "m", "threads": 2}}}))
+    with pytest.raises(JudgeConfigError, match="vLLM sets its own: remove 'threads'"):
+        load_models_file(path)

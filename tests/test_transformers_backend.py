@@ -276,3 +276,35 @@ def test_a_cpu_generate_reuses_the_heap_and_decodes_the_same_tokens(tiny_backend
     finally:
         hook.remove()
     assert runs[0] == runs[1]
+
+
+def test_a_cpu_model_gets_torchs_thread_count_chosen_when_it_loads(monkeypatch):
+    """Issue 45: loading a CPU judge sets torch's count by the rule (here from readings of
+    2 CPUs, one busy: 1, where torch's default is a thread per core), or from the judge's
+    ``threads``; an ``OMP_NUM_THREADS`` the user set is kept over both. The backend keeps
+    the choice (``threads``) for the run's header."""
+    torch = pytest.importorskip("torch", reason="needs the transformers extra: make install")
+    from evaluator.judges.backends import load_backend, torch_threads
+    from evaluator.judges.models_file import JudgeSpec
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(torch_threads, "_applied", torch_threads._applied)
+    monkeypatch.setattr(torch_threads, "read_cpus",
+                        lambda: torch_threads.CpuReadings(allowed=2, busy=1.0, cores=2))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)  # as the evaluator would have set it on an idle host
+        monkeypatch.setattr(torch_threads, "_applied", 2)
+        loaded = []
+        for threads, env in ((None, None), (2, None), ("auto", "2")):
+            if env is not None:
+                monkeypatch.setenv("OMP_NUM_THREADS", env)
+            backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random",
+                                                            device="cpu", threads=threads))
+            loaded.append((backend.threads.threads, backend.threads.source,
+                           torch.get_num_threads()))
+            backend.close()
+    finally:
+        torch.set_num_threads(before)
+    assert loaded == [(1, "auto", 1), (2, "models.yaml", 2), (2, "OMP_NUM_THREADS", 2)]

@@ -40,3 +40,20 @@ def test_every_verdict_parses_on_cuda(cuda_backend, name):
                                          rubric.chat_template_kwargs):
             assert gen.finish_reason == "stop"
             model.model_validate_json(gen.text)
+
+
+def test_a_gpu_judge_leaves_torchs_cpu_threads_alone(monkeypatch):
+    """Issue 45's choice is for a model on the CPU: a CUDA judge neither reads the host's
+    CPUs nor sets torch's count, and says nothing of it (no ``threads``)."""
+    from evaluator.judges.backends import torch_threads
+
+    def no_reading():
+        raise AssertionError("a GPU judge read the CPUs for torch's threads")
+
+    monkeypatch.setattr(torch_threads, "read_cpus", no_reading)
+    before = torch.get_num_threads()
+    for threads in (None, 1):
+        backend = load_backend("tiny-random", JudgeSpec(backend="tiny-random", device="cuda",
+                                                        threads=threads))
+        assert backend.threads is None and torch.get_num_threads() == before
+        backend.close()

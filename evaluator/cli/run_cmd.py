@@ -38,6 +38,7 @@ from evaluator.cli.progress import library_progress_hidden
 from evaluator.cli.signals import Terminated, sigterm_as_interrupt
 from evaluator.common.errors import UserError
 from evaluator.data.files import check_path_name, show_path
+from evaluator.judges.backends.torch_threads import MAX_THREADS, ThreadChoice, parse_threads
 from evaluator.rubrics.load import load_rubric
 from evaluator.run.engines import ENGINES, RayOptions
 from evaluator.run.jury import member_path
@@ -107,6 +108,10 @@ class RunDisplay:
         self.bar = tqdm(total=start.to_judge, unit="case", disable=self.no_progress or None,
                         file=sys.stderr, dynamic_ncols=True)
 
+    def on_threads(self, choice: ThreadChoice) -> None:
+        """A CPU judge has loaded: torch's thread count and why, above the bar."""
+        tqdm.write(choice.describe(), file=sys.stderr)
+
     def on_member(self, index: int, name: str) -> None:
         """A jury member starts, into its own file."""
         self.current = member_path(self.output_path, name)
@@ -157,8 +162,13 @@ def _only_with(kwargs: dict, names: tuple[str, ...], used: bool, needs: str) -> 
 def _judge(kwargs: dict) -> dict:
     """``judge``: the :class:`Judge` (the first of ``judges``, the names given)."""
     names = kwargs["judges"]
+    threads = kwargs.pop("threads")
+    try:
+        threads = None if threads is None else parse_threads(threads)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--threads") from None
     kwargs["judge"] = Judge(name=names[0] if names else None,
-                            models_path=kwargs.pop("models_file"),
+                            models_path=kwargs.pop("models_file"), threads=threads,
                             **_take(kwargs, "samples", "temperature", "reduce"))
     return kwargs
 
@@ -198,7 +208,8 @@ def _how(kwargs: dict) -> dict:
     display = kwargs["display"] = RunDisplay(output_path, kwargs["task"].id_column,
                                              kwargs.pop("no_progress"), kwargs.pop("as_json"))
     kwargs["how"] = RunOptions(output_path=output_path, engine=engine, ray=ray_options,
-                               on_start=display.on_start, progress=display.progress,
+                               on_start=display.on_start, on_threads=display.on_threads,
+                               progress=display.progress,
                                **_take(kwargs, "batch_size", "force_new", "strict", "wait"))
     return kwargs
 
@@ -242,6 +253,10 @@ def _mlflow(kwargs: dict) -> dict:
               help="How several samples' or judges' scores become one (integer criteria; "
                    "aggregates use mean, or median with median) [default: median, or the "
                    "jury's own].")
+@click.option("--threads", default=None, metavar="N|auto",
+              help="torch's threads for a judge on the CPU: a count, or auto (the free CPUs "
+                   "this process may use) [default: the judge's threads in models.yaml, else "
+                   f"auto; 1 to {MAX_THREADS}]. OMP_NUM_THREADS in the environment wins.")
 @option_group(_task)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N cases.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,

@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from evaluator.common.errors import UserError
 from evaluator.common.strict import format_validation_error
 from evaluator.common.strict_yaml import YamlRefused, load_yaml_file
 from evaluator.judges.backends.registry import BACKENDS, BackendRecord
+from evaluator.judges.backends.torch_threads import Threads, parse_threads
 
 DEFAULT_MODELS_FILE = Path(__file__).resolve().parents[2] / "models.yaml"
 EMBEDDED_MODELS = ("smollm2-135m-instruct",)
@@ -70,6 +71,16 @@ class JudgeSpec(_Strict):
     # model leaves free; evaluator.judges.backends.fill_threads). Not a setting of the
     # verdicts (the masks are the same on any count), so not in the settings hash.
     fill_threads: int | None = Field(default=None, ge=1, le=256)
+    # transformers on the CPU: torch's threads, a count or auto (the default: the free CPUs
+    # the process may use; evaluator.judges.backends.torch_threads). OMP_NUM_THREADS and
+    # --threads win over it. Not in the settings hash, as fill_threads.
+    threads: Threads | None = None
+
+    @field_validator("threads", mode="before")
+    @classmethod
+    def _threads(cls, value: Any) -> Any:
+        # one line for any wrong value (pydantic would list each member of the union)
+        return None if value is None else parse_threads(value)
 
     @property
     def backend_info(self) -> BackendRecord:
@@ -92,6 +103,9 @@ class JudgeSpec(_Strict):
         if self.fill_threads is not None and info.vllm_engine:
             raise ValueError("fill_threads sets the transformers backend's mask fill; vLLM "
                              "fills its own: remove 'fill_threads' from this judge")
+        if self.threads is not None and info.vllm_engine:
+            raise ValueError("threads sets torch's CPU threads in the transformers backend; "
+                             "vLLM sets its own: remove 'threads' from this judge")
         # The engine keys are checked for every judge, so a typo fails before a backend
         # switch to vllm would reveal it; the check imports no vllm.
         validate_engine_settings(self.engine)
@@ -201,6 +215,20 @@ def load_models_file(path: Path | None = None) -> ModelsFile:
         for name, spec in models.judges.items()
     }
     return models.model_copy(update={"judges": judges})
+
+
+def with_threads(name: str, spec: JudgeSpec, threads: Any) -> JudgeSpec:
+    """``spec`` with the run's ``threads`` (``--threads``: a count or ``auto``) in place of its
+    own; :class:`JudgeConfigError` for a bad value, or a vLLM judge (which sets its own)."""
+    try:
+        value = parse_threads(threads)
+    except ValueError as exc:
+        raise JudgeConfigError(f"--threads: {exc}") from None
+    if spec.backend_info.vllm_engine:
+        raise JudgeConfigError(f"--threads sets torch's CPU threads of a transformers judge; "
+                               f"judge {name!r} runs on vLLM, which sets its own: leave "
+                               "--threads out")
+    return spec.model_copy(update={"threads": value})
 
 
 def resolve_judge(name: str | None, models_path: Path | None = None) -> tuple[str, JudgeSpec]:

@@ -34,7 +34,7 @@ from evaluator.data.files import (
     write_json_atomic,
 )
 from evaluator.data.results import ResultRecord, one_rubric, read_results, rewrite_results
-from evaluator.judges.models_file import JudgeConfigError, JurySpec
+from evaluator.judges.models_file import JudgeConfigError, JurySpec, resolve_judge, with_threads
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import Rubric
 from evaluator.run.kinds import run_kind
@@ -159,6 +159,9 @@ def evaluate_jury(task: Task, jury_name: str, jury: JurySpec, judge: Judge, run:
     rubric_obj = (task.rubric if isinstance(task.rubric, Rubric)
                   else load_rubric(task.rubric, task.rubrics_dirs))
     run_kind(rubric_obj).check_jury(jury_name)
+    if judge.threads is not None:  # refused for a member that cannot take it, before any runs
+        for name in jury.judges:
+            with_threads(name, resolve_judge(name, judge.models_path)[1], judge.threads)
     reduce = judge.reduce or jury.reduce
     settings = {"jury": jury_name, "judges": list(jury.judges),
                 "reduction": reduction_of(reduce)}

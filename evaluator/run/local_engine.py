@@ -11,12 +11,13 @@ by one, so a crash loses only the cases in flight).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from evaluator.data.cases import Case, InputProblem
 from evaluator.data.results import ResultRecord, ResultWriter
-from evaluator.judges.backends import Backend, StreamingBackend, load_backend
+from evaluator.judges.backends import Backend, CpuThreadsBackend, StreamingBackend, load_backend
+from evaluator.judges.backends.torch_threads import ThreadChoice
 from evaluator.run.judging import (
     ProgressCallback,
     RunSetup,
@@ -31,12 +32,15 @@ from evaluator.run.streaming import judge_stream
 
 def judge_all(setup: RunSetup, plan: ResumePlan, items: Iterator[Case | InputProblem],
               output_path: Path, size: int, progress: ProgressCallback | None, strict: bool,
-              backend: Backend | None = None) -> None:
+              backend: Backend | None = None,
+              on_threads: Callable[[ThreadChoice], None] | None = None) -> None:
     """Write the input problems' records, then judge ``plan.todo`` (streamed from
     ``items``) ``size`` at a time: streamed with ``size`` requests in flight where the
     backend can (:func:`streams`), else in batches of ``size``. ``backend``: a ready backend (kept open), else the
     judge's own is loaded here and closed at the end. ``strict``: the first case too long
-    for the judge stops the run (:class:`evaluator.run.judging.InputRejected`)."""
+    for the judge stops the run (:class:`evaluator.run.judging.InputRejected`).
+    ``on_threads`` is told the judge's torch thread count once it has loaded, when it
+    computes on the CPU."""
     owned_backend = backend is None
     with ResultWriter(output_path) as writer:
         write_problems(writer, setup, plan, progress)
@@ -45,6 +49,9 @@ def judge_all(setup: RunSetup, plan: ResumePlan, items: Iterator[Case | InputPro
         if backend is None:
             backend = load_backend(setup.judge_name, setup.spec)
         try:
+            if (on_threads is not None and isinstance(backend, CpuThreadsBackend)
+                    and backend.threads is not None):
+                on_threads(backend.threads)
             for records in _judged(setup, plan, items, size, backend):
                 for record in records:
                     writer.write(record)

@@ -14,9 +14,9 @@ import errno
 import importlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -33,7 +33,8 @@ from evaluator.data.pairs import iter_pairs
 from evaluator.data.results import iter_records, one_rubric
 from evaluator.judges.backends import Sampling
 from evaluator.judges.backends.base import BackendUnavailable
-from evaluator.judges.models_file import MAX_SEED, JudgeConfigError, resolve_judge
+from evaluator.judges.backends.torch_threads import ThreadChoice
+from evaluator.judges.models_file import MAX_SEED, JudgeConfigError, resolve_judge, with_threads
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import Rubric
 from evaluator.rubrics.schema import build_output_model, max_new_tokens, output_json_schema
@@ -157,6 +158,19 @@ def _panel_settings(samples: int, reduce: str, temperature: float,
     return {"samples": samples, "reduction": reduction}
 
 
+def _told_threads(judge: Judge, run: RunOptions) -> Callable[[ThreadChoice], None] | None:
+    """``run.on_threads``, told that a count the judge's spec gave came from ``--threads``
+    when the run set it (the backend sees one spec)."""
+    told = run.on_threads
+    if told is None or judge.threads is None:
+        return told
+
+    def on_threads(choice: ThreadChoice) -> None:
+        told(replace(choice, source="--threads") if choice.source == "models.yaml" else choice)
+
+    return on_threads
+
+
 def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
     """Judge every case of ``task`` with ``judge``; write results + summary as ``run`` says.
 
@@ -192,6 +206,8 @@ def evaluate(task: Task, judge: Judge, run: RunOptions) -> RunResult:
         judge_name, judge_spec = resolve_judge(judge.name, judge.models_path)
     else:
         judge_name, judge_spec = judge.name or "custom", judge.spec
+    if judge.threads is not None:  # --threads replaces the judge's own
+        judge_spec = with_threads(judge_name, judge_spec, judge.threads)
     if run.engine not in ENGINES:
         raise JudgeConfigError(f"unknown engine {run.engine!r}; choose one of "
                                f"{', '.join(ENGINES)}")
@@ -292,7 +308,7 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
         size = run.batch_size or setup.spec.batch_size
         if ray_engine is None:
             local_engine.judge_all(setup, plan, items(), output_path, size, run.progress,
-                                   run.strict, judge.backend)
+                                   run.strict, judge.backend, _told_threads(judge, run))
         else:
             ray_engine.judge_all(setup, plan, items, output_path, size, run.progress,
                                  run.strict, run.ray or RayOptions())

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.judges.backends import Backend
+from evaluator.judges.backends.torch_threads import ThreadChoice, Threads
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.rubrics.rubric import Rubric
 from evaluator.run.engines import RayOptions
@@ -51,7 +52,9 @@ class Judge:
     one in tests; the local engine only). ``samples`` > 1 judges each case that many times
     (self-consistency, needs a temperature above 0: ``temperature`` or the judge's own) and
     ``reduce`` (``median``, ``mean`` or ``majority``; None: median, or a jury's own) makes
-    the samples' (or a jury's) verdicts one.
+    the samples' (or a jury's) verdicts one. ``threads`` (``--threads``: a count or
+    ``"auto"``) replaces the judge's ``threads`` in models.yaml: torch's thread count for a
+    CPU judge (docs/running.md, "Threads"; an ``OMP_NUM_THREADS`` in the environment wins).
     """
 
     name: str | None = None
@@ -61,6 +64,7 @@ class Judge:
     samples: int = 1
     temperature: float | None = None
     reduce: str | None = None
+    threads: Threads | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class RunOptions:
     case that cannot be judged stops the run (:class:`evaluator.run.judging.InputRejected`).
     ``engine``: ``local`` (this process) or ``ray`` (judge replicas on a Ray cluster, set up
     by ``ray``). ``on_start`` is called once the input is validated (sizes a progress bar);
+    ``on_threads``, with the local engine, once a judge that computes on the CPU has loaded,
+    with torch's thread count and why (:class:`ThreadChoice`: the run's header says it);
     ``progress`` with the number of cases each time some are recorded. The run holds the
     output's lock (``<stem>.evaluator-lock``) from plan to summary: another run on the same
     output raises :class:`evaluator.data.files.OutputBusy`, or with ``wait`` waits for it.
@@ -99,4 +105,5 @@ class RunOptions:
     ray: RayOptions | None = None
     wait: bool = False
     on_start: Callable[[RunStart], None] | None = field(default=None, compare=False)
+    on_threads: Callable[[ThreadChoice], None] | None = field(default=None, compare=False)
     progress: Callable[[int], None] | None = field(default=None, compare=False)

@@ -10,6 +10,7 @@ from evaluator.judges.backends.base import (
     Backend,
     BackendUnavailable,
     Chat,
+    CpuThreadsBackend,
     Generation,
     Request,
     Sampling,
@@ -43,6 +44,6 @@ def load_backend(judge_name: str, spec: JudgeSpec) -> Backend:
     return operator.attrgetter(attr)(module)(judge_name, spec)
 
 
-__all__ = ["BACKENDS", "Backend", "BackendUnavailable", "Chat", "Generation", "Request",
-           "Sampling", "ScoreAnchor", "ScoringBackend", "StreamingBackend", "ValueDistribution",
-           "load_backend"]
+__all__ = ["BACKENDS", "Backend", "BackendUnavailable", "Chat", "CpuThreadsBackend", "Generation",
+           "Request", "Sampling", "ScoreAnchor", "ScoringBackend", "StreamingBackend",
+           "ValueDistribution", "load_backend"]

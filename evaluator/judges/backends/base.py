@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from evaluator.common.errors import UserError
+from evaluator.judges.backends.torch_threads import ThreadChoice
 
 Chat = Sequence[Mapping[str, str]]
 FinishReason = Literal["stop", "length", "context_overflow", "error"]
@@ -168,3 +169,12 @@ class StreamingBackend(Backend, Protocol):
         slots free up, so a long input is never held in memory. Closing the iterator
         early aborts the requests still in the engine."""
         ...
+
+
+@runtime_checkable
+class CpuThreadsBackend(Backend, Protocol):
+    """A backend whose model may compute on torch's CPU threads: ``threads`` is the count it
+    chose when it loaded, and why (:mod:`evaluator.judges.backends.torch_threads`); None
+    when the model is on an accelerator."""
+
+    threads: ThreadChoice | None

@@ -14,12 +14,17 @@ the same CPUs, that pool can oversubscribe them. What runs while the fill does:
   against a CPU forward pass of tens to thousands of milliseconds, so more threads would
   gain little there (``benchmarks/README.md``, section 7) and risk slowing every forward
   pass.
-- model on the CPU, torch on fewer threads than there are CPUs (``OMP_NUM_THREADS``,
-  ``torch.set_num_threads``): the CPUs torch leaves free would sit idle during the forward
+- model on the CPU, torch on fewer threads than there are free CPUs (``OMP_NUM_THREADS``,
+  ``--threads``): the CPUs torch leaves free would sit idle during the forward
   pass, so the masks are filled there, during it, as on a GPU
   (:func:`fill_during_forward`), on as many threads as there are such CPUs. At batch 64 with Qwen3's vocabulary the fill
   is about 8 ms of every decode step (``benchmarks/README.md``, section 12), all of it off
   the step's critical path that way.
+
+On the CPU, "free" leaves out the CPUs other processes keep busy and those a cgroup quota
+withholds (:class:`~evaluator.judges.backends.torch_threads.CpuReadings`, read when torch's
+count is chosen): when torch took one of two CPUs because another process holds the other,
+no CPU is left for a fill thread, and the fill runs between forward passes.
 
 Both never exceed llguidance's own default. A judge's ``fill_threads`` in models.yaml sets
 the count instead (docs/running.md, "Threads").
@@ -46,10 +51,11 @@ def fill_thread_count(device_type: str, torch_threads: int, requested: int | Non
     """Threads for the mask fill: ``requested`` when given, else the CPUs left beside the
     model (``device_type`` ``"cpu"``: ``torch_threads`` of them busy; otherwise one, the
     thread that launches the kernels), at least 1 and at most llguidance's default (80% of
-    the CPUs, at most 32)."""
+    the CPUs, at most 32). ``cpus``: the CPUs free for this process (default: its affinity
+    mask)."""
     if requested is not None:
         return requested
-    cpus = cpus or usable_cpus()
+    cpus = usable_cpus() if cpus is None else cpus
     busy = torch_threads if device_type == "cpu" else 1
     llguidance_default = max(1, min(LLGUIDANCE_MAX, cpus * 80 // 100))
     return max(1, min(llguidance_default, cpus - busy))
@@ -58,7 +64,8 @@ def fill_thread_count(device_type: str, torch_threads: int, requested: int | Non
 def fill_during_forward(device_type: str, torch_threads: int, cpus: int | None = None) -> bool:
     """Whether to fill the next step's masks during the forward pass: with the model on an
     accelerator, always; on the CPU, only when torch's ``torch_threads`` leave at least one
-    of the ``cpus`` free (otherwise the fill's thread would compete with torch's)."""
+    of the ``cpus`` unused (the CPUs free for this process; default: its affinity mask):
+    otherwise the fill's thread would compete with torch's, or with another process."""
     if device_type != "cpu":
         return True
-    return torch_threads < (cpus or usable_cpus())
+    return torch_threads < (usable_cpus() if cpus is None else cpus)

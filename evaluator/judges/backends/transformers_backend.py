@@ -19,9 +19,14 @@ it. The tokenizer llguidance needs is cached on disk
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+# Whether torch was loaded before this module (by the program running the judge, which may
+# have set its thread count): looked at before the imports below load it.
+_TORCH_PRELOADED = "torch" in sys.modules
 
 from evaluator.judges.backends.base import (
     BackendUnavailable,
@@ -38,6 +43,7 @@ from evaluator.judges.backends.cpu_heap import decode_heap
 from evaluator.judges.backends.fill_threads import fill_during_forward, fill_thread_count
 from evaluator.judges.backends.grammar import constraint_schema, score_watch
 from evaluator.judges.backends.llg_tokenizer import from_hf
+from evaluator.judges.backends.torch_threads import ThreadChoice, settle_torch_threads
 from evaluator.judges.backends.value_walk import Context, NodeDist, normalise, score_distributions
 from evaluator.judges.embedded_judge import prepare_embedded_judge
 from evaluator.judges.offline import force_offline
@@ -62,6 +68,10 @@ if TYPE_CHECKING:
     from evaluator.judges.models_file import JudgeSpec
 
 log = logging.getLogger(__name__)
+
+# torch's own thread count here, read as torch was first loaded (by this module: nothing
+# can have set it yet); None when it was loaded before (torch_threads then works it out).
+_TORCH_DEFAULT = None if _TORCH_PRELOADED else torch.get_num_threads()
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -106,6 +116,13 @@ class TransformersBackend:
                                      "(no config.json); point 'path' in models.yaml at a local "
                                      "Hugging Face model folder")
         self.device = _pick_device(spec.device)
+        device_type = torch.device(self.device).type
+        # On the CPU, torch's thread count is chosen before the model loads: its default, a
+        # thread per core, collapses when another process holds a core (torch_threads).
+        self.threads: ThreadChoice | None = None
+        if device_type == "cpu":
+            self.threads = settle_torch_threads(torch, spec.threads, default=_TORCH_DEFAULT)
+            log.info("%s", self.threads.describe())
         dtype = _pick_dtype(spec.dtype, self.device)
         log.info("loading judge %s from %s on %s", judge_name, path, self.device)
         # Never run code shipped with a model (trust_remote_code) nor unpickle its weights
@@ -131,15 +148,16 @@ class TransformersBackend:
         self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)
         self._grammars = _Grammars(self._outlines_model, from_hf(self.tokenizer, path))
         # Fill the next step's masks while the model runs only where that leaves the model
-        # its CPUs: off the CPU, or on a CPU torch's threads do not all use. With torch on
-        # every core, a mask thread beside its OpenMP workers oversubscribes them
-        # (bench_common.set_threads measured what that costs torch: 21 ms against 1.6 ms
-        # a step), so there the fill runs between forward passes (fill_threads).
-        self.prefetch_masks = fill_during_forward(torch.device(self.device).type,
-                                                   torch.get_num_threads())
+        # its CPUs: off the CPU, or on a free CPU torch's threads do not use. With torch on
+        # every free core, a mask thread beside its OpenMP workers (or beside another
+        # process) oversubscribes them (bench_common.set_threads measured what that costs
+        # torch: 21 ms against 1.6 ms a step), so there the fill runs between forward
+        # passes (fill_threads).
+        free = self.threads.readings.free if self.threads is not None else None
+        self.prefetch_masks = fill_during_forward(device_type, torch.get_num_threads(), free)
         # The fill's own thread pool, sized to the CPUs the model leaves free (fill_threads).
-        self.fill_threads = fill_thread_count(torch.device(self.device).type,
-                                              torch.get_num_threads(), spec.fill_threads)
+        self.fill_threads = fill_thread_count(device_type, torch.get_num_threads(),
+                                              spec.fill_threads, free)
         log.info("mask fill: %d thread(s)", self.fill_threads)
         self._executor = LLExecutor(self.fill_threads)
         if self.tokenizer.pad_token_id is None:
