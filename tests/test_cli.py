@@ -342,7 +342,7 @@ def _on_two_cpus_one_busy(monkeypatch) -> list:
         def __init__(self, spec):
             super().__init__()
             self.threads = choose_threads(CpuReadings(allowed=2, busy=1.0, cores=2),
-                                          spec.threads)
+                                          spec.threads, from_run=spec.threads_from_run)
 
     def load(name, spec):
         specs.append(spec)

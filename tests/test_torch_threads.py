@@ -61,17 +61,30 @@ def test_a_setting_wins_over_the_automatic_choice_and_auto_asks_for_it():
 
 
 @pytest.mark.parametrize("requested", [None, "auto", 2])
-def test_the_users_omp_num_threads_wins(requested):
-    """An ``OMP_NUM_THREADS`` torch started with is kept, over models.yaml and --threads
-    too: the count is torch's own (it read the variable when it started)."""
+def test_the_users_omp_num_threads_wins_over_models_yaml(requested):
+    """An ``OMP_NUM_THREADS`` torch started with is kept over models.yaml's ``threads``:
+    the count is torch's own (it read the variable when it started)."""
     preset = preset_threads({"OMP_NUM_THREADS": "1"}, current=1, default=2, applied=None)
     assert preset == ("OMP_NUM_THREADS", "OMP_NUM_THREADS=1")
     choice = choose_threads(CpuReadings(allowed=2, busy=0.0, cores=2), requested,
                             (1, *preset))
     assert (choice.threads, choice.source) == (1, "OMP_NUM_THREADS")
     assert choice.describe() == ("torch threads: 1 of 2 CPUs (OMP_NUM_THREADS=1 in the "
-                                 "environment, which wins over --threads and models.yaml; "
-                                 "0 busy, auto would use 2)")
+                                 "environment, which wins over models.yaml; --threads "
+                                 "overrides it; 0 busy, auto would use 2)")
+
+
+@pytest.mark.parametrize(("requested", "expected"), [(2, (2, "--threads")),
+                                                     ("auto", (2, "auto"))])
+def test_the_runs_threads_option_wins_over_the_environment(requested, expected):
+    """``--threads`` is the most specific setting: it wins over OMP_NUM_THREADS, and is
+    named as the run's option, not as models.yaml's."""
+    preset = (1, "OMP_NUM_THREADS", "OMP_NUM_THREADS=1")
+    choice = choose_threads(CpuReadings(allowed=2, busy=0.0, cores=2), requested, preset,
+                            from_run=True)
+    assert (choice.threads, choice.source) == expected
+    if requested == 2:
+        assert choice.describe() == "torch threads: 2 of 2 CPUs (--threads 2; 0 busy)"
 
 
 @pytest.mark.parametrize(("environ", "current", "applied", "expected"), [
@@ -134,6 +147,11 @@ def test_settle_keeps_a_count_the_environment_or_the_program_set(fresh):
     torch = FakeTorch(3)
     choice = settle_torch_threads(torch, readings=readings, environ={}, default=3)
     assert (choice.threads, choice.source, torch.set) == (2, "auto", [2])
+    # The run's --threads wins over the environment (and sets torch's count)
+    torch = FakeTorch(1)
+    choice = settle_torch_threads(torch, 2, readings=readings,
+                                  environ={"OMP_NUM_THREADS": "1"}, from_run=True)
+    assert (choice.threads, choice.source, torch.set) == (2, "--threads", [2])
 
 
 @pytest.mark.parametrize(("choice", "line"), [

@@ -256,7 +256,7 @@ def _mlflow(kwargs: dict) -> dict:
 @click.option("--threads", default=None, metavar="N|auto",
               help="torch's threads for a judge on the CPU: a count, or auto (the free CPUs "
                    "this process may use) [default: the judge's threads in models.yaml, else "
-                   f"auto; 1 to {MAX_THREADS}]. OMP_NUM_THREADS in the environment wins.")
+                   f"auto; 1 to {MAX_THREADS}]. Wins over OMP_NUM_THREADS.")
 @option_group(_task)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N cases.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,

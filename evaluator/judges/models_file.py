@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from evaluator.common.errors import UserError
 from evaluator.common.strict import format_validation_error
@@ -75,6 +75,14 @@ class JudgeSpec(_Strict):
     # the process may use; evaluator.judges.backends.torch_threads). OMP_NUM_THREADS and
     # --threads win over it. Not in the settings hash, as fill_threads.
     threads: Threads | None = None
+    # Where ``threads`` came from: this file, or the run's --threads (:func:`with_threads`),
+    # which also wins over OMP_NUM_THREADS. Not a field: models.yaml cannot set it.
+    _threads_from_run: bool = PrivateAttr(False)
+
+    @property
+    def threads_from_run(self) -> bool:
+        """``threads`` is the run's ``--threads`` (not models.yaml's)."""
+        return self._threads_from_run
 
     @field_validator("threads", mode="before")
     @classmethod
@@ -228,7 +236,9 @@ def with_threads(name: str, spec: JudgeSpec, threads: Any) -> JudgeSpec:
         raise JudgeConfigError(f"--threads sets torch's CPU threads of a transformers judge; "
                                f"judge {name!r} runs on vLLM, which sets its own: leave "
                                "--threads out")
-    return spec.model_copy(update={"threads": value})
+    copy = spec.model_copy(update={"threads": value})
+    copy._threads_from_run = True
+    return copy
 
 
 def resolve_judge(name: str | None, models_path: Path | None = None) -> tuple[str, JudgeSpec]:

@@ -21,11 +21,11 @@ So a CPU judge's count is chosen (:func:`choose_threads`, a pure function of
 - never more than torch's own default (one per physical core).
 
 That is ``max(1, min(quota, allowed - busy, torch's default))``: with one busy process on 2
-CPUs, 1; with every CPU busy, 1. What else decides, first match wins: ``OMP_NUM_THREADS``
-(or ``MKL_NUM_THREADS``) in the environment, or ``torch.set_num_threads`` called before the
+CPUs, 1; with every CPU busy, 1. What else decides, first match wins: ``--threads N|auto``
+on ``evaluator run`` (the most specific: one command); then ``OMP_NUM_THREADS`` (or
+``MKL_NUM_THREADS``) in the environment, or ``torch.set_num_threads`` called before the
 judge loads (a count other than torch's default or the one the evaluator set last); then
-``--threads N|auto`` on ``evaluator run``; then the judge's ``threads`` in models.yaml; else
-the automatic choice. A GPU judge's threads are left alone (:mod:`evaluator.judges.backends.
+the judge's ``threads`` in models.yaml; else the automatic choice. A GPU judge's threads are left alone (:mod:`evaluator.judges.backends.
 transformers_backend` asks only for a CPU model). The CPUs left free beside torch are where
 the constraint's masks are filled (:mod:`evaluator.judges.backends.fill_threads`).
 
@@ -149,7 +149,7 @@ class ThreadChoice:
             return (f"{head} (torch.set_num_threads before the run, which wins; "
                     f"{busy}{unlike})")
         return (f"{head} ({self.setting or self.source} in the environment, which wins "
-                f"over --threads and models.yaml; {busy}{unlike})")
+                f"over models.yaml; --threads overrides it; {busy}{unlike})")
 
 
 def auto_threads(readings: CpuReadings) -> int:
@@ -159,12 +159,16 @@ def auto_threads(readings: CpuReadings) -> int:
 
 
 def choose_threads(readings: CpuReadings, requested: Threads | None = None,
-                   preset: tuple[int, Source, str | None] | None = None) -> ThreadChoice:
-    """torch's count for a CPU judge: ``preset`` (``(count, source, setting)``: a count the
-    environment or the program set before the judge loaded) wins, then ``requested``
-    (``--threads`` or models.yaml's ``threads``; ``auto`` or None: choose), else
+                   preset: tuple[int, Source, str | None] | None = None,
+                   from_run: bool = False) -> ThreadChoice:
+    """torch's count for a CPU judge, first match wins: the run's ``--threads``
+    (``requested`` with ``from_run``; ``auto``: choose); ``preset`` (``(count, source,
+    setting)``: a count the environment or the program set before the judge loaded);
+    models.yaml's ``threads`` (``requested``; ``auto`` or None: choose); else
     :func:`auto_threads`."""
-    if preset is not None:
+    if from_run and isinstance(requested, int):
+        return ThreadChoice(requested, "--threads", readings)
+    if preset is not None and not from_run:
         count, source, setting = preset
         return ThreadChoice(count, source, readings, setting)
     if isinstance(requested, int):
@@ -198,19 +202,20 @@ _applied: int | None = None
 def settle_torch_threads(torch: Any, requested: Threads | None = None, *,
                          readings: CpuReadings | None = None,
                          environ: Mapping[str, str] | None = None,
-                         default: int | None = None) -> ThreadChoice:
+                         default: int | None = None, from_run: bool = False) -> ThreadChoice:
     """Choose torch's thread count for a CPU judge (:func:`choose_threads`) and set it
-    (``torch.set_num_threads``), unless the environment or the program set it before
-    (then it is kept). ``torch``: the torch module; ``default``: torch's own count, when
-    known (else :attr:`CpuReadings.torch_default`)."""
+    (``torch.set_num_threads``); a count the environment or the program set before is kept
+    unless the run's ``--threads`` (``from_run``) says otherwise. ``torch``: the torch
+    module; ``default``: torch's own count, when known (else
+    :attr:`CpuReadings.torch_default`)."""
     global _applied
     readings = readings or read_cpus()
     current = torch.get_num_threads()
     preset = preset_threads(os.environ if environ is None else environ, current,
                             default or readings.torch_default, _applied)
     choice = choose_threads(readings, requested,
-                            None if preset is None else (current, *preset))
-    if preset is None:
+                            None if preset is None else (current, *preset), from_run)
+    if choice.source not in ENV_SETTINGS and choice.source != "torch.set_num_threads":
         if choice.threads != current:
             torch.set_num_threads(choice.threads)
         _applied = choice.threads

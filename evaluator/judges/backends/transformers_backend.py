@@ -121,7 +121,8 @@ class TransformersBackend:
         # thread per core, collapses when another process holds a core (torch_threads).
         self.threads: ThreadChoice | None = None
         if device_type == "cpu":
-            self.threads = settle_torch_threads(torch, spec.threads, default=_TORCH_DEFAULT)
+            self.threads = settle_torch_threads(torch, spec.threads, default=_TORCH_DEFAULT,
+                                                from_run=spec.threads_from_run)
             log.info("%s", self.threads.describe())
         dtype = _pick_dtype(spec.dtype, self.device)
         log.info("loading judge %s from %s on %s", judge_name, path, self.device)
