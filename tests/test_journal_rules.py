@@ -222,7 +222,7 @@ def test_cr_line_ends_and_a_mistyped_last_line_are_refused_never_cut(sheet):
     """A journal saved with CR-only line ends, or whose last line (no newline) was mended
     with a typo, is neither torn nor readable: both readers refuse it naming the line, and
     a save refuses to cut it (it used to truncate the whole journal)."""
-    sheet, ids = sheet
+    sheet, _ids = sheet
     journal = journal_path(sheet)
     good = journal.read_bytes()
     journal.write_bytes(good.replace(b"\n", b"\r"))
@@ -236,7 +236,7 @@ def test_cr_line_ends_and_a_mistyped_last_line_are_refused_never_cut(sheet):
     with pytest.raises(SheetLabelsError, match="line 2: not a journal entry"):
         read_sheet_labels(sheet, rubric=RUBRIC)
     journal.write_bytes(good)
-    session, client, token, save, told = _serve(sheet)
+    _session, client, token, save, told = _serve(sheet)
     typed = good + last[:-1].replace("4.0", "2.0").encode() + b",}"  # typed in, no newline
     journal.write_bytes(typed)
     assert save(2).status_code in (400, 503)
@@ -253,7 +253,7 @@ def test_a_torn_write_is_skipped_and_cut_whatever_byte_it_stops_at(sheet, tail):
     good = journal.read_bytes()
     journal.write_bytes(good + tail)
     assert read_sheet_labels(sheet, rubric=RUBRIC).ratings["accuracy"] == {ids[0]: {"ana": 4.0}}
-    session, client, token, save, told = _serve(sheet)
+    _session, _client, _token, save, told = _serve(sheet)
     assert save(2).status_code == 303
     after = journal.read_bytes()
     assert after.startswith(good) and after.endswith(b"\n")
@@ -271,9 +271,9 @@ def test_a_torn_write_is_skipped_and_cut_whatever_byte_it_stops_at(sheet, tail):
      "was replaced"),
 ])
 def test_a_journal_changed_under_the_running_page_stops_it_saying_how(sheet, change, says):
-    sheet, ids = sheet
+    sheet, _ids = sheet
     journal = journal_path(sheet)
-    session, client, token, save, told = _serve(sheet)
+    _session, client, token, save, told = _serve(sheet)
     change(journal, journal.read_bytes())
     before = journal.read_bytes() if journal.exists() else None
     assert client.get(f"/l/{token}/case/2").status_code == 503
@@ -283,9 +283,9 @@ def test_a_journal_changed_under_the_running_page_stops_it_saying_how(sheet, cha
 
 
 def test_a_journal_that_cannot_be_read_stops_the_page_without_a_traceback(sheet):
-    sheet, ids = sheet
+    sheet, _ids = sheet
     journal = journal_path(sheet)
-    session, client, token, save, told = _serve(sheet)
+    _session, client, token, _save, told = _serve(sheet)
     journal.unlink()
     journal.mkdir()  # a folder where the journal was
     answer = client.get(f"/l/{token}/case/2")
@@ -298,7 +298,7 @@ def test_a_journal_that_cannot_be_read_stops_the_page_without_a_traceback(sheet)
     (b"[" * 100000, "not a journal entry"),
 ])
 def test_odd_last_lines_are_one_line_without_their_content(sheet, line, says):
-    sheet, ids = sheet
+    sheet, _ids = sheet
     journal = journal_path(sheet)
     good = journal.read_bytes()
     if line is None:  # a whole entry with one key more, named after a patient
@@ -314,7 +314,7 @@ def test_odd_last_lines_are_one_line_without_their_content(sheet, line, says):
 
 
 def test_a_byte_order_mark_is_named(sheet):
-    sheet, ids = sheet
+    sheet, _ids = sheet
     journal = journal_path(sheet)
     journal.write_bytes(b"\xef\xbb\xbf" + journal.read_bytes())
     with pytest.raises(SheetLabelsError, match="line 1: starts with a byte-order mark"):
