@@ -366,7 +366,7 @@ def test_the_header_says_torchs_thread_count_and_why(tmp_path, models_file, monk
 
 @pytest.mark.parametrize(("option", "threads", "line"), [
     ("2", 2, "torch threads: 2 of 2 CPUs (--threads 2; 1 busy, auto would use 1)"),
-    ("auto", "auto", "torch threads: 1 of 2 CPUs (1 busy; --threads to override)"),
+    ("auto", "auto", "torch threads: 1 of 2 CPUs (--threads auto; 1 busy)"),
 ])
 def test_threads_option_reaches_the_judge_and_the_header(tmp_path, models_file, monkeypatch,
                                                          option, threads, line):

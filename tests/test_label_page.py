@@ -576,3 +576,50 @@ def test_a_custom_rubric_is_found_beside_the_results_or_named_with_rubrics_dir(t
     elsewhere.mkdir()
     (elsewhere / "our_trials.yaml").write_text(custom)
     assert LabelSession(sheet, ["ana"], rubrics_dirs=[elsewhere]).rubric.name == "our_trials"
+
+
+@pytest.mark.parametrize("scheme, port", [("http", 80), ("https", 443)])
+def test_the_schemes_default_port_is_answered_as_a_browser_sends_it(sheet, scheme, port):
+    """A browser leaves the scheme's default port out of Host and Origin: a page served on
+    80 (or 443 with TLS) answers them, and host names are compared without regard to
+    case; another port, or none where one is needed, is still refused."""
+    session = LabelSession(sheet, ["ana"])
+    token = _token(session)
+    client = TestClient(build_app(session, [f"label.example:{port}"], scheme),
+                        base_url=f"{scheme}://label.example")
+    assert client.get(f"/l/{token}/case/1").status_code == 200
+    assert client.get(f"/l/{token}/case/1",
+                      headers={"host": f"LABEL.Example:{port}"}).status_code == 200
+    saved = _post(client, token, 1, {"v.accuracy": "3", "v.clarity": "4"},
+                  origin=f"{scheme}://Label.Example")
+    assert saved.status_code == 303
+    assert client.get(f"/l/{token}/case/1", headers={"host": "label.example:8080"}
+                      ).status_code == 403
+    other = TestClient(build_app(session, ["label.example:8443"], scheme),
+                       base_url=f"{scheme}://label.example")
+    assert other.get(f"/l/{token}/case/1").status_code == 403  # no port: not 8443's Host
+
+
+@pytest.mark.parametrize("name, title", [
+    ("eGFR", "eGFR"), ("SpO2", "SpO2"), ("HbA1cValue", "HbA1cValue"), ("IDs", "IDs"),
+    ("icd10_code", "ICD10 code"), ("2nd_opinion", "2nd opinion"), ("serum_eGFR", "Serum eGFR"),
+])
+def test_a_clinical_name_in_mixed_case_keeps_its_case(name, title):
+    assert input_title(name) == title
+
+
+def test_a_reference_judged_against_is_not_the_answer_to_rate(tmp_path):
+    """Only an input described as "being evaluated" (or judged), the words ending what the
+    description says, is the answer: "the answer is being judged against" describes the
+    reference."""
+    ecg = load_rubric("ecg_interpretation")
+    inputs = dict(ecg.inputs)
+    inputs["generated"] = inputs["generated"].model_copy(
+        update={"description": "The model's ECG interpretation."})
+    inputs["groundtruth"] = inputs["groundtruth"].model_copy(
+        update={"description": "The clinician's interpretation the answer is being judged "
+                               "against."})
+    assert rated_input(ecg.model_copy(update={"inputs": inputs})) is None
+    inputs["generated"] = inputs["generated"].model_copy(
+        update={"description": "The interpretation being judged, from the new model."})
+    assert rated_input(ecg.model_copy(update={"inputs": inputs})) == "generated"

@@ -75,7 +75,7 @@ def test_the_users_omp_num_threads_wins_over_models_yaml(requested):
 
 
 @pytest.mark.parametrize(("requested", "expected"), [(2, (2, "--threads")),
-                                                     ("auto", (2, "auto"))])
+                                                     ("auto", (2, "--threads"))])
 def test_the_runs_threads_option_wins_over_the_environment(requested, expected):
     """``--threads`` is the most specific setting: it wins over OMP_NUM_THREADS, and is
     named as the run's option, not as models.yaml's."""
@@ -83,8 +83,30 @@ def test_the_runs_threads_option_wins_over_the_environment(requested, expected):
     choice = choose_threads(CpuReadings(allowed=2, busy=0.0, cores=2), requested, preset,
                             from_run=True)
     assert (choice.threads, choice.source) == expected
-    if requested == 2:
-        assert choice.describe() == "torch threads: 2 of 2 CPUs (--threads 2; 0 busy)"
+    assert choice.describe() == f"torch threads: 2 of 2 CPUs (--threads {requested}; 0 busy)"
+
+
+def test_mkl_num_threads_is_named_when_both_are_set_as_torch_reads_it():
+    """torch reads OMP_NUM_THREADS, then MKL_NUM_THREADS over it: the header names the one
+    torch took."""
+    environ = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "2"}
+    assert preset_threads(environ, current=2, default=2, applied=None) == (
+        "MKL_NUM_THREADS", "MKL_NUM_THREADS=2")
+
+
+def test_torchs_own_count_caps_the_automatic_one_where_the_backend_knows_it(fresh):
+    """On a host whose topology the readings miss (no /sys: the logical CPUs stand in for
+    the cores), torch's start-up count (here 4 of 8 logical CPUs: performance cores,
+    or one per hyperthreaded pair) caps the automatic choice."""
+    readings = CpuReadings(allowed=8, busy=0.0, cores=None)
+    torch = FakeTorch(4)
+    choice = settle_torch_threads(torch, readings=readings, environ={}, default=4)
+    assert (choice.threads, choice.source, torch.set) == (4, "auto", [])
+    # Set by the environment, torch's count says nothing of the hardware: no cap from it
+    torch = FakeTorch(1)
+    choice = settle_torch_threads(torch, "auto", readings=readings, default=1,
+                                  environ={"OMP_NUM_THREADS": "1"}, from_run=True)
+    assert (choice.threads, choice.source) == (8, "--threads")
 
 
 @pytest.mark.parametrize(("environ", "current", "applied", "expected"), [

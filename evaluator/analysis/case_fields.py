@@ -11,6 +11,7 @@ file, or one changed since the run, is said in a note instead.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -23,11 +24,17 @@ from evaluator.rubrics.rubric import Rubric
 EVALUATED_MARKERS = ("being evaluated", "being judged")
 
 
+# The marker ends what the description says of the input ("... being evaluated." or "...
+# being evaluated, ..."): "the answer is being judged against" describes a reference.
+_EVALUATED = re.compile(rf"\b(?:{'|'.join(EVALUATED_MARKERS)})\s*(?:[.;,:)]|$)")
+
+
 def evaluated_field(rubric: Rubric) -> str | None:
     """The rubric input holding the evaluated (generated) text: the one input whose
-    description says it is "being evaluated"; None when there is not exactly one."""
+    description says it is "being evaluated" (or "being judged"), the words ending a
+    sentence or clause; None when there is not exactly one."""
     found = [name for name, spec in rubric.inputs.items()
-             if any(marker in (spec.description or "").lower() for marker in EVALUATED_MARKERS)]
+             if _EVALUATED.search((spec.description or "").lower())]
     return found[0] if len(found) == 1 else None
 
 

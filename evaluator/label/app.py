@@ -42,6 +42,7 @@ SECURITY_HEADERS = {
     "cross-origin-opener-policy": "same-origin",
     "cross-origin-resource-policy": "same-origin",
 }
+DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_FORM = 64 * 1024  # bytes: a form of this page is far smaller; read no further
 FORM_TYPE = "application/x-www-form-urlencoded"
 STATIC = {"label.js": "text/javascript; charset=utf-8", "label.css": "text/css; charset=utf-8",
@@ -54,7 +55,12 @@ class Guard:
     def __init__(self, app: ASGIApp, session: LabelSession, hosts: Iterable[str],
                  scheme: str):
         self.app, self.session = app, session
-        self.hosts = set(hosts)
+        # Host names are compared without regard to case, and a browser leaves the scheme's
+        # default port (80, 443) out of Host and Origin.
+        default = DEFAULT_PORTS.get(scheme)
+        self.hosts = {h.lower() for h in hosts}
+        self.hosts |= {h.rpartition(":")[0] for h in self.hosts
+                       if default is not None and h.rpartition(":")[2] == str(default)}
         self.origins = {f"{scheme}://{h}" for h in self.hosts}
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
@@ -101,7 +107,7 @@ class Guard:
         """Why this request is refused (403), or None."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers", [])}
-        if headers.get("host", "") not in self.hosts:
+        if headers.get("host", "").lower() not in self.hosts:
             return "forbidden: unknown Host"
         parts = scope.get("path", "").split("/")
         if len(parts) < 3 or parts[1] != "l" or self.session.by_token(parts[2]) is None:
@@ -111,7 +117,7 @@ class Guard:
             if origin is None and "referer" in headers:
                 split = urlsplit(headers["referer"])
                 origin = f"{split.scheme}://{split.netloc}"
-            if origin not in self.origins:
+            if origin is None or origin.lower() not in self.origins:
                 return "forbidden: a change must come from this page"
         return None
 

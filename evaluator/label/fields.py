@@ -12,21 +12,46 @@ from evaluator.rubrics.rubric import Rubric
 
 # Words a title writes in capitals (``trial_id`` → "Trial ID").
 ACRONYMS = {"id": "ID", "ids": "IDs", "ecg": "ECG", "nct": "NCT", "icd": "ICD", "url": "URL"}
-# A word of an input's name: a run of capitals not followed by a small letter (``ECG`` in
-# ``ECGText``), a word with at most one leading capital, or a number; digits stay with the
-# word before them (``lead2``).
-_WORD = re.compile(r"(?:[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9])[0-9]*")
+# A part of an input's name (between underscores) in PascalCase: words of a capital and small
+# letters, an acronym before one (``ECGText``, ``DiagnosisAccuracy``, ``Resp``). A part in
+# any other mixed case (``eGFR``, ``SpO2``, ``HbA1c``) is a clinical name: kept as written.
+_PASCAL = re.compile(r"(?:[A-Z]{2,}(?=[A-Z][a-z])|[A-Z][a-z]+)+")
+_PASCAL_WORD = re.compile(r"[A-Z]{2,}(?=[A-Z][a-z])|[A-Z][a-z]+")
+_LOWER = re.compile(r"([a-z]*)([0-9]*)[a-z0-9]*")
+
+
+def _words(part: str) -> list[str]:
+    if _PASCAL.fullmatch(part):
+        return _PASCAL_WORD.findall(part)
+    return [part]
+
+
+def _shown(word: str, first: bool) -> str:
+    if not (word.islower() or word.isdigit() or word[:1].isdigit()) or not word.isalnum():
+        return word  # capitals of its own (an acronym, eGFR): as written
+    match = _LOWER.fullmatch(word.lower())
+    letters = match.group(1) if match else ""
+    if letters in ACRONYMS and word.lower() == letters + (match.group(2) if match else ""):
+        return ACRONYMS[letters] + word[len(letters):]
+    return word[:1].upper() + word[1:] if first else word
 
 
 def input_title(name: str) -> str:
-    """A readable title for a rubric input's name: its words (split at ``_`` and at capitals)
-    in sentence case, known abbreviations in capitals (``trial_id`` → "Trial ID",
-    ``DiagnosisAccuracy`` → "Diagnosis accuracy"); the name itself when it has no words."""
-    words = _WORD.findall(name)
+    """A readable title for a rubric input's name: its parts (split at ``_``, and a
+    PascalCase part at its words) in sentence case, known abbreviations in capitals
+    (``trial_id`` → "Trial ID", ``icd10_code`` → "ICD10 code", ``DiagnosisAccuracy`` →
+    "Diagnosis accuracy"); a part in mixed case of its own (``eGFR``, ``SpO2``) as written;
+    the name itself when it has no parts."""
+    words = [w for part in name.split("_") if part for w in _words(part)]
     if not words:
         return name
-    shown = [ACRONYMS.get(w.lower(), w if w.isupper() else w.lower()) for w in words]
-    shown[0] = shown[0][:1].upper() + shown[0][1:]
+    shown = []
+    for i, word in enumerate(words):
+        if _PASCAL_WORD.fullmatch(word) and not word.isupper():
+            word = word.lower() if i else word  # a PascalCase word: sentence case
+            shown.append(word)
+        else:
+            shown.append(_shown(word, i == 0))
     return " ".join(shown)
 
 

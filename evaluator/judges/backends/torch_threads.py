@@ -39,7 +39,7 @@ import math
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,7 +52,9 @@ SAMPLE_SECONDS = 0.3
 # Other processes' work, in CPUs, from which a CPU counts as busy: 0.25 -> 1, 1.25 -> 2.
 BUSY_FROM = 0.25
 # The environment variables torch reads its thread count from at start-up.
-ENV_SETTINGS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# torch reads OMP_NUM_THREADS, then MKL_NUM_THREADS over it (at::intraop_default_num_threads):
+# the first set here is the one torch took.
+ENV_SETTINGS = ("MKL_NUM_THREADS", "OMP_NUM_THREADS")
 
 Threads = int | Literal["auto"]
 
@@ -143,6 +145,8 @@ class ThreadChoice:
         unlike = f", auto would use {auto}" if auto != self.threads else ""
         if self.source == "models.yaml":
             return f"{head} (threads: {self.threads} in models.yaml; {busy}{unlike})"
+        if self.source == "--threads" and self.setting == "auto":
+            return f"{head} (--threads auto; {busy})"
         if self.source == "--threads":
             return f"{head} (--threads {self.threads}; {busy}{unlike})"
         if self.source == "torch.set_num_threads":
@@ -166,8 +170,10 @@ def choose_threads(readings: CpuReadings, requested: Threads | None = None,
     setting)``: a count the environment or the program set before the judge loaded);
     models.yaml's ``threads`` (``requested``; ``auto`` or None: choose); else
     :func:`auto_threads`."""
-    if from_run and isinstance(requested, int):
-        return ThreadChoice(requested, "--threads", readings)
+    if from_run and requested is not None:
+        count = requested if isinstance(requested, int) else auto_threads(readings)
+        return ThreadChoice(count, "--threads", readings,
+                            None if isinstance(requested, int) else "auto")
     if preset is not None and not from_run:
         count, source, setting = preset
         return ThreadChoice(count, source, readings, setting)
@@ -210,9 +216,14 @@ def settle_torch_threads(torch: Any, requested: Threads | None = None, *,
     :attr:`CpuReadings.torch_default`)."""
     global _applied
     readings = readings or read_cpus()
+    environ = os.environ if environ is None else environ
+    if default is not None and not any(environ.get(n, "").strip() for n in ENV_SETTINGS):
+        # torch's own count at start-up (not set by the environment), where the backend
+        # knows it, caps the automatic one: on a host whose topology /sys does not give,
+        # the readings fall back to the logical CPUs.
+        readings = replace(readings, cores=default)
     current = torch.get_num_threads()
-    preset = preset_threads(os.environ if environ is None else environ, current,
-                            default or readings.torch_default, _applied)
+    preset = preset_threads(environ, current, default or readings.torch_default, _applied)
     choice = choose_threads(readings, requested,
                             None if preset is None else (current, *preset), from_run)
     if choice.source not in ENV_SETTINGS and choice.source != "torch.set_num_threads":
