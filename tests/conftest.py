@@ -27,6 +27,25 @@ def example_cases(rubric_name: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads_as_they_were():
+    """torch's thread count and the count the evaluator last set (``torch_threads._applied``)
+    put back after each test, together: a test that loads a CPU judge sets both, and one
+    that puts back only torch's count (a benchmark's) would leave a later judge reading "the
+    program set torch's count" (torch_threads.preset_threads). Only where torch was loaded
+    before the test: one that loads it first leaves the pair as a judge set it."""
+    import sys
+
+    from evaluator.judges.backends import torch_threads
+
+    torch = sys.modules.get("torch")
+    before = (torch.get_num_threads(), torch_threads._applied) if torch is not None else None
+    yield
+    if before is not None:
+        torch.set_num_threads(before[0])
+        torch_threads._applied = before[1]
+
+
 @pytest.fixture(params=BUILTIN)
 def builtin_rubric(request):
     """Each built-in rubric in turn."""
