@@ -149,3 +149,41 @@ def test_models_file_validation_follows_each_record(name):
     assert accepts(stream=True) == record.streams
     assert accepts(fill_threads=2) == accepts(device="mps") == (not record.vllm_engine)
     assert accepts() and (record.weights != "path" or not accepts(path=None))
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_each_record_names_its_own_strict_settings_model(name):
+    # A judge is built as, and validated by, the model its backend's record names.
+    model = BACKENDS[name].settings_model()
+    assert issubclass(model, JudgeSpec) and model is not JudgeSpec
+    assert model.model_config["extra"] == "forbid"
+    spec = JudgeSpec(backend=name, path="/m")
+    assert type(spec) is model and type(JudgeSpec.model_validate(spec.model_dump())) is model
+    other = next(r.settings_model() for r in BACKENDS.values()
+                 if r.settings_model() is not model)
+    with pytest.raises(ValueError, match="settings are"):  # another backend's model
+        other(backend=name, path="/m")
+
+
+def test_a_judge_is_checked_by_its_own_backends_settings_alone(tmp_path):
+    # An engine: block is a vLLM judge's: for another judge it is refused as not its
+    # backend's, not checked as vLLM settings; each error is one line naming the key.
+    path = tmp_path / "models.yaml"
+    for judge, message in [
+        ({"backend": "transformers", "path": "m", "engine": {"tensor_parallel_size": 2}},
+         ("judges.j: Value error, engine holds vLLM's engine settings; this backend runs no "
+          "vLLM engine: remove 'engine' from this judge")),
+        ({"backend": "vllm", "path": "m", "engine": {"tensor_paralel_size": 2}},
+         ("judges.j: Value error, engine: unknown vLLM setting 'tensor_paralel_size' (did "
+          "you mean 'tensor_parallel_size'?)")),
+        ({"backend": "vllm", "path": "m", "fill_threads": 2},
+         ("judges.j: Value error, fill_threads sets the transformers backend's mask fill; "
+          "vLLM fills its own: remove 'fill_threads' from this judge")),
+        ({"backend": "fake", "sampling": {"temprature": 1}},
+         "judges.j.sampling.temprature: Extra inputs are not permitted"),
+    ]:
+        path.write_text(yaml.safe_dump({"default": "j", "judges": {"j": judge}}))
+        with pytest.raises(JudgeConfigError) as caught:
+            load_models_file(path)
+        assert "\n" not in str(caught.value)
+        assert str(caught.value).startswith(f"{path}: invalid models file: {message}")

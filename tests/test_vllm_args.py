@@ -18,7 +18,8 @@ from evaluator.judges.backends.vllm_args import (
     request_seed,
     sampling_kwargs,
 )
-from evaluator.judges.models_file import JudgeSpec, validate_engine_settings
+from evaluator.judges.backends.vllm_settings import validate_engine_settings
+from evaluator.judges.models_file import JudgeSpec
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.schema import output_json_schema
 from tests.conftest import BUILTIN

@@ -32,7 +32,8 @@ from typing import Any
 from evaluator.doctor.cuda import JudgeUse
 from evaluator.doctor.probes import Gpu
 from evaluator.doctor.report import Check, failed, gib, ok, warning
-from evaluator.judges.models_file import JudgeSpec, validate_engine_settings
+from evaluator.judges.backends.vllm_settings import VLLMEngineConfig, validate_engine_settings
+from evaluator.judges.models_file import JudgeSpec
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 #: Bytes per element of each safetensors dtype.
@@ -170,9 +171,11 @@ def load_bytes(spec: JudgeSpec, on: str, config_dtype: str | None) -> int | None
     return None
 
 
-def kv_dtype_bytes(spec: JudgeSpec, float_bytes: int | None, config_dtype: str | None) -> int:
-    """Bytes per KV-cache element: 1 for an fp8 ``kv_cache_dtype``, else the model's."""
-    kv_dtype = str(spec.engine.get("kv_cache_dtype") or "auto")
+def kv_dtype_bytes(engine: VLLMEngineConfig | None, float_bytes: int | None,
+                   config_dtype: str | None) -> int:
+    """Bytes per KV-cache element: 1 for a vLLM engine's fp8 ``kv_cache_dtype``, else the
+    model's."""
+    kv_dtype = str(engine.kv_cache_dtype or "auto") if engine is not None else "auto"
     if kv_dtype.startswith("fp8"):
         return 1
     return float_bytes or DTYPE_BYTES.get(config_dtype or "", 2)
@@ -195,15 +198,15 @@ def estimate(spec: JudgeSpec, folder: Path, on: str, gpu: Gpu | None) -> MemoryE
     max_model_len = spec.max_model_len or shape.max_positions
     if not max_model_len:
         raise ValueError("no max_model_len in models.yaml or config.json")
-    sequences, devices = spec.batch_size, 1
+    sequences, devices, engine = spec.batch_size, 1, None
     if spec.backend_info.vllm_engine:
-        engine = validate_engine_settings(spec.engine)
+        engine = validate_engine_settings(spec.engine)  # type: ignore[attr-defined]
         default = 256 if on == "cpu" else vllm_default_max_num_seqs(gpu)
         sequences = min(spec.batch_size, engine.max_num_seqs or default)
         devices = engine.tensor_parallel_size * engine.pipeline_parallel_size
     return MemoryEstimate(weights=weight_bytes(folder, float_bytes),
                           kv_per_token=shape.kv_bytes_per_token(
-                              kv_dtype_bytes(spec, float_bytes, shape.dtype)),
+                              kv_dtype_bytes(engine, float_bytes, shape.dtype)),
                           max_model_len=int(max_model_len), sequences=sequences,
                           devices=devices)
 
@@ -271,7 +274,7 @@ def check_memory(use: JudgeUse, spec: JudgeSpec, folder: Path | None, on: str | 
 
 def _vllm(est: MemoryEstimate, used: tuple[Gpu, ...], first: int, utilization: float,
           spec: JudgeSpec, data: dict[str, Any]) -> Check:
-    explicit = spec.engine.get("gpu_memory_utilization")
+    explicit = spec.engine.get("gpu_memory_utilization")  # type: ignore[attr-defined]
     for number, gpu in enumerate(used):
         if gpu.free < utilization * gpu.total:
             lower = math.floor(gpu.free / gpu.total * 100) / 100 - 0.02

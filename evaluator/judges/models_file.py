@@ -7,18 +7,15 @@ instead of silently judging with the default.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -26,7 +23,7 @@ from evaluator.common.errors import UserError
 from evaluator.common.strict import format_validation_error
 from evaluator.common.strict_yaml import YamlRefused, load_yaml_file
 from evaluator.judges.backends.registry import BACKENDS, BackendRecord
-from evaluator.judges.backends.torch_threads import Threads, parse_threads
+from evaluator.judges.backends.torch_threads import parse_threads
 
 DEFAULT_MODELS_FILE = Path(__file__).resolve().parents[2] / "models.yaml"
 EMBEDDED_MODELS = ("smollm2-135m-instruct",)
@@ -53,7 +50,13 @@ class SamplingConfig(_Strict):
 
 
 class JudgeSpec(_Strict):
-    """One judge: which backend runs it, where its weights are, how to decode."""
+    """One judge: which backend runs it, where its weights are, how to decode.
+
+    The settings every backend takes; each backend's record names its own model, a subclass
+    that adds the settings only it takes (``BackendRecord.settings``). Building a
+    ``JudgeSpec`` (``JudgeSpec(backend=...)``, or a judge of models.yaml) builds the model
+    of the named backend, so a judge is checked by its own backend's rules alone.
+    """
 
     backend: Literal[tuple(BACKENDS)]  # type: ignore[valid-type]
     path: Path | None = None
@@ -73,30 +76,40 @@ class JudgeSpec(_Strict):
     # Some chat templates (e.g. Gemma's) have no system turn: then a rubric's system text
     # is put at the top of the user message instead.
     system_role: bool = True
-    # vLLM engine settings (ignored by the other backends).
-    engine: dict[str, Any] = {}
-    # transformers: threads that fill the schema constraint's masks (default: the CPUs the
-    # model leaves free; evaluator.judges.backends.fill_threads). Not a setting of the
-    # verdicts (the masks are the same on any count), so not in the settings hash.
-    fill_threads: int | None = Field(default=None, ge=1, le=256)
-    # transformers on the CPU: torch's threads, a count or auto (the default: the free CPUs
-    # the process may use; evaluator.judges.backends.torch_threads). OMP_NUM_THREADS and
-    # --threads win over it. Not in the settings hash, as fill_threads.
-    threads: Threads | None = None
-    # Where ``threads`` came from: this file, or the run's --threads (:func:`with_threads`),
-    # which also wins over OMP_NUM_THREADS. Not a field: models.yaml cannot set it.
-    _threads_from_run: bool = PrivateAttr(False)
 
-    @property
-    def threads_from_run(self) -> bool:
-        """``threads`` is the run's ``--threads`` (not models.yaml's)."""
-        return self._threads_from_run
+    #: Settings of other backends this backend's judges refuse, each with why (the error
+    #: ends "remove '<key>' from this judge"); any other unknown key is refused as such.
+    NOT_TAKEN: ClassVar[dict[str, str]] = {}
+    #: What runs this backend's model, as messages name it.
+    RUNS_ON: ClassVar[str] = "its backend"
+    #: The settings that decide a verdict (the manifest's ``judge_config``, in the
+    #: settings hash); a backend's model adds its own in :meth:`identity`.
+    IDENTIFYING: ClassVar[tuple[str, ...]] = ("backend", "dtype", "max_model_len",
+                                              "system_role", "embedded")
 
-    @field_validator("threads", mode="before")
+    def __new__(cls, *args: Any, **data: Any) -> JudgeSpec:  # noqa: PYI034 (a subclass's)
+        # JudgeSpec(backend=...) builds the backend's own model (then its __init__ runs).
+        record = BACKENDS.get(data.get("backend")) if cls is JudgeSpec else None
+        return super().__new__(record.settings_model() if record is not None else cls)
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _threads(cls, value: Any) -> Any:
-        # one line for any wrong value (pydantic would list each member of the union)
-        return None if value is None else parse_threads(value)
+    def _backends_own_model(cls, data: Any, handler: Any) -> Any:
+        # models.yaml's judges (and JudgeSpec.model_validate) are parsed by the model their
+        # backend's record names; an unknown backend is refused by the field above.
+        if cls is JudgeSpec and isinstance(data, dict):
+            record = BACKENDS.get(data.get("backend"))  # type: ignore[arg-type]
+            if record is not None:
+                return record.settings_model().model_validate(data)
+        return handler(data)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_taken(cls, data: Any) -> Any:
+        for key in cls.NOT_TAKEN:
+            if isinstance(data, dict) and key in data:
+                raise ValueError(f"{cls.NOT_TAKEN[key]}: remove {key!r} from this judge")
+        return data
 
     @property
     def backend_info(self) -> BackendRecord:
@@ -107,6 +120,9 @@ class JudgeSpec(_Strict):
     def _backend_settings(self) -> JudgeSpec:
         # What the judge's backend takes (its record in evaluator.judges.backends.registry).
         info = self.backend_info
+        if type(self) is not info.settings_model():
+            raise ValueError(f"a {self.backend} judge's settings are "
+                             f"{info.settings_model().__name__}, not {type(self).__name__}")
         if info.weights == "path or embedded" and (self.path is None) == (self.embedded is None):
             raise ValueError(f"a {self.backend} judge needs exactly one of 'path' (a local model "
                              "folder) or 'embedded'")
@@ -116,66 +132,12 @@ class JudgeSpec(_Strict):
             raise ValueError(f"stream: true needs backend vllm; the {self.backend} backend "
                              "judges in batches (see docs/running.md, 'Streaming'): remove "
                              "'stream' from this judge")
-        if self.fill_threads is not None and info.vllm_engine:
-            raise ValueError("fill_threads sets the transformers backend's mask fill; vLLM "
-                             "fills its own: remove 'fill_threads' from this judge")
-        if self.threads is not None and info.vllm_engine:
-            raise ValueError("threads sets torch's CPU threads in the transformers backend; "
-                             "vLLM sets its own: remove 'threads' from this judge")
-        # The engine keys are checked for every judge, so a typo fails before a backend
-        # switch to vllm would reveal it; the check imports no vllm.
-        validate_engine_settings(self.engine)
-        if info.vllm_engine and self.device not in ("auto", "cuda", "cpu"):
-            raise ValueError(f"a {self.backend} judge takes device auto, cuda or cpu, not "
-                             f"{self.device!r}: vLLM uses tensor_parallel_size GPUs; choose "
-                             "which with CUDA_VISIBLE_DEVICES")
         return self
 
-
-class VLLMEngineConfig(BaseModel):
-    """The ``engine:`` settings of a vllm judge in models.yaml (unknown keys are errors).
-
-    Each maps to the ``vllm.LLM`` argument of the same name; unset ones keep vLLM's default,
-    except ``enable_prefix_caching``, on by default because every case shares the rubric's
-    long prefix.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    pipeline_parallel_size: int = Field(default=1, ge=1)
-    gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)
-    kv_cache_memory_bytes: int | None = Field(default=None, ge=1)
-    enable_prefix_caching: bool = True
-    quantization: str | None = None
-    kv_cache_dtype: str | None = None
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    max_num_batched_tokens: int | None = Field(default=None, ge=1)
-    enable_chunked_prefill: bool | None = None
-    enforce_eager: bool | None = None
-    cpu_offload_gb: float | None = Field(default=None, ge=0.0)
-    distributed_executor_backend: Literal["mp", "ray", "uni"] | None = None
-
-
-def validate_engine_settings(engine: dict[str, Any]) -> VLLMEngineConfig:
-    """Parse a judge's ``engine`` mapping; raise :class:`ValueError` naming the bad key (with
-    a close match for a typo) and listing the known ones."""
-    known = list(VLLMEngineConfig.model_fields)
-    unknown = [key for key in engine if key not in known]
-    if unknown:
-        key = unknown[0]
-        close = difflib.get_close_matches(key, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        if key == "max_model_len":
-            hint = " (set max_model_len on the judge itself, not under engine)"
-        raise ValueError(f"engine: unknown vLLM setting {key!r}{hint}; known settings: "
-                         f"{', '.join(known)}")
-    try:
-        return VLLMEngineConfig.model_validate(engine)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                             for e in exc.errors(include_input=False, include_url=False))
-        raise ValueError(f"engine: {problems}") from None
+    def identity(self) -> dict[str, Any]:
+        """The settings of this judge that decide its verdicts (JSON values): the run
+        manifest's ``judge_config``, part of the settings hash."""
+        return self.model_dump(mode="json", include=set(self.IDENTIFYING))
 
 
 class JurySpec(_Strict):
@@ -235,18 +197,17 @@ def load_models_file(path: Path | None = None) -> ModelsFile:
 
 def with_threads(name: str, spec: JudgeSpec, threads: Any) -> JudgeSpec:
     """``spec`` with the run's ``threads`` (``--threads``: a count or ``auto``) in place of its
-    own; :class:`JudgeConfigError` for a bad value, or a vLLM judge (which sets its own)."""
+    own; :class:`JudgeConfigError` for a bad value, or a judge whose backend takes no
+    ``threads`` (vLLM sets its own)."""
     try:
         value = parse_threads(threads)
     except ValueError as exc:
         raise JudgeConfigError(f"--threads: {exc}") from None
-    if spec.backend_info.vllm_engine:
+    if "threads" not in type(spec).model_fields:
         raise JudgeConfigError(f"--threads sets torch's CPU threads of a transformers judge; "
-                               f"judge {name!r} runs on vLLM, which sets its own: leave "
-                               "--threads out")
-    copy = spec.model_copy(update={"threads": value})
-    copy._threads_from_run = True
-    return copy
+                               f"judge {name!r} runs on {spec.RUNS_ON}, which sets its own: "
+                               "leave --threads out")
+    return spec.with_run_threads(value)  # type: ignore[attr-defined]
 
 
 def resolve_judge(name: str | None, models_path: Path | None = None) -> tuple[str, JudgeSpec]:

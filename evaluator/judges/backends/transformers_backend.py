@@ -65,7 +65,7 @@ from transformers import (
 )
 
 if TYPE_CHECKING:
-    from evaluator.judges.models_file import JudgeSpec
+    from evaluator.judges.backends.transformers_settings import TransformersSettings
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,8 @@ class TransformersBackend:
 
     name = "transformers"
 
-    def __init__(self, judge_name: str, spec: JudgeSpec, *, model_path: Path | None = None):
+    def __init__(self, judge_name: str, spec: TransformersSettings, *,
+                 model_path: Path | None = None):
         path = model_path or self._resolve_path(spec)
         if not (path / "config.json").is_file():
             raise BackendUnavailable(f"judge {judge_name!r}: {path} is not a model folder "
@@ -170,7 +171,7 @@ class TransformersBackend:
         self._processors: dict[str, Any] = {}
 
     @staticmethod
-    def _resolve_path(spec: JudgeSpec) -> Path:
+    def _resolve_path(spec: TransformersSettings) -> Path:
         if spec.path is not None:
             return Path(spec.path)
         return prepare_embedded_judge()
@@ -311,6 +312,6 @@ class TransformersBackend:
             torch.cuda.empty_cache()
 
 
-def tiny_random_backend(judge_name: str, spec: JudgeSpec) -> TransformersBackend:
+def tiny_random_backend(judge_name: str, spec: TransformersSettings) -> TransformersBackend:
     """The transformers backend on the random-weight test model, built on first use."""
     return TransformersBackend(judge_name, spec, model_path=build_tiny_random())

@@ -2,7 +2,7 @@
 
 Kept apart from :mod:`evaluator.judges.backends.vllm_backend` so that the tests can check every
 translation without vLLM installed. The ``engine:`` settings themselves are part of
-models.yaml (:class:`evaluator.judges.models_file.VLLMEngineConfig`).
+models.yaml (:class:`evaluator.judges.backends.vllm_settings.VLLMEngineConfig`).
 
 Structured outputs: vLLM's ``guidance`` backend (llguidance) with the schema of
 :func:`evaluator.judges.backends.grammar.constraint_schema` — the grammar the CPU path builds
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from evaluator.judges.models_file import JudgeSpec, validate_engine_settings
+from evaluator.judges.backends.vllm_settings import VLLMSettings, validate_engine_settings
 
 if TYPE_CHECKING:
     from evaluator.judges.backends.base import Sampling
@@ -36,7 +36,7 @@ ENGINE_ENV_DEFAULTS = {"VLLM_LOGGING_LEVEL": "WARNING",
                        "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
 
 
-def engine_kwargs(spec: JudgeSpec, model_path: Path, *,
+def engine_kwargs(spec: VLLMSettings, model_path: Path, *,
                   structured_outputs_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Keyword arguments for ``vllm.LLM`` from a judge entry and its local model folder.
 

@@ -82,7 +82,7 @@ from vllm.sampling_params import MAX_LOGPROB_TOKEN_IDS, StructuredOutputsParams
 from evaluator.judges.backends.vllm_stream import EngineLoop
 
 if TYPE_CHECKING:
-    from evaluator.judges.models_file import JudgeSpec
+    from evaluator.judges.backends.vllm_settings import VLLMSettings
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class VLLMBackend:
 
     name = "vllm"
 
-    def __init__(self, judge_name: str, spec: JudgeSpec, *, model_path: Path | None = None,
+    def __init__(self, judge_name: str, spec: VLLMSettings, *, model_path: Path | None = None,
                  structured_outputs_config: Mapping[str, Any] | None = None):
         """Start the engine for ``spec`` (its ``path`` unless ``model_path`` is given).
         ``structured_outputs_config`` replaces the guidance backend: for benchmarks only."""
