@@ -198,8 +198,7 @@ def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http")
         return HTMLResponse(html, status_code=status)
 
     async def start(request: Request) -> Response:
-        person = person_of(request)
-        session.refresh()
+        person = person_of(request)  # the journal taken in by the Guard, off the event loop
         first = session.first_unlabelled(person)
         target = f"/case/{first}" if first is not None else "/done"
         return RedirectResponse(base(person) + target, status_code=303)
@@ -245,8 +244,7 @@ def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http")
         return RedirectResponse(base(person) + path, status_code=303)
 
     async def done(request: Request) -> Response:
-        person = person_of(request)
-        session.refresh()
+        person = person_of(request)  # the journal taken in by the Guard, off the event loop
         html = done_page.render(labeller=person.name, done=len(person.done),
                                 total=len(person.cases), base=base(person),
                                 next_unlabelled=session.first_unlabelled(person),

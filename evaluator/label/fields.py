@@ -15,9 +15,10 @@ ACRONYMS = {"id": "ID", "ids": "IDs", "ecg": "ECG", "nct": "NCT", "icd": "ICD", 
 # A part of an input's name (between underscores) in PascalCase: words of a capital and small
 # letters, an acronym before one (``ECGText``, ``DiagnosisAccuracy``, ``Resp``). A part in
 # any other mixed case (``eGFR``, ``SpO2``, ``HbA1c``) is a clinical name: kept as written.
-_PASCAL = re.compile(r"(?:[A-Z]{2,}(?=[A-Z][a-z])|[A-Z][a-z]+)+")
 _PASCAL_WORD = re.compile(r"[A-Z]{2,}(?=[A-Z][a-z])|[A-Z][a-z]+")
-_LOWER = re.compile(r"([a-z]*)([0-9]*)[a-z0-9]*")
+_PASCAL = re.compile(f"(?:{_PASCAL_WORD.pattern})+")
+# A lower-case word that may be a known abbreviation with a number (``icd10``).
+_LETTERS_DIGITS = re.compile(r"([a-z]+)([0-9]*)")
 
 
 def _words(part: str) -> list[str]:
@@ -27,12 +28,16 @@ def _words(part: str) -> list[str]:
 
 
 def _shown(word: str, first: bool) -> str:
-    if not (word.islower() or word.isdigit() or word[:1].isdigit()) or not word.isalnum():
-        return word  # capitals of its own (an acronym, eGFR): as written
-    match = _LOWER.fullmatch(word.lower())
-    letters = match.group(1) if match else ""
-    if letters in ACRONYMS and word.lower() == letters + (match.group(2) if match else ""):
-        return ACRONYMS[letters] + word[len(letters):]
+    """One word of a title: a PascalCase word in sentence case, a word with capitals of its
+    own (an acronym, ``eGFR``) as written, a known abbreviation in capitals, and the
+    first word capitalised."""
+    if _PASCAL_WORD.fullmatch(word) and not word.isupper():
+        return word if first else word.lower()
+    if word != word.lower() or not word.isalnum():
+        return word
+    known = _LETTERS_DIGITS.fullmatch(word)
+    if known and known.group(1) in ACRONYMS:
+        return ACRONYMS[known.group(1)] + known.group(2)
     return word[:1].upper() + word[1:] if first else word
 
 
@@ -45,14 +50,7 @@ def input_title(name: str) -> str:
     words = [w for part in name.split("_") if part for w in _words(part)]
     if not words:
         return name
-    shown = []
-    for i, word in enumerate(words):
-        if _PASCAL_WORD.fullmatch(word) and not word.isupper():
-            word = word.lower() if i else word  # a PascalCase word: sentence case
-            shown.append(word)
-        else:
-            shown.append(_shown(word, i == 0))
-    return " ".join(shown)
+    return " ".join(_shown(word, i == 0) for i, word in enumerate(words))
 
 
 def rated_input(rubric: Rubric) -> str | None:
