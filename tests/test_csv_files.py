@@ -191,8 +191,8 @@ def test_a_labels_file_of_another_type_or_in_utf16_is_told_what_it_is(tmp_path):
     xlsx.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4)
     with pytest.raises(AgreementError) as caught:
         label_rows(xlsx)
-    assert str(caught.value) == (f'{xlsx}: labels must be a .jsonl or .csv file (from a '
-                                 'spreadsheet: save it as "CSV UTF-8")')
+    assert str(caught.value) == (f'{xlsx}: labels must be a .jsonl, .csv or .parquet file '
+                                 '(from a spreadsheet: save it as "CSV UTF-8")')
     text = "case_id,l\r\nc1,1\r\nc2,°\r\n"
     for name, data in [("bom16.csv", text.encode("utf-16")),
                        ("le16.csv", text.encode("utf-16-le")),

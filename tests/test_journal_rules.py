@@ -12,7 +12,8 @@ import json
 import pytest
 from starlette.testclient import TestClient
 
-from evaluator.analysis.sheet_labels import SheetLabelsError, read_sheet_labels
+from evaluator.analysis.labels.labelset import SheetLabelsError
+from evaluator.analysis.labels.sheet_reader import read_sheet_labels
 from evaluator.data.sheet import JournalEntry, append_label, journal_path, now, read_sheet_info
 from evaluator.label.app import build_app
 from evaluator.label.session import STOPPED, LabelError, LabelSession

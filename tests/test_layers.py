@@ -42,12 +42,13 @@ ORDER = list(ALLOWED)
 # analysis/'s concept sub-packages -> the other concepts each may import. Every other module
 # of analysis/ (the shared statistics: intervals, stats, designs, ...) imports none of them.
 ANALYSIS_CONCEPTS: dict[str, set[str]] = {
-    "pairwise": set(),
+    "labels": set(),  # the labels a command is given (LabelSet, its readers)
+    "pairwise": {"labels"},
     "summary": {"pairwise"},  # a pairwise rubric's summary holds its win rates
     "kinds": {"summary"},  # each rubric kind's summary
-    "agreement": {"kinds"},  # the refusal of a pairwise rubric's results
-    "estimate": {"kinds"},
-    "review": {"agreement", "kinds"},  # sample_size: the CI agreement computes
+    "agreement": {"kinds", "labels"},  # the refusal of a pairwise rubric's results
+    "estimate": {"kinds", "labels"},
+    "review": {"agreement", "kinds", "labels"},  # sample_size: the CI agreement computes
 }
 SHARED = "(shared)"
 # Third-party libraries that are imported only inside the functions that need them.

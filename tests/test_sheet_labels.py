@@ -23,7 +23,8 @@ from evaluator.analysis.designs import random_draw
 from evaluator.analysis.estimate.estimate import estimate
 from evaluator.analysis.estimate.inputs import GATE_DRAW_SEED
 from evaluator.analysis.gates import parse_gate
-from evaluator.analysis.sheet_labels import VERDICT_SEEN, read_sheet_labels
+from evaluator.analysis.labels.sheet_reader import read_sheet_labels
+from evaluator.analysis.labels.verdict_seen import VERDICT_SEEN
 from evaluator.cli.main import cli
 from evaluator.data.sheet import (
     JournalEntry,

@@ -1,6 +1,6 @@
 """The rules a labelling journal's every line keeps, in one place: the labelling page checks
 them when it starts and on each line another server appends (:mod:`evaluator.label.session`),
-and the analysis when it reads ``--labels SHEET_DIR`` (:mod:`evaluator.analysis.sheet_labels`),
+and the analysis when it reads ``--labels SHEET_DIR`` (:mod:`evaluator.analysis.labels.sheet_reader`),
 so that the page never counts a case as labelled on a line the analysis would refuse.
 
 A line (already a strict :class:`~evaluator.data.sheet.JournalEntry`) must be of this draw

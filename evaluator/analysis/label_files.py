@@ -1,4 +1,4 @@
-"""Reading a labels file (JSONL or CSV) a user names: its rows with their line numbers, a
+"""Reading a labels file (JSONL, CSV or Parquet) a user names: its rows with their line numbers, a
 label cell as a number, the labels by case id (:func:`load_labels`: an empty cell is "not
 labelled yet"), a grouping column (:func:`load_groups`) and ``--label-scale``; what a
 ``KEY.label`` field (a review worksheet's column) says: the criterion it rates
@@ -31,7 +31,8 @@ from evaluator.data.csv_files import (
     undecodable_line,
     utf16,
 )
-from evaluator.data.sheet import is_sheet_dir, journal_path
+from evaluator.data.parquet_input import NotUtf8, ParquetInputError, ParquetRows
+from evaluator.data.sheet import journal_with_labels
 from evaluator.data.sources import LabelSource
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
@@ -100,17 +101,19 @@ def _show_scale(values: Sequence[float]) -> str:
 
 
 def label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, row) for every row of a JSONL or CSV labels file."""
+    """(line number, row) for every row of a JSONL, CSV or Parquet labels file."""
     suffix = path.suffix.lower()
     if path.is_dir():
         raise AgreementError(f"{path} is a folder without a sheet.json: give a labels file "
-                             "(.csv or .jsonl) or a labelling sheet's folder (evaluator "
-                             "review --out DIR)")
+                             "(.csv, .jsonl or .parquet) or a labelling sheet's folder "
+                             "(evaluator review --out DIR)")
     try:
         check_regular_file(path, "labels file")
-        if suffix not in (".csv", ".jsonl"):  # before decoding: an .xlsx is no encoding issue
-            raise AgreementError(f"{path}: labels must be a .jsonl or .csv file (from a "
-                                 'spreadsheet: save it as "CSV UTF-8")')
+        if suffix not in (".csv", ".jsonl", ".parquet"):  # an .xlsx is no encoding issue
+            raise AgreementError(f"{path}: labels must be a .jsonl, .csv or .parquet file "
+                                 '(from a spreadsheet: save it as "CSV UTF-8")')
+        if suffix == ".parquet":
+            return _parquet_label_rows(path)
         data = path.read_bytes()
     except NotARegularFile as exc:
         raise AgreementError(str(exc)) from None
@@ -140,6 +143,21 @@ def label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
         if not isinstance(row, dict):
             raise AgreementError(f"{path} line {number}: expected a JSON object")
         rows.append((number, row))
+    return rows
+
+
+def _parquet_label_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """A Parquet labels file's rows (every column; "line" N is row N), a string cell that
+    is not UTF-8 refused by its row and column, never its value."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    try:
+        for number, row in ParquetRows(path, None):
+            bad = next((name for name, value in row.items() if isinstance(value, NotUtf8)), None)
+            if bad is not None:
+                raise AgreementError(f"{path} line {number}: column {bad!r} is not UTF-8 text")
+            rows.append((number, row))
+    except ParquetInputError as exc:
+        raise AgreementError(str(exc)) from None
     return rows
 
 
@@ -292,23 +310,19 @@ def no_labels_yet(path: Path, label_field: str) -> str:
     yet, or, when the file is a sheet's worksheet and the sheet's journal holds labels (saved
     on the labelling page, which never writes the CSV), where they are."""
     folder = Path(path).parent
-    journal = journal_path(folder)
-    try:
-        saved = is_sheet_dir(folder) and journal.is_file() and journal.stat().st_size > 0
-    except OSError:
-        saved = False
-    if saved:
+    if journal_with_labels(folder):
         return (f"{path}: every row's {label_field!r} is empty; the labels are in the "
                 f"sheet's journal: give --labels {folder}")
     return f"{path}: every row's {label_field!r} is empty: no labels yet"
 
 
-def load_groups(path: Path, column: str, id_column: str = "case_id") -> dict[str, str]:
+def load_groups(path: Path, column: str, id_column: str = "case_id", *,
+                rows: list[tuple[int, dict[str, Any]]] | None = None) -> dict[str, str]:
     """Case id -> the value of the grouping column ``column`` of the labels file (``--by``);
     a row without it is in group "(none)". A column with more than
     :data:`diagnostics.MAX_GROUPS` values, or long values, is refused: it is not a grouping
-    column and its values would be printed."""
-    rows = label_rows(Path(path))
+    column and its values would be printed. ``rows``: the file's rows, when read already."""
+    rows = label_rows(Path(path)) if rows is None else rows
     if not any(column in row for _, row in rows):
         raise AgreementError(f"{path}: no row has the --by column {column!r}")
     groups: dict[str, str] = {}

@@ -10,6 +10,7 @@ import click
 
 from evaluator.analysis.gates import Gate, GateError, parse_gate
 from evaluator.analysis.label_files import parse_label_scale
+from evaluator.analysis.labels.readers import field_needed
 from evaluator.analysis.score_mode import SCORE_MODES
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.judges.models_file import JudgeConfigError
@@ -136,16 +137,18 @@ def label_options(purpose: str, *, required: bool = False, multiple: bool = Fals
     ``--label-id-column`` and ``--label-scale``, handed to the command as ``labels``: a
     :class:`LabelSource`, None when none of them is given. ``old_id``: the command's
     ``--id-column`` (hidden) is the old spelling of ``--label-id-column``. ``sheets``:
-    ``--labels`` may be a labelling sheet's folder (sheet.json in it), whose labels are its
-    journal's; ``--label-field`` is then the criterion (optional), and with a labels file
-    required when ``required``."""
+    ``--labels`` may also be labels that name their criteria (a labelling sheet's folder, a
+    Label Studio export: :mod:`evaluator.analysis.labels.readers`); ``--label-field`` is
+    then the criterion (optional), and with a labels file required when ``required``."""
     options = [
         click.option("--labels", "label_paths", multiple=multiple, required=required,
                      type=(SHEET_OR_FILE if sheets and path_type is EXISTING_FILE
                            else path_type),
-                     help=("Labels file (.csv or .jsonl, e.g. a filled-in review.csv)"
-                           + (" or a labelling sheet's folder (SHEET_DIR of evaluator "
-                              "review: its journal's labels)" if sheets else "")
+                     help=("Labels file (.csv, .jsonl or .parquet, e.g. a filled-in "
+                           "review.csv)"
+                           + (", a labelling sheet's folder (SHEET_DIR of evaluator "
+                              "review: its journal's labels) or a Label Studio JSON export"
+                              if sheets else "")
                            + f": {purpose}")),
         click.option("--label-field", required=required and not sheets,
                      help="The labels file's field holding the label"
@@ -169,8 +172,7 @@ def label_options(purpose: str, *, required: bool = False, multiple: bool = Fals
         values = tuple(parse_label_scale(text)) if text is not None else None
         kwargs["labels"] = (None if not paths and field is None and values is None
                             else LabelSource(paths, field, id_column, values))
-        if sheets and required and field is None and not all(
-                kwargs["labels"].is_sheet(p) for p in paths):
+        if sheets and required and field_needed(kwargs["labels"]):
             raise click.UsageError("Missing option '--label-field' (the labels file's field "
                                    "holding the label; optional with a sheet folder).")
         return kwargs

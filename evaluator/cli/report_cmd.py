@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from evaluator.analysis.labels.readers import field_needed
 from evaluator.cli.options import case_options, label_options, rubrics_dir_option, score_option
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.report.html import write_report
@@ -64,8 +65,7 @@ def report_command(results: tuple[Path, ...], html_path: Path, overwrite: bool,
     differences between systems, the judge's confidence, worst cases, from the scores
     --score names. Works offline; no case text unless --show-text."""
     # A sheet folder needs no --label-field: its criteria are in its sheet.json.
-    if labels is not None and labels.paths and not labels.field and not all(
-            labels.is_sheet(p) for p in labels.paths):
+    if field_needed(labels):
         raise click.UsageError("--labels needs --label-field (a labels file; a sheet folder "
                                "needs none)")
     written = write_report(list(results), html_path, overwrite=overwrite,

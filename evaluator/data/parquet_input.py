@@ -52,11 +52,11 @@ def _unreadable(path: Path, exc: BaseException) -> ParquetInputError:
 
 
 class ParquetRows:
-    """The rows of one Parquet file, restricted to ``columns`` (those the file lacks are
-    left out of every row, as a CSV header without them). Opening reads and checks the
+    """The rows of one Parquet file, restricted to ``columns`` (None: every column; those
+    the file lacks are left out of every row, as a CSV header without them). Opening reads and checks the
     footer; iterating yields ``(row number from 1, {column: value})``."""
 
-    def __init__(self, path: Path, columns: Sequence[str]):
+    def __init__(self, path: Path, columns: Sequence[str] | None):
         self.path = Path(path)
         pq = require_pyarrow()
         import pyarrow as pa  # the parquet extra (present: pyarrow.parquet imported above)
@@ -69,7 +69,8 @@ class ParquetRows:
         try:
             self._file = pq.ParquetFile(self._source, buffer_size=_READ_BUFFER,
                                         pre_buffer=False)
-            self.columns = _present(self.path, self._file.schema_arrow.names, columns)
+            names = self._file.schema_arrow.names
+            self.columns = _present(self.path, names, names if columns is None else columns)
         except BaseException as exc:
             self._source.close()
             if isinstance(exc, self._errors):

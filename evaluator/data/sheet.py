@@ -162,6 +162,16 @@ def is_sheet_dir(path: Path) -> bool:
     return Path(path).is_dir() and sheet_path(path).is_file()
 
 
+def journal_with_labels(folder: Path) -> bool:
+    """Whether ``folder`` is a sheet's folder whose journal holds saved labels (advice for
+    a worksheet of it whose label cells are empty: the page never writes the CSV)."""
+    journal = journal_path(folder)
+    try:
+        return is_sheet_dir(folder) and journal.is_file() and journal.stat().st_size > 0
+    except OSError:
+        return False
+
+
 def write_sheet_info(sheet_dir: Path, info: SheetInfo) -> Path:
     """Write ``sheet.json`` (0600, atomically)."""
     target = sheet_path(sheet_dir)

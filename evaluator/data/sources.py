@@ -7,14 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluator.data.sheet import is_sheet_dir
-
 
 @dataclass(frozen=True)
 class LabelSource:
-    """``--labels`` (one file or sheet folder, or one per results file), ``--label-field``
-    (None: not given; with a sheet folder, the criterion KEY or KEY.label), ``--label-id-column`` and ``--label-scale`` (None: the rubric's or the
-    observed values)."""
+    """``--labels`` (one labels path, or one per results file: a labels file, a sheet folder,
+    a Label Studio export; read by :mod:`evaluator.analysis.labels.readers`),
+    ``--label-field`` (None: not given; with labels that name their criteria, the criterion
+    KEY or KEY.label), ``--label-id-column`` and ``--label-scale`` (None: the rubric's or
+    the observed values)."""
 
     paths: tuple[Path, ...]
     field: str | None
@@ -25,13 +25,6 @@ class LabelSource:
     def path(self) -> Path | None:
         """The labels file of a command that takes one (None: not given)."""
         return self.paths[0] if self.paths else None
-
-    def is_sheet(self, path: Path | None = None) -> bool:
-        """Whether ``path`` (default: the one labels path) is a labelling sheet's folder
-        (a folder holding ``sheet.json``, drawn by ``evaluator review``) rather than a
-        labels file: its labels are read from the sheet's journal."""
-        path = self.path if path is None else path
-        return path is not None and is_sheet_dir(Path(path))
 
 
 @dataclass(frozen=True)

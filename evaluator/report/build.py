@@ -39,7 +39,8 @@ from evaluator.analysis.score_mode import (
     left_out_note,
     score_view,
 )
-from evaluator.analysis.sheet_labels import SheetLabelsError
+from evaluator.analysis.labels.labelset import LabelSetError
+from evaluator.analysis.labels.readers import field_needed, names_criteria, rated, read_labels
 from evaluator.analysis.summary.confidence import (
     DEFAULT_LOW_CONFIDENCE,
     confidence_criteria,
@@ -51,7 +52,6 @@ from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.common.version import __version__
 from evaluator.data.files import sha256_file
 from evaluator.data.results import ResultRecord, Status, read_results
-from evaluator.data.sheet import SheetError, read_sheet_info
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.report.decision import build_decision
 from evaluator.report.text import attach_text
@@ -271,17 +271,21 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
 
 def _agreement(files: list[dict[str, Any]], labels: LabelSource, resamples: int,
                options: Mapping[str, Any]) -> dict[str, Any]:
-    for path in dict.fromkeys(labels.paths):  # a bad labels file stops the report
-        if not labels.is_sheet(path):  # a sheet folder is read (and checked) by agreement()
-            load_labels(labels, path, rubric=files[0]["rubric"])
+    rubric = files[0]["rubric"]
+    label_sets = {}
+    for path in dict.fromkeys(labels.paths):  # bad labels stop the report
+        label_sets[path] = read_labels(labels, path, rubric=rubric)
+        if not label_sets[path].named:
+            load_labels(labels, path, rubric=rubric, rows=label_sets[path].rows)
     per_file = []
     for entry, path in zip(files, _labels_per_file(labels.paths, files), strict=True):
         try:
             result = agreement(Path(entry["path"]), replace(labels, paths=(path,)),
                                resamples=resamples, only_ids=entry.get("common_ids"),
-                               score_mode=entry["view"].mode, **options)
+                               score_mode=entry["view"].mode, label_set=label_sets[path],
+                               **options)
             per_file.append({"label": entry["label"], "result": result, "note": None})
-        except SheetLabelsError:  # the sheet itself cannot be used: stops the report
+        except LabelSetError:  # the labels themselves cannot be used: stops the report
             raise
         except AgreementError as exc:  # no overlap for this file: said in the page
             per_file.append({"label": entry["label"], "result": None, "note": str(exc)})
@@ -327,13 +331,13 @@ def _sheet_criteria(labels: LabelSource, criteria: Sequence[str]) -> list[str] |
     """Without --label-field, sheet folders' criteria (those every sheet rates, in the first
     sheet's order; ``criteria`` narrows them): each gets its own estimate, as ``agree``
     compares every criterion of a sheet. None: a --label-field, or labels files."""
-    if labels.field or not labels.paths or not all(labels.is_sheet(p) for p in labels.paths):
+    if labels.field or not labels.paths or not all(names_criteria(p) for p in labels.paths):
         return None
     try:
-        rated = [read_sheet_info(Path(p)).criteria for p in labels.paths]
-    except SheetError:
-        return None  # estimate says what is wrong with the folder
-    shared = [key for key in rated[0] if all(key in other for other in rated[1:])]
+        each = [rated(Path(p)) for p in labels.paths]
+    except LabelSetError:
+        return None  # estimate says what is wrong with the labels
+    shared = [key for key in each[0] if all(key in other for other in each[1:])]
     return [key for key in shared if not criteria or key in criteria]
 
 
@@ -427,8 +431,7 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
     :class:`evaluator.analysis.score_mode.ScoreModeError` for expected scores of a file
     without distributions)."""
     cases = cases or CaseSource()
-    if labels is not None and labels.paths and not labels.field and not all(
-            labels.is_sheet(p) for p in labels.paths):
+    if field_needed(labels):
         raise ReportError("--labels needs --label-field")
     rubric, files = _load(results, rubrics_dirs, score_mode, low_confidence)
     case_sets = _case_sets(files)

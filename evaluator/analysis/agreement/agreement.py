@@ -64,13 +64,14 @@ from evaluator.analysis.kinds import KINDS, analysis_kind
 from evaluator.analysis.label_files import (
     AgreementError,
     Labels,
-    label_rows,
     load_groups,
     load_labels,
     rated_criteria,
 )
 from evaluator.analysis.score_mode import ScoredView, ScoreModeBlock, mode_block, score_view
-from evaluator.analysis.sheet_labels import SheetLabels, read_sheet_labels, verdict_seen_note
+from evaluator.analysis.labels.labelset import LabelSet
+from evaluator.analysis.labels.readers import read_labels
+from evaluator.analysis.labels.verdict_seen import verdict_seen_note
 from evaluator.analysis.stats import require_stats
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.data.sources import CaseSource, LabelSource
@@ -389,7 +390,7 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
               rubrics_dirs: Sequence[Path] = (), cases: CaseSource | None = None,
               text_field: str | None = None, by: str | None = None,
               only_ids: set[str] | None = None, score_mode: str = "argmax",
-              gates: Sequence[Gate] = ()) -> AgreementReport:
+              gates: Sequence[Gate] = (), label_set: LabelSet | None = None) -> AgreementReport:
     """Join a results file with its labels file (``labels.path``) and compute agreement per
     criterion.
 
@@ -410,13 +411,14 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
     judge's expected scores (records without distributions are left out and counted;
     statistics that need categories are marked not applicable). ``gates``: pass rules
     (``--pass``), each the judge's pass/fail against the labels' with the same threshold
-    (:mod:`evaluator.analysis.gates`).
+    (:mod:`evaluator.analysis.gates`). ``label_set``: the labels of ``labels.path``, when
+    the caller has read them already (:func:`evaluator.analysis.labels.readers.read_labels`).
 
     The labels file's design (:func:`evaluator.analysis.agreement.design.agree_design`) is
     the ``design`` block; a ``priority`` one puts its warning first in ``warnings``, an
     ``active`` one weights the statistics that have a weighted form (each case 1/pi).
 
-    ``labels.path`` a sheet folder (:mod:`evaluator.analysis.sheet_labels`): its journal's
+    ``labels.path`` a sheet folder (:mod:`evaluator.analysis.labels`): its journal's
     labels, for the criterion ``labels.field`` names (KEY or KEY.label), else ``criteria``,
     else every criterion of the sheet; a case several labelled counts once, with one
     labeller's label drawn per case (seeded by ``seed``); ``by_labeller`` has the judge
@@ -437,7 +439,8 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
     or gate, a gate on a criterion the labels do not rate, a ``text_field`` that is not
     an input of the rubric."""
     require_stats()
-    read = _read(Path(results_path), labels, criteria, seed, rubrics_dirs, by, score_mode)
+    read = _read(Path(results_path), labels, criteria, seed, rubrics_dirs, by, score_mode,
+                 label_set)
     compared = _compare(read, criteria, gates, text_field, only_ids, cases or CaseSource())
     continuous = score_mode == "expected"
     scales = _scales(read.rubric)
@@ -474,8 +477,8 @@ def agreement(results_path: Path, labels: LabelSource, *, criteria: Sequence[str
 @dataclass
 class _Read:
     """What :func:`agreement` read: the results (``ok`` by case id, the rest), their rubric
-    (None when it cannot be loaded: ``rubric_note`` says why), the labels (a sheet folder's
-    ``sheet``, or a file's ``rows``; ``id_column``: their case id column), the ``--by``
+    (None when it cannot be loaded: ``rubric_note`` says why), the labels (``label_set``,
+    as read; ``labels``, as compared; ``id_column``: their case id column), the ``--by``
     groups and the judge's scores."""
 
     results_path: Path
@@ -486,9 +489,8 @@ class _Read:
     not_ok: list[ResultRecord]
     rubric: Rubric | None
     rubric_note: str | None
-    sheet: SheetLabels | None
-    rows: list[tuple[int, dict[str, Any]]]
-    labels: _FileRead | _SheetRead
+    label_set: LabelSet
+    labels: _OneColumn | _Named
     groups: dict[str, str] | None
     view: ScoredView
 
@@ -511,7 +513,8 @@ class _Compared:
 
 
 def _read(results_path: Path, labels: LabelSource, criteria: Sequence[str], seed: int,
-          rubrics_dirs: Sequence[Path], by: str | None, score_mode: str) -> _Read:
+          rubrics_dirs: Sequence[Path], by: str | None, score_mode: str,
+          label_set: LabelSet | None) -> _Read:
     """Read the results (a pairwise file, or a rubric kind agree does not read, is refused
     before the labels), their rubric, the labels, the ``by`` groups, and the judge's scores
     as ``score_mode`` takes them."""
@@ -525,9 +528,10 @@ def _read(results_path: Path, labels: LabelSource, criteria: Sequence[str], seed
         raise AgreementError(refused)
     ok = {r.case_id: r for r in records if r.status == "ok" and r.scores is not None}
     labels_path = Path(str(labels.path))
-    sheet, rows, read, label_field = _read_labels(labels, labels_path, rubric, criteria, seed)
-    id_column = "case_id" if sheet is not None else labels.id_column
-    groups = (load_groups(sheet.review_path if sheet else labels_path, by, id_column)
+    label_set = label_set or read_labels(labels, labels_path, rubric=rubric)
+    read, label_field = _values(label_set, labels, rubric, criteria, seed)
+    id_column = label_set.id_column
+    groups = (load_groups(label_set.design_path, by, id_column, rows=label_set.rows)
               if by else None)
     if score_mode != "argmax" and rubric is None:
         raise AgreementError(f"--score {score_mode} needs the rubric: {rubric_note}")
@@ -536,24 +540,19 @@ def _read(results_path: Path, labels: LabelSource, criteria: Sequence[str], seed
     return _Read(results_path=results_path, labels_path=labels_path, label_field=label_field,
                  id_column=id_column, ok=ok,
                  not_ok=[r for r in records if r.case_id not in ok], rubric=rubric,
-                 rubric_note=rubric_note, sheet=sheet, rows=rows, labels=read, groups=groups,
+                 rubric_note=rubric_note, label_set=label_set, labels=read, groups=groups,
                  view=view)
 
 
-def _read_labels(labels: LabelSource, labels_path: Path, rubric: Rubric | None,
-                 criteria: Sequence[str], seed: int,
-                 ) -> tuple[SheetLabels | None, list[tuple[int, dict[str, Any]]],
-                            _FileRead | _SheetRead, str]:
-    """The labels of a sheet folder (its sheet, no rows) or of a labels file (no sheet, its
-    rows), as read for the comparison, and the label field the report names."""
-    if labels.is_sheet(labels_path):
-        sheet = read_sheet_labels(labels_path, rubric=rubric,
-                                  rubric_hash=rubric.source_sha256 if rubric else None)
-        read = _SheetRead(sheet, sheet.criteria_for(labels.field, criteria), seed)
-        return sheet, [], read, labels.field or ", ".join(f"{k}.label" for k in read.keys)
-    # One read: the labels, the design and the columns a non-blind sheet shows.
-    rows = label_rows(labels_path)
-    return None, rows, _FileRead(load_labels(labels, rubric=rubric, rows=rows)), str(labels.field)
+def _values(label_set: LabelSet, labels: LabelSource, rubric: Rubric | None,
+            criteria: Sequence[str], seed: int) -> tuple[_OneColumn | _Named, str]:
+    """The labels as compared (named criteria: each case's one label per criterion; one
+    column: the labels in ``--label-field``) and the label field the report names."""
+    if label_set.named:
+        read = _Named(label_set, label_set.criteria_for(labels.field, criteria), seed)
+        return read, labels.field or ", ".join(f"{k}.label" for k in read.keys)
+    loaded = load_labels(labels, label_set.origin, rubric=rubric, rows=label_set.rows)
+    return _OneColumn(loaded), str(labels.field)
 
 
 def _compare(read: _Read, criteria: Sequence[str], gates: Sequence[Gate],
@@ -562,10 +561,9 @@ def _compare(read: _Read, criteria: Sequence[str], gates: Sequence[Gate],
     the criteria and gates (refused: unknown ones), the text field; then read the case fields
     the judge was shown and find the labels that can be read from them (circular)."""
     joined_ids = _joined_ids(read, only_ids)
-    sheet = read.sheet
-    design = agree_design(sheet.review_path if sheet else read.labels_path, read.id_column,
-                          joined_ids, list(read.ok), read.results_path,
-                          rows=sheet.rows if sheet else read.rows)
+    label_set = read.label_set
+    design = agree_design(label_set.design_path, read.id_column, joined_ids, list(read.ok),
+                          read.results_path, rows=label_set.rows)
     chosen, known_gates = _chosen(read, criteria, gates)
     fields, text_field, notes = _case_text(read, joined_ids, text_field, cases)
     circular, warned = _circular(read, joined_ids, fields)
@@ -584,7 +582,7 @@ def _joined_ids(read: _Read, only_ids: set[str] | None) -> list[str]:
         raise AgreementError(f"no case id of {read.results_path} ({len(read.ok)} ok result(s)) "
                              f"is in {read.labels_path} ({len(every)} label(s))"
                              + (" among the common cases" if only_ids is not None else "")
-                             + ("" if read.sheet else "; check --id-column"))
+                             + ("" if read.label_set.named else "; check --id-column"))
     return joined
 
 
@@ -600,7 +598,7 @@ def _chosen(read: _Read, criteria: Sequence[str],
                 available.append(key)
     # A worksheet's KEY.label column rates KEY alone: never every criterion; a sheet rates
     # its own criteria.
-    rated = (read.labels.keys if read.sheet
+    rated = (read.labels.keys if read.label_set.named
              else rated_criteria(read.label_field, criteria, available))
     chosen = rated or available
     unknown = [key for key in chosen if key not in available]
@@ -645,7 +643,7 @@ def _circular(read: _Read, joined_ids: Sequence[str], fields: dict[str, dict[str
     warned: list[str] = []
     if fields is None:
         return circular, warned
-    for key in (read.labels.keys if read.sheet else [None]):
+    for key in (read.labels.keys if read.label_set.named else [None]):
         labels_of = read.labels.of(key)
         labelled = [i for i in joined_ids if i in labels_of]
         shown = {name: [fields[i].get(name, "") for i in labelled]
@@ -706,18 +704,18 @@ def _sheet_figures(read: _Read, compared: _Compared, scales: Mapping[str, Sequen
                               dict[str, list[LabellerAgreement]], list[Ceiling]]:
     """A sheet folder's block, the judge against each labeller and the ceilings (none for a
     labels file); and the note when the labels were given with the verdict in view."""
-    sheet = read.sheet
-    if sheet is None:
-        return None, verdict_seen_note(read.labels_path, rows=read.rows,
-                                       priority=compared.design.design.kind == "priority"), {}, []
+    sheet = read.label_set
+    if not sheet.named:
+        return None, verdict_seen_note(sheet, priority=compared.design.design.kind
+                                       == "priority"), {}, []
     joined_ids, keys = compared.joined_ids, read.labels.keys
-    verdict_seen = verdict_seen_note(read.labels_path, sheet)
+    verdict_seen = verdict_seen_note(sheet)
     ceilings, ceiling_notes, overlap = _ceilings(sheet, keys, joined_ids, read.view,
                                                  scales, continuous, resamples, seed)
     by_labeller = {key: _by_labeller(sheet, key, joined_ids, read.view) for key in keys
                    if len(sheet.labellers) >= 2}
     block = SheetLabelsBlock(
-        folder=str(read.labels_path), blind=sheet.info.blind, labellers=sheet.labellers,
+        folder=str(read.labels_path), blind=bool(sheet.blind), labellers=sheet.labellers,
         rule=sheet.rule_line("draw", seed), cannot_judge=sheet.cannot_judge,
         judge_seen=sheet.judge_seen,
         notes=sheet.notes + ceiling_notes
@@ -726,8 +724,9 @@ def _sheet_figures(read: _Read, compared: _Compared, scales: Mapping[str, Sequen
     return block, verdict_seen, by_labeller, ceilings
 
 
-class _FileRead:
-    """A labels file's labels: one label per case, for every criterion compared."""
+class _OneColumn:
+    """Labels of one column (a labels file's): one label per case, for every criterion
+    compared."""
 
     def __init__(self, labels: Labels) -> None:
         self.keys: list[str] = []
@@ -739,23 +738,24 @@ class _FileRead:
         return self.labels
 
 
-class _SheetRead:
-    """A sheet folder's labels: per criterion compared (``keys``), each case's one label
-    (several labellers: one drawn per case, :data:`~evaluator.analysis.sheet_labels.RULES`)."""
+class _Named:
+    """Labels that name their criteria (a sheet's, an export's): per criterion compared
+    (``keys``), each case's one label
+    (several labellers: one drawn per case, :data:`~evaluator.analysis.labels.labelset.RULES`)."""
 
-    def __init__(self, sheet: SheetLabels, keys: list[str], seed: int) -> None:
+    def __init__(self, sheet: LabelSet, keys: list[str], seed: int) -> None:
         self.keys = keys
         self.by_key = {key: {case: float(value) for case, value
                              in sheet.combined(key, "draw", seed).items()} for key in keys}
         self.every = {case for labels in self.by_key.values() for case in labels}
         self.unlabelled = sum(1 for _, row in sheet.rows
-                              if str(row.get("case_id")) not in self.every)
+                              if str(row.get(sheet.id_column)) not in self.every)
 
     def of(self, key: str | None) -> Mapping[str, float]:
         return self.by_key.get(str(key), {})
 
 
-def _ceilings(sheet: SheetLabels, keys: Sequence[str], joined_ids: Sequence[str],
+def _ceilings(sheet: LabelSet, keys: Sequence[str], joined_ids: Sequence[str],
               view: ScoredView, scales: Mapping[str, Sequence[int]], continuous: bool,
               resamples: int, seed: int) -> tuple[list[Ceiling], list[str], dict[str, int]]:
     """The ceiling of each criterion with overlap cases among the joined ones
@@ -787,7 +787,7 @@ def _ceilings(sheet: SheetLabels, keys: Sequence[str], joined_ids: Sequence[str]
     return out, notes, counts
 
 
-def _by_labeller(sheet: SheetLabels, key: str, joined_ids: Sequence[str],
+def _by_labeller(sheet: LabelSet, key: str, joined_ids: Sequence[str],
                  view: ScoredView) -> list[LabellerAgreement]:
     """The judge against each labeller's own labels of ``key`` on the joined cases."""
     # Imported here: the stats extra, which `import evaluator` never loads.

@@ -20,7 +20,7 @@ file's cases (checked by fingerprint); a plain labels file is taken as a simple 
 refused: no estimate from them is unbiased. Rows of a worksheet left unlabelled are treated
 as missing at random (said in a note).
 
-Labels from a sheet folder (:mod:`evaluator.analysis.sheet_labels`): a case labelled by
+Labels from a sheet folder (:mod:`evaluator.analysis.labels`): a case labelled by
 several gets the mean of their labels (the estimand is the mean clinician's score); for a
 gate's pass rate, one labeller's label drawn per case (0/1 kept, the same expectation).
 
@@ -267,7 +267,7 @@ def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence
                                 "--criterion or drop the gate")
     check_gate_scales(systems, resolved)
     for system in systems:
-        if resolved and system.sheet is not None and system.sheet.several():
+        if resolved and system.label_set is not None and system.label_set.several():
             system.notes.append(GATE_RULE.format(seed=GATE_DRAW_SEED))
     for system in systems:
         fill_values(system, keys, resolved, score_mode)

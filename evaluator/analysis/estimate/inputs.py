@@ -28,15 +28,15 @@ from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.label_files import (
     AgreementError,
     label_number,
-    label_rows,
     load_labels,
     rated_criteria,
 )
 from evaluator.analysis.score_mode import score_view
-from evaluator.analysis.sheet_labels import SheetLabels, read_sheet_labels, verdict_seen_note
+from evaluator.analysis.labels.labelset import LabelSet
+from evaluator.analysis.labels.readers import names_criteria, rated, read_labels
+from evaluator.analysis.labels.verdict_seen import verdict_seen_note
 from evaluator.data.files import sha256_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
-from evaluator.data.sheet import SheetError, read_sheet_info
 from evaluator.data.sources import LabelSource
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import (
@@ -89,9 +89,9 @@ class System:
     # Each file is read once: the results' records, the labels file's rows.
     records: list[ResultRecord] = field(default_factory=list)
     rows: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    # Labels from a sheet folder (a case's label: the mean of its labellers') and every
-    # labeller's own label, as given.
-    sheet: SheetLabels | None = None
+    # The labels as read; when they name their criteria (a sheet, an export): a case's
+    # label is the mean of its labellers', and ``given`` every labeller's own, as given.
+    label_set: LabelSet | None = None
     given: list[float] | None = None
     # A gate's outcome on a sheet: one labeller's label drawn per case (the pass or fail
     # stays 0/1; its expectation is the mean clinician's pass rate).
@@ -197,39 +197,39 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
     scale, else on the rubric's for a ``KEY.label`` field:
     :func:`~evaluator.analysis.label_files.load_labels`), and check the labels' design
     against it."""
-    label_field, id_column = str(source.field), source.id_column
+    label_field = str(source.field)
     records = _read(path, rubrics_dirs)
     rubric = _rubric(path, records, rubrics_dirs)
     population = sorted({r.case_id for r in records if r.status == "ok" and r.scores is not None})
     if len(population) < 2:
         raise EstimateError(f"{path}: {len(population)} ok case(s); an estimate needs at "
                             "least 2")
-    sheet = None
-    if source.is_sheet(labels_path):
-        sheet, rows, design_path = _sheet_rows(Path(labels_path), rubric, label_field)
-        id_column = "case_id"
-        # Each labeller's label is checked on the scale as it is read; a mean of two is not
-        # a value of the scale.
-        labels = load_labels(replace(source, id_column=id_column), design_path, rows=rows)
+    label_set = read_labels(source, labels_path, rubric=rubric)
+    id_column = label_set.id_column
+    if label_set.named:
+        key = label_set.criteria_for(label_field)[0]
+        # Each labeller's label was checked on the scale as it was read; a mean of two is
+        # not a value of the scale.
+        rows = label_set.rows_for(key, "mean")
+        labels = load_labels(replace(source, id_column=id_column), label_set.design_path,
+                             rows=rows)
     else:
-        rows = label_rows(Path(labels_path))
+        rows = label_set.rows
         labels = load_labels(source, labels_path, rows=rows, rubric=rubric)
-        design_path = Path(labels_path)
     if any(abs(v) > MAX_LABEL for v in labels.values()):
         raise EstimateError(f"{labels_path}: a label in {label_field!r} is beyond "
                             f"+-{MAX_LABEL:g}: not a score or an outcome (the estimators' sums "
                             "would overflow)")
-    design = read_design(design_path, id_column, rows=sheet.rows if sheet else rows)
+    design = read_design(label_set.design_path, id_column, rows=label_set.rows)
     system = System(path, name, labels_path, rubric, population, dict(labels), design,
-                    labels.unlabelled, id_column, records=records, rows=rows, sheet=sheet)
-    if sheet is not None:
-        key = sheet.criteria_for(label_field)[0]
-        system.given = [float(v) for by in sheet.ratings[key].values() for v in by.values()]
+                    labels.unlabelled, id_column, records=records, rows=rows,
+                    label_set=label_set)
+    if label_set.named:
+        system.given = [float(v) for by in label_set.ratings[key].values() for v in by.values()]
         system.drawn = {case: float(v) for case, v
-                        in sheet.combined(key, "draw", GATE_DRAW_SEED).items()}
-        system.notes += [sheet.rule_line("mean"), *sheet.notes]
-    seen = verdict_seen_note(Path(labels_path), sheet, rows=() if sheet else rows,
-                             priority=design.kind == "priority")
+                        in label_set.combined(key, "draw", GATE_DRAW_SEED).items()}
+        system.notes += [label_set.rule_line("mean"), *label_set.notes]
+    seen = verdict_seen_note(label_set, priority=design.kind == "priority")
     if seen:
         system.notes.append(seen)
     _check_design(system, records)
@@ -249,44 +249,27 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
     return system
 
 
-def _sheet_rows(folder: Path, rubric: Rubric, label_field: str,
-                ) -> tuple[SheetLabels, list[tuple[int, dict[str, Any]]], Path]:
-    """A sheet folder's labels of the criterion ``label_field`` names (KEY.label), each
-    case's the mean of its labellers' (:data:`~evaluator.analysis.sheet_labels.RULES`), as a
-    worksheet's rows, and the path its design columns are read from."""
-    sheet = read_sheet_labels(folder, rubric=rubric, rubric_hash=rubric.source_sha256)
-    key = sheet.criteria_for(label_field)[0]
-    return sheet, sheet.rows_for(key, "mean"), sheet.review_path
-
-
 def sheet_field(source: LabelSource, criteria: Sequence[str]) -> str | None:
-    """The label field of a ``--labels`` sheet folder: ``KEY.label`` of ``--label-field``
-    (KEY or KEY.label), else of the one ``--criterion``, else of the sheet's one criterion;
-    None when no labels path is a sheet. A sheet of several criteria needs one named: an
-    estimate is of one criterion's labels."""
-    sheets = [p for p in source.paths if source.is_sheet(p)]
-    if not sheets:
+    """The label field of ``--labels`` that name their criteria (a sheet folder, an
+    export): ``KEY.label`` of ``--label-field`` (KEY or KEY.label), else of the one
+    ``--criterion``, else of the labels' one criterion; None when no labels path names its
+    criteria. Labels of several criteria need one named: an estimate is of one criterion's
+    labels."""
+    named = [p for p in source.paths if names_criteria(p)]
+    if not named:
         return None
-    if len(sheets) != len(source.paths):
+    if len(named) != len(source.paths):
         raise EstimateError("give every --labels as a sheet folder, or every one as a labels "
                             "file (one --label-field names the labels of both)")
     if source.field:
         return source.field if source.field.endswith(".label") else f"{source.field}.label"
     if len(criteria) == 1:
         return f"{criteria[0]}.label"
-    rated = read_sheet_labels_criteria(sheets[0])
-    if len(rated) == 1:
-        return f"{rated[0]}.label"
-    raise EstimateError(f"{sheets[0]} rates {', '.join(rated)}: give --label-field KEY, the "
+    keys = rated(named[0])
+    if len(keys) == 1:
+        return f"{keys[0]}.label"
+    raise EstimateError(f"{named[0]} rates {', '.join(keys)}: give --label-field KEY, the "
                         "criterion to estimate")
-
-
-def read_sheet_labels_criteria(folder: Path) -> list[str]:
-    """The criteria a sheet folder rates (its sheet.json)."""
-    try:
-        return list(read_sheet_info(folder).criteria)
-    except SheetError as exc:
-        raise EstimateError(str(exc)) from None
 
 
 def outcome_keys(rubric: Rubric, label_field: str, criteria: Sequence[str]) -> list[str]:

@@ -14,5 +14,9 @@ def claims(path: Path) -> bool:
     return False
 
 
+def criteria(path: Path) -> list[str]:
+    raise NotImplementedError
+
+
 def read_export(path: Path, *, rubric: Rubric | None = None, pairwise: bool = False) -> LabelSet:
     raise NotImplementedError

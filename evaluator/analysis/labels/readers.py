@@ -22,12 +22,14 @@ from evaluator.rubrics.rubric import Rubric
 @dataclass(frozen=True)
 class LabelReader:
     """One labels format: whether it ``claims`` a path, whether its labels name their
-    criteria (``named``), and how it reads them (``read(path, source, rubric, pairwise)``)."""
+    criteria (``named``), how it reads them (``read(path, source, rubric, pairwise)``) and,
+    for named ones, the criteria they rate without reading every label (``criteria``)."""
 
     noun: str
     claims: Callable[[Path], bool]
     named: bool
     read: Callable[[Path, LabelSource, Rubric | None, bool], LabelSet]
+    criteria: Callable[[Path], list[str]] | None = None
 
 
 def _sheet(path: Path, source: LabelSource, rubric: Rubric | None, pairwise: bool) -> LabelSet:
@@ -46,8 +48,9 @@ def _file(path: Path, source: LabelSource, rubric: Rubric | None, pairwise: bool
 
 
 READERS: tuple[LabelReader, ...] = (
-    LabelReader(sheet_reader.NOUN, sheet_reader.claims, True, _sheet),
-    LabelReader(label_studio.NOUN, label_studio.claims, True, _label_studio),
+    LabelReader(sheet_reader.NOUN, sheet_reader.claims, True, _sheet, sheet_reader.criteria),
+    LabelReader(label_studio.NOUN, label_studio.claims, True, _label_studio,
+                label_studio.criteria),
     LabelReader(file_reader.NOUN, file_reader.claims, False, _file),
 )
 
@@ -68,6 +71,14 @@ def read_labels(source: LabelSource, path: Path | None = None, *, rubric: Rubric
 def names_criteria(path: Path) -> bool:
     """Whether the labels at ``path`` name their criteria (``--label-field`` optional)."""
     return reader_for(Path(path)).named
+
+
+def rated(path: Path) -> list[str]:
+    """The criteria the labels at ``path`` name ([]: one column, a labels file)."""
+    reader = reader_for(Path(path))
+    if not reader.named or reader.criteria is None:
+        return []
+    return reader.criteria(Path(path))
 
 
 def field_needed(source: LabelSource | None) -> bool:

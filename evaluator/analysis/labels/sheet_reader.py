@@ -40,6 +40,14 @@ def claims(path: Path) -> bool:
     return is_sheet_dir(Path(path))
 
 
+def criteria(folder: Path) -> list[str]:
+    """The criteria the sheet folder rates (its sheet.json)."""
+    try:
+        return list(read_sheet_info(Path(folder)).criteria)
+    except SheetError as exc:
+        raise LabelSetError(str(exc)) from None
+
+
 def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
                       rubric_hash: str | None = None, pairwise: bool = False) -> LabelSet:
     """The labels that count in the sheet folder ``folder`` (see the module docstring).

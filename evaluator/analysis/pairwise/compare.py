@@ -23,7 +23,8 @@ from evaluator.analysis.pairwise.pairwise import (
     order_figures,
     pairs_from_records,
 )
-from evaluator.analysis.sheet_labels import read_sheet_labels
+from evaluator.analysis.labels.labelset import LabelSet
+from evaluator.analysis.labels.readers import field_needed, read_labels
 from evaluator.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, require_stats
 from evaluator.common.record import Record
 from evaluator.data.files import same_file
@@ -89,13 +90,14 @@ def _criteria(paths: Sequence[Path], oks: Sequence[Sequence[ResultRecord]],
     return list(dict.fromkeys(wanted))
 
 
-def load_choice_labels(source: LabelSource) -> tuple[dict[str, str], int]:
+def load_choice_labels(source: LabelSource, rows: list[tuple[int, dict[str, Any]]] | None = None,
+                       ) -> tuple[dict[str, str], int]:
     """Case id -> "A", "B" or "tie" (case-insensitive; candidate terms: A is system A) from
-    the source's labels file (JSONL or CSV, :func:`label_files.label_rows`), and the number
-    of rows whose label is still empty. Anything else is refused naming the file, line and
-    field, never the value."""
+    the source's labels file (JSONL or CSV, :func:`label_files.label_rows`; ``rows``: its
+    rows, when read already), and the number of rows whose label is still empty. Anything
+    else is refused naming the file, line and field, never the value."""
     path, label_field, id_column = Path(str(source.path)), str(source.field), source.id_column
-    rows = label_rows(path)
+    rows = label_rows(path) if rows is None else rows
     if not rows:
         raise CompareError(f"{path}: no label rows")
     if not any(label_field in row for _, row in rows):
@@ -126,27 +128,32 @@ def load_choice_labels(source: LabelSource) -> tuple[dict[str, str], int]:
     return labels, empty
 
 
-def sheet_choice_labels(source: LabelSource, rubric: str, keys: Sequence[str],
-                        ) -> tuple[dict[str, dict[str, str]], int, list[str]]:
-    """A pairwise sheet folder's labels (:mod:`evaluator.analysis.sheet_labels`): per
-    criterion compared that the sheet rates (``--label-field`` KEY or KEY.label: that one),
-    case id -> A, B or tie, a case several labelled given its labellers' majority (a tie
-    between their choices: tie); the drawn cases nobody has labelled; the notes to print."""
-    folder = Path(str(source.path))
+def read_choice_labels(source: LabelSource, rubric: str) -> LabelSet:
+    """The labels of ``source``'s one path, read as labels of pairwise results of
+    ``rubric`` (its scales and hash checked when it is a built-in one)."""
     try:
         loaded = load_rubric(rubric)
     except RubricError:
         loaded = None  # a rubric not among the built-ins: its hash and choices not checked
-    sheet = read_sheet_labels(folder, pairwise=True, rubric=loaded,
-                              rubric_hash=loaded.source_sha256 if loaded else None)
+    return read_labels(source, rubric=loaded, pairwise=True)
+
+
+def sheet_choice_labels(source: LabelSource, sheet: LabelSet, keys: Sequence[str],
+                        ) -> tuple[dict[str, dict[str, str]], int, list[str]]:
+    """Pairwise labels that name their criteria (a sheet's, :mod:`evaluator.analysis.labels`):
+    per criterion compared that they rate (``--label-field`` KEY or KEY.label: that one),
+    case id -> A, B or tie, a case several labelled given its labellers' majority (a tie
+    between their choices: tie); the drawn cases nobody has labelled; the notes to print."""
+    folder = sheet.origin
     rated = [k for k in sheet.criteria_for(source.field) if k in keys]
     if not rated:
-        raise CompareError(f"{folder} rates {', '.join(sheet.info.criteria)}, none of the "
+        raise CompareError(f"{folder} rates {', '.join(sheet.criteria)}, none of the "
                            f"criteria compared ({', '.join(keys)})")
     by_key = {key: {case: str(value) for case, value in sheet.combined(key, "majority").items()}
               for key in rated}
     labelled = {case for labels in by_key.values() for case in labels}
-    unlabelled = sum(1 for _, row in sheet.rows if str(row.get("case_id")) not in labelled)
+    unlabelled = sum(1 for _, row in sheet.rows
+                     if str(row.get(sheet.id_column)) not in labelled)
     return by_key, unlabelled, [sheet.rule_line("majority"), *sheet.notes]
 
 
@@ -211,8 +218,7 @@ def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
     if labels_path is not None and len(paths) != 1:
         raise CompareError("--labels compares one results file with its labels: give one "
                            "RESULTS file")
-    sheet = labels is not None and labels.is_sheet()
-    if labels is not None and labels_path is not None and not labels.field and not sheet:
+    if field_needed(labels):
         raise CompareError("--labels needs --label-field (the column holding A, B or tie)")
     require_stats()
     files, oks, rubrics = [], [], {}
@@ -239,11 +245,13 @@ def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
     chosen = unlabelled = None
     by_key: dict[str, dict[str, str]] | None = None
     notes = [INCONSISTENT_NOTE, POSITION_NOTE, LENGTH_NOTE]
-    if sheet and labels is not None and labels_path is not None:
-        by_key, unlabelled, sheet_notes = sheet_choice_labels(labels, rubric, keys)
+    label_set = (read_choice_labels(labels, rubric)
+                 if labels is not None and labels_path is not None else None)
+    if label_set is not None and label_set.named:
+        by_key, unlabelled, sheet_notes = sheet_choice_labels(labels, label_set, keys)
         notes += sheet_notes
-    elif labels is not None and labels_path is not None:
-        chosen, unlabelled = load_choice_labels(labels)
+    elif label_set is not None:
+        chosen, unlabelled = load_choice_labels(labels, label_set.rows)
     if unlabelled:
         notes.append(f"{unlabelled} row(s) of {labels_path} are not labelled yet: left out")
     if len({j for f in files for j in f["judges"]}) > 1:

@@ -60,7 +60,7 @@ from evaluator.analysis.review.signals import (
     rank_candidates,
     score_at,
 )
-from evaluator.analysis.sheet_labels import AGGREGATE_PART, JUDGE_PARTS, JUDGE_SIGNAL_COLUMNS
+from evaluator.analysis.labels.verdict_seen import AGGREGATE_PART, JUDGE_PARTS, JUDGE_SIGNAL_COLUMNS
 from evaluator.data.csv_files import csv_bytes
 from evaluator.data.files import (
     atomic_writer,
