@@ -48,6 +48,7 @@ ANALYSIS_CONCEPTS: dict[str, set[str]] = {
     "agreement": {"kinds"},  # the refusal of a pairwise rubric's results
     "estimate": {"kinds"},
     "review": {"agreement", "kinds"},  # sample_size: the CI agreement computes
+    "labels": set(),  # the labels a command was given (LabelSet, its readers)
 }
 SHARED = "(shared)"
 # Third-party libraries that are imported only inside the functions that need them.
