@@ -114,7 +114,7 @@ def _load(path: Path) -> list[Any]:
     except OSError as exc:
         raise LabelSetError(f"{where}: cannot read the {NOUN} ({exc.strerror})") from None
     if len(data) > MAX_LABEL_STUDIO_BYTES:
-        raise LabelSetError(f"{where}: larger than {MAX_LABEL_STUDIO_BYTES // 2**20} MiB, the "
+        raise LabelSetError(f"{where}: larger than {MAX_LABEL_STUDIO_BYTES:,} bytes, the "
                             f"most a {NOUN} may be; export fewer tasks (a project per sheet)")
     try:
         tasks = json.loads(data.decode("utf-8-sig"), object_pairs_hook=_unique)
