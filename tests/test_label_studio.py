@@ -356,6 +356,9 @@ def test_the_cli_writes_refuses_to_overwrite_and_refuses_a_pairwise_sheet(sheet,
     assert invoke("label", folder, "--label-studio", out, "--overwrite").exit_code == 0
     refused_in_one_line(invoke("label", folder, "--label-studio", out, "--labeller", "ana"),
                         SECRET, "--labeller")
+    refused_in_one_line(invoke("label", folder, "--overwrite", "--labeller", "ana"), SECRET,
+                        "--overwrite goes with --label-studio")
+    refused_in_one_line(invoke("label", folder), SECRET, "--labeller NAME")  # the page's rule
     pairwise = tmp_path / "pairwise"
     make_pairwise_sheet(pairwise)
     refused_in_one_line(invoke("label", pairwise, "--label-studio", tmp_path / "p"), SECRET,
