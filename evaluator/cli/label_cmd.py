@@ -1,4 +1,5 @@
-"""``evaluator label``: the local labelling page for a sheet folder drawn by ``review``."""
+"""``evaluator label``: the local labelling page for a sheet folder drawn by ``review``, or
+(``--label-studio OUT_DIR``) the sheet written as Label Studio tasks and config."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ from pathlib import Path
 import click
 
 from evaluator.cli.options import rubrics_dir_option
+from evaluator.data.files import show_path
+from evaluator.label.label_studio import write_label_studio
 from evaluator.label.serve import Listen, check_listen, require_extra, serve
-from evaluator.label.session import LabelSession
+from evaluator.label.session import LabelError, LabelSession
 
 
 @click.command("label")
 @click.argument("sheet_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--labeller", "labellers", multiple=True, required=True, metavar="NAME",
-              help="Who labels (repeatable): each gets a URL with a token of her own.")
+@click.option("--labeller", "labellers", multiple=True, metavar="NAME",
+              help="Who labels (repeatable, at least one): each gets a URL with a token of "
+                   "her own.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Port to serve on (0: a free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, metavar="ADDRESS",
@@ -27,13 +31,37 @@ from evaluator.label.session import LabelSession
 @click.option("--show-judge", is_flag=True,
               help="On a sheet that is not blind: show the judge's verdict for a case once "
                    "the labeller has saved her own label (each label records it).")
+@click.option("--label-studio", "label_studio", default=None, metavar="OUT_DIR",
+              type=click.Path(file_okay=False, path_type=Path),
+              help="Serve nothing: write the sheet as Label Studio tasks "
+                   "(OUT_DIR/tasks.json, with the case text) and labelling config "
+                   "(OUT_DIR/config.xml), as blind as the page; read the export back "
+                   "with --labels EXPORT.json.")
+@click.option("--overwrite", is_flag=True,
+              help="With --label-studio: replace OUT_DIR's tasks.json and config.xml.")
 @rubrics_dir_option
 def label_command(sheet_dir: Path, labellers: tuple[str, ...], port: int, host: str,
                   tls_cert: Path | None, tls_key: Path | None, show_judge: bool,
+                  label_studio: Path | None, overwrite: bool,
                   rubrics_dirs: tuple[Path, ...]) -> None:
     """Serve a local page where clinicians label SHEET_DIR's cases one at a time (blind to
     the judge by default); every save is appended to SHEET_DIR/journal.jsonl. Prints one
-    URL per labeller; stop with Ctrl-C."""
+    URL per labeller; stop with Ctrl-C. With --label-studio, write the sheet as Label
+    Studio tasks instead (docs/labelling.md, "Label Studio")."""
+    if label_studio is not None:
+        if labellers or show_judge:
+            raise LabelError("--label-studio writes tasks for Label Studio's own users: "
+                             "--labeller and --show-judge are for the page; leave them out")
+        written = write_label_studio(sheet_dir, label_studio, overwrite=overwrite,
+                                     rubrics_dirs=rubrics_dirs)
+        click.echo(f"Label Studio: {written.count} task(s) in {show_path(written.tasks)} "
+                   f"(holds the case text: keep it where the cases may be), labelling "
+                   f"config in {show_path(written.config)}.")
+        click.echo("Import the tasks into a project with that config; export it as JSON, "
+                   "then give the export as --labels.")
+        return
+    if overwrite:
+        raise LabelError("--overwrite goes with --label-studio OUT_DIR")
     require_extra()
     listen = Listen(host, port, tls_cert, tls_key)
     check_listen(listen)  # before the cases are read

@@ -47,3 +47,9 @@ CASE_TEXT_FACTOR = 16
 MAX_LOOP_ITERATIONS = 100_000
 # Bits in an integer a template computes (a 2**2**30 would take gigabytes).
 MAX_INT_BITS = 1024
+
+# --- Labels files ---------------------------------------------------------------------------
+# A Label Studio JSON export is read whole (it is one JSON list): its tasks carry the cases'
+# text, ~10 KB a case on the built-in rubrics, so 256 MiB holds some 20,000 labelled cases
+# while a hostile or mistaken file is refused before it is parsed.
+MAX_LABEL_STUDIO_BYTES = 256 * 1024 * 1024

@@ -111,8 +111,10 @@ class CaseView:
     answer: Field | None = None  # the answer being rated, above the choices (not in fields)
 
 
-def _read_review(sheet_dir: Path, info: SheetInfo, keep_judge: bool,
-                 ) -> tuple[list[str], dict[str, dict[str, Any]]]:
+def read_review(sheet_dir: Path, info: SheetInfo, keep_judge: bool,
+                ) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The sheet's case ids, in order, from its ``review.jsonl`` (unchanged since the draw),
+    and with ``keep_judge`` each case's judge cells (else none are kept)."""
     path = Path(sheet_dir) / REVIEW_JSONL
     try:
         digest = sha256_file(path)
@@ -147,7 +149,7 @@ def _read_review(sheet_dir: Path, info: SheetInfo, keep_judge: bool,
     return ids, judge
 
 
-def _sheet_rubric(sheet_dir: Path, info: SheetInfo, rubrics_dirs: Sequence[Path]) -> Rubric:
+def sheet_rubric(sheet_dir: Path, info: SheetInfo, rubrics_dirs: Sequence[Path]) -> Rubric:
     """The sheet's rubric: by name in ``rubrics_dirs`` and the built-ins; without
     ``rubrics_dirs``, else a file named after it (``NAME.yaml``) beside a results file the
     sheet was drawn from, or beside the sheet folder, whose hash is the sheet's (``review``
@@ -176,6 +178,20 @@ def _sheet_rubric(sheet_dir: Path, info: SheetInfo, rubrics_dirs: Sequence[Path]
     raise LabelError(f"rubric {info.rubric!r} of {show_path(sheet_dir / 'sheet.json')} is "
                      "not a built-in, nor beside the results it was drawn from: give the "
                      "folder of its file with --rubrics-dir DIR")
+
+
+def checked_rubric(sheet_dir: Path, info: SheetInfo, rubrics_dirs: Sequence[Path]) -> Rubric:
+    """The sheet's rubric (:func:`sheet_rubric`), refused when it has changed since the
+    draw or does not fit the sheet's kind."""
+    rubric = sheet_rubric(sheet_dir, info, rubrics_dirs)
+    if rubric.source_sha256 != info.rubric_hash:
+        raise LabelError(f"rubric {info.rubric!r} ({show_path(rubric.source_path or '')})"
+                         " has changed since the sheet was drawn (its hash is not "
+                         "sheet.json's rubric_hash); restore that rubric file")
+    if info.kind != analysis_kind(rubric).SHEET:
+        raise LabelError(f"sheet kind {info.kind!r} does not fit rubric "
+                         f"{info.rubric!r} (kind {rubric.kind!r})")
+    return rubric
 
 
 def _verdict_cell(cell: Any) -> str:
@@ -226,16 +242,9 @@ class LabelSession:
         if unknown:
             raise LabelError(f"labeller {unknown[0]!r} is not one of this sheet's labellers "
                              f"({', '.join(info.labellers)}); use one of those names")
-        self.rubric: Rubric = _sheet_rubric(self.sheet_dir, info, rubrics_dirs)
-        if self.rubric.source_sha256 != info.rubric_hash:
-            raise LabelError(f"rubric {info.rubric!r} ({show_path(self.rubric.source_path or '')})"
-                             " has changed since the sheet was drawn (its hash is not "
-                             "sheet.json's rubric_hash); restore that rubric file")
-        if info.kind != analysis_kind(self.rubric).SHEET:
-            raise LabelError(f"sheet kind {info.kind!r} does not fit rubric "
-                             f"{info.rubric!r} (kind {self.rubric.kind!r})")
+        self.rubric: Rubric = checked_rubric(self.sheet_dir, info, rubrics_dirs)
         self.criteria = label_criteria(self.rubric, info.criteria)
-        self.case_ids, self._judge = _read_review(self.sheet_dir, info, show_judge)
+        self.case_ids, self._judge = read_review(self.sheet_dir, info, show_judge)
         # The journal, read once: its lines are checked by the rules the analysis applies
         # (a line it would refuse must not count a case as labelled), and this server's
         # reading stops after its last whole line; lines appended later (by another server
