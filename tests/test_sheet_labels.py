@@ -426,3 +426,61 @@ def test_the_html_report_shows_the_ceiling_beside_the_agreement(run, tmp_path):
     assert found.n == 30 and str(escape(found.reading)) in html
     assert "about as well as clinicians" not in html
     assert SECRET not in html
+
+
+def _label_studio_export(folder, labels):
+    """The labels ``labels`` ((labeller, case, value) on accuracy) as Label Studio's JSON
+    export of the sheet ``folder``'s tasks (evaluator label --label-studio) gives them:
+    one task per drawn case, an annotation per labeller, a choices result whose alias is
+    the value; ben's as a rating result."""
+    fingerprint = read_sheet_info(folder).fingerprint
+    by_case: dict[str, list] = {}
+    for n, (who, case, value) in enumerate(labels):
+        result = ({"from_name": "accuracy", "to_name": "answer", "type": "rating",
+                   "value": {"rating": value}} if who == "ben" else
+                  {"from_name": "accuracy", "to_name": "answer", "type": "choices",
+                   "value": {"choices": [str(value)]}})
+        by_case.setdefault(case, []).append(
+            {"id": 1000 + n, "completed_by": {"id": 3 if who == "ana" else 4, "email": who},
+             "result": [result], "was_cancelled": False,
+             "updated_at": "2026-03-09T22:16:08.728541Z"})
+    rows = [json.loads(line) for line in (folder / "review.jsonl").read_text().splitlines()]
+    tasks = [{"id": i, "data": {"case_id": row["case_id"], "sheet_fingerprint": fingerprint},
+              "annotations": by_case.get(row["case_id"], []), "predictions": []}
+             for i, row in enumerate(rows, start=1)]
+    path = folder / "export.json"
+    path.write_text(json.dumps(tasks), encoding="utf-8")
+    return path
+
+
+def test_a_label_studio_export_gives_the_figures_of_the_same_labels_on_the_sheet(run,
+                                                                               tmp_path):
+    """Two annotators in Label Studio (choices and rating results) give the agree and
+    estimate figures the same labels give saved through the sheet's journal (issue 46)."""
+    path, _, truth, chosen, rows = run
+    sheet = make_sheet(tmp_path / "sheet", rows)
+    given = [("ana", case, truth[case]) for case in chosen]
+    given += [("ben", case, max(1, truth[case] - 1)) for case in chosen[:40]]
+    for who, case, value in given:
+        label(sheet, who, case, value)
+    export = _label_studio_export(sheet, given)
+    from_sheet = agreement(path, label_source(sheet, None), seed=7, resamples=200)
+    from_export = agreement(path, label_source(export, None), seed=7, resamples=200)
+    assert from_export.criteria == from_sheet.criteria
+    assert from_export.joined == from_sheet.joined == 80
+    assert from_export.design == from_sheet.design  # the sheet's design, intact
+    assert from_export.ceiling == from_sheet.ceiling
+    assert [(r.labeller, r.n) for r in from_export.by_labeller["accuracy"]] == [
+        ("ana", 80), ("ben", 40)]
+    a = estimate([path], label_source(sheet, None)).estimates
+    b = estimate([path], label_source(export, None)).estimates
+    assert [(r["ppi_estimate"], r["ppi_ci"], r["n_labelled"]) for r in a] == [
+        (r["ppi_estimate"], r["ppi_ci"], r["n_labelled"]) for r in b]
+    # Through the CLI, with no --label-field: the export names its criterion.
+    for command in ("agree", "estimate"):
+        by_sheet = invoke(command, path, "--labels", sheet, "--json")
+        by_export = invoke(command, path, "--labels", export, "--json")
+        assert by_sheet.exit_code == by_export.exit_code == 0, by_export.output
+        assert (by_export.stdout.replace(str(export), "LABELS")
+                == by_sheet.stdout.replace(str(sheet), "LABELS")
+                .replace("the sheet LABELS", "the Label Studio export LABELS"))
