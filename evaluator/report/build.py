@@ -31,6 +31,8 @@ from evaluator.analysis.agreement.agreement import (
 )
 from evaluator.analysis.estimate.estimate import estimate
 from evaluator.analysis.kinds import analysis_kind
+from evaluator.analysis.labels.labelset import LabelSetError
+from evaluator.analysis.labels.readers import field_needed, names_criteria, rated, read_labels
 from evaluator.analysis.score_mode import (
     MODE_MEANING,
     NO_DISTRIBUTIONS,
@@ -39,8 +41,6 @@ from evaluator.analysis.score_mode import (
     left_out_note,
     score_view,
 )
-from evaluator.analysis.labels.labelset import LabelSetError
-from evaluator.analysis.labels.readers import field_needed, names_criteria, rated, read_labels
 from evaluator.analysis.summary.confidence import (
     DEFAULT_LOW_CONFIDENCE,
     confidence_criteria,

@@ -68,10 +68,10 @@ from evaluator.analysis.label_files import (
     load_labels,
     rated_criteria,
 )
-from evaluator.analysis.score_mode import ScoredView, ScoreModeBlock, mode_block, score_view
 from evaluator.analysis.labels.labelset import LabelSet
 from evaluator.analysis.labels.readers import read_labels
 from evaluator.analysis.labels.verdict_seen import verdict_seen_note
+from evaluator.analysis.score_mode import ScoredView, ScoreModeBlock, mode_block, score_view
 from evaluator.analysis.stats import require_stats
 from evaluator.data.results import ResultRecord, read_results
 from evaluator.data.sources import CaseSource, LabelSource

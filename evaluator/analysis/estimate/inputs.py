@@ -31,10 +31,10 @@ from evaluator.analysis.label_files import (
     load_labels,
     rated_criteria,
 )
-from evaluator.analysis.score_mode import score_view
 from evaluator.analysis.labels.labelset import LabelSet
 from evaluator.analysis.labels.readers import names_criteria, rated, read_labels
 from evaluator.analysis.labels.verdict_seen import verdict_seen_note
+from evaluator.analysis.score_mode import score_view
 from evaluator.data.files import sha256_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
 from evaluator.data.sources import LabelSource

@@ -28,7 +28,6 @@ object refused.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -37,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis.journal_rules import rubric_scales
-from evaluator.analysis.label_files import label_rows
 from evaluator.analysis.labels.labelset import LabelSet, LabelSetError, Ratings
+from evaluator.analysis.labels.sheet_reader import drawn_sheet
 from evaluator.common.limits import MAX_LABEL_STUDIO_BYTES
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.data.files import show_path
@@ -322,7 +321,7 @@ def read_export(path: Path, *, rubric: Rubric | None = None, pairwise: bool = Fa
     notes: list[str] = []
     info = rows = None
     if folder is not None:
-        info, rows = _sheet_rows(folder, pairwise)
+        info, rows = drawn_sheet(folder, pairwise, "the export of the sheet")
     elif fingerprint:
         notes.append(f"the sheet these tasks were exported from (fingerprint "
                      f"{fingerprint[:12]}) is not beside {show_path(path)}: rows are the "
@@ -402,28 +401,3 @@ def read_export(path: Path, *, rubric: Rubric | None = None, pairwise: bool = Fa
                     ratings=ratings, kind="pairwise" if pairwise else "single",
                     blind=info.blind if info is not None else None, cannot_judge=cannot,
                     notes=notes)
-
-
-def _sheet_rows(folder: Path, pairwise: bool,
-                ) -> tuple[SheetInfo, list[tuple[int, dict[str, Any]]]]:
-    """The sheet's info and review.jsonl rows (unchanged since the draw), as the sheet
-    reader checks them."""
-    try:
-        info = read_sheet_info(folder)
-    except SheetError as exc:
-        raise LabelSetError(str(exc)) from None
-    if (info.kind == "pairwise") != pairwise:
-        raise LabelSetError(f"{show_path(folder)} is a {info.kind} sheet, but the results are "
-                            f"{'pairwise' if pairwise else 'single-answer'}: give the export "
-                            "of the sheet drawn from these results")
-    review = folder / REVIEW_JSONL
-    try:
-        drawn = review.read_bytes()
-    except OSError:
-        raise LabelSetError(f"{show_path(folder)}: no readable {REVIEW_JSONL} (the sheet's "
-                            "drawn cases); restore it as evaluator review wrote it") from None
-    if hashlib.sha256(drawn).hexdigest() != info.fingerprint:
-        raise LabelSetError(f"{show_path(review)} was changed since the sheet was drawn (its "
-                            "SHA-256 is not sheet.json's fingerprint): restore it as "
-                            "evaluator review wrote it")
-    return info, label_rows(review)

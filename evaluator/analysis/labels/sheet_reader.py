@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 from evaluator.analysis.journal_rules import JournalLineError, JournalRules
 from evaluator.analysis.label_files import label_rows
@@ -24,6 +25,7 @@ from evaluator.data.sheet import (
     JOURNAL,
     REVIEW_JSONL,
     SheetError,
+    SheetInfo,
     is_sheet_dir,
     latest_labels,
     read_journal_lines,
@@ -48,22 +50,21 @@ def criteria(folder: Path) -> list[str]:
         raise LabelSetError(str(exc)) from None
 
 
-def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
-                      rubric_hash: str | None = None, pairwise: bool = False) -> LabelSet:
-    """The labels that count in the sheet folder ``folder`` (see the module docstring).
-    ``rubric``: the results' rubric (each criterion's scale); ``rubric_hash``: its hash, which
-    every label's must equal; ``pairwise``: the results are pairwise (values A/B/tie)."""
-    folder = Path(folder)
+def drawn_sheet(folder: Path, pairwise: bool, what: str = "the sheet",
+                ) -> tuple[SheetInfo, list[tuple[int, dict[str, Any]]]]:
+    """The sheet folder's sheet.json and its drawn cases (review.jsonl's rows, unchanged
+    since the draw: its SHA-256 is sheet.json's fingerprint), refused in one line when the
+    sheet is of the other kind than the results (``pairwise``) or review.jsonl is missing
+    or changed. ``what``: what the user should give instead ("the sheet", "the export of
+    the sheet")."""
     try:
         info = read_sheet_info(folder)
-        numbered = list(read_journal_lines(folder))
     except SheetError as exc:
         raise LabelSetError(str(exc)) from None
-    entries = [entry for _, entry in numbered]
     if (info.kind == "pairwise") != pairwise:
         raise LabelSetError(f"{folder} is a {info.kind} sheet, but the results are "
-                            f"{'pairwise' if pairwise else 'single-answer'}: give the "
-                            "sheet drawn from these results")
+                            f"{'pairwise' if pairwise else 'single-answer'}: give {what} "
+                            "drawn from these results")
     review = folder / REVIEW_JSONL
     try:
         drawn_bytes = review.read_bytes()
@@ -74,7 +75,21 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
         raise LabelSetError(f"{review} was changed since the sheet was drawn (its SHA-256 "
                             "is not sheet.json's fingerprint): restore it as evaluator "
                             "review wrote it")
-    rows = label_rows(review)
+    return info, label_rows(review)
+
+
+def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
+                      rubric_hash: str | None = None, pairwise: bool = False) -> LabelSet:
+    """The labels that count in the sheet folder ``folder`` (see the module docstring).
+    ``rubric``: the results' rubric (each criterion's scale); ``rubric_hash``: its hash, which
+    every label's must equal; ``pairwise``: the results are pairwise (values A/B/tie)."""
+    folder = Path(folder)
+    info, rows = drawn_sheet(folder, pairwise)
+    try:
+        numbered = list(read_journal_lines(folder))
+    except SheetError as exc:
+        raise LabelSetError(str(exc)) from None
+    entries = [entry for _, entry in numbered]
     journal = folder / JOURNAL
     # Values are checked against the scales of the rubric the labels were given on: the
     # rubric read now, when it is that version (else its scales may have moved: said below).
@@ -98,7 +113,7 @@ def read_sheet_labels(folder: Path, *, rubric: Rubric | None = None,
             continue
         seen += entry.judge_seen
         ratings[criterion].setdefault(case, {})[labeller] = entry.value
-    sheet = LabelSet(origin=folder, noun=NOUN, design_path=review, rows=rows,
+    sheet = LabelSet(origin=folder, noun=NOUN, design_path=folder / REVIEW_JSONL, rows=rows,
                      criteria=list(info.criteria), ratings=ratings, kind=info.kind,
                      blind=info.blind, judge_seen=seen, cannot_judge=cannot)
     if cannot:

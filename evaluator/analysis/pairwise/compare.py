@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.analysis.label_files import AgreementError, label_rows, no_labels_yet
+from evaluator.analysis.labels.labelset import LabelSet
+from evaluator.analysis.labels.readers import field_needed, read_labels
 from evaluator.analysis.pairwise.bradley_terry import Battles, bradley_terry
 from evaluator.analysis.pairwise.pairwise import (
     INCONSISTENT_NOTE,
@@ -23,8 +25,6 @@ from evaluator.analysis.pairwise.pairwise import (
     order_figures,
     pairs_from_records,
 )
-from evaluator.analysis.labels.labelset import LabelSet
-from evaluator.analysis.labels.readers import field_needed, read_labels
 from evaluator.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, require_stats
 from evaluator.common.record import Record
 from evaluator.data.files import same_file
