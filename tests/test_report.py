@@ -215,7 +215,7 @@ def test_agreement_tables_match_the_agreement_function(two_runs):
                           labels=label_source(two_runs["labels"], "expert_qrel"))
     direct = agreement(two_runs["b"], label_source(two_runs["labels"], "expert_qrel"),
                        resamples=100)
-    assert report["agreement"]["files"][1]["result"] == direct
+    assert report["agreement"].files[1].result == direct
     html = render_html(report, plots=False)
     spearman = direct.criteria["accuracy"]["spearman"]
     assert f"{spearman['value']:.3f}" in html
@@ -610,9 +610,9 @@ def test_different_case_sets_are_said_and_common_cases_compares_like_with_like(u
     for entry in common["files"]:
         assert entry["summary"].criteria["accuracy"].n == runs["third"]
         assert len(entry["values"]["accuracy"]) == runs["third"]
-    assert [item["result"].joined for item in common["agreement"]["files"]] == \
+    assert [item.result.joined for item in common["agreement"].files] == \
         [runs["third"]] * 2
-    assert not common["agreement"]["n_differs"]
+    assert not common["agreement"].n_differs
     first_ids = {r.case_id for r in read_results(runs["b"])}
     assert all(row["case_id"] in first_ids for row in common["worst"]["by_file"][0]["rows"])
     html = render_html(common, plots=False)
@@ -687,7 +687,7 @@ def test_a_criterion_without_labels_gets_one_line_not_a_row_of_dashes(labelled_o
     _, report, html = labelled_on_accuracy
     assert report["scored_keys"][:3] == ["hallucination", "accuracy", "clarity"]
     why = "no labels given (--label-field accuracy.label rates accuracy only)"
-    assert report["agreement"]["unlabelled"] == {"hallucination": why, "clarity": why}
+    assert report["agreement"].unlabelled == {"hallucination": why, "clarity": why}
     section = _section(html, "agreement", "estimates")
     text = " ".join(" ".join(parse(section).text).split())
     assert f"hallucination : {why}" in text and f"clarity : {why}" in text
@@ -711,12 +711,12 @@ def test_the_page_says_which_ci_each_judge_only_mean_has(labelled_on_accuracy):
     scores = [r.scores["accuracy"] for r in read_results(world["A"].results)]
     mean, half = statistics.fmean(scores), 1.959963984540054 * statistics.stdev(scores)
     half /= math.sqrt(len(scores))
-    [row] = [r for r in report["estimates"]["rows"]
-             if r["criterion"] == "accuracy" and r["file"] == str(world["A"].results)]
-    assert row["judge_mean"] == pytest.approx(mean)
-    assert row["judge_ci"] == pytest.approx([mean - half, mean + half])
+    [row] = [r for r in report["estimates"].rows
+             if r.criterion == "accuracy" and r.file == str(world["A"].results)]
+    assert row.judge_mean == pytest.approx(mean)
+    assert row.judge_ci == pytest.approx([mean - half, mean + half])
     boot = report["files"][0]["summary"].criteria["accuracy"].ci95
-    assert boot != pytest.approx(row["judge_ci"], abs=1e-6)   # two intervals, one mean
+    assert boot != pytest.approx(row.judge_ci, abs=1e-6)   # two intervals, one mean
     estimates = " ".join(" ".join(parse(_section(html, "estimates", "consistency")
                                         if 'id="consistency"' in html else
                                         html[html.index('id="estimates"'):]).text).split())

@@ -19,9 +19,11 @@ pytest.importorskip("sklearn", reason="needs the stats extra")
 pytest.importorskip("matplotlib", reason="needs the report extra: pip install -e '.[report]'")
 
 from evaluator.analysis.designs import random_draw
+from evaluator.analysis.estimate.records import DifferenceRow, EstimateRow
 from evaluator.cli.main import cli
 from evaluator.report.build import build_report
 from evaluator.report.decision import WITHOUT_LABELS, build_decision, number
+from evaluator.report.figures import ReportEstimates
 from evaluator.report.html import render_html
 from evaluator.rubrics.load import load_rubric
 from tests.conftest import label_source, write_jsonl
@@ -105,7 +107,8 @@ def test_each_systems_sentence_has_its_estimate_rows_numbers(three):
     table = {(row[0], row[1]): row for row in table_after(html, "estimates")[1:]}
     sentences = items(html, "decision-system")
     assert len(sentences) == 3
-    rows = {row["label"]: row for row in three["report"]["estimates"]["rows"]}
+    estimates = three["report"]["estimates"]
+    rows = {estimates.label(row.file): row for row in estimates.rows}
     for sentence in sentences:
         match = SYSTEM_SENTENCE.match(sentence)
         assert match, sentence
@@ -120,9 +123,9 @@ def test_each_systems_sentence_has_its_estimate_rows_numbers(three):
         # The judge's bias (not a column of the table) is the same row's figure, stated
         # with its CI on one side of 0: every judge here is biased +0.5.
         row = rows[label]
-        low, high = sorted(abs(v) for v in row["judge_bias_ci"])
+        low, high = sorted(abs(v) for v in row.judge_bias_ci)
         assert match["rest"] == (f"; on the {match['labelled']} labelled cases it scored "
-                                 f"{number(row['judge_bias'])} higher than the clinicians "
+                                 f"{number(row.judge_bias)} higher than the clinicians "
                                  f"on average (95% CI {number(low)} to {number(high)} "
                                  "higher).")
 
@@ -186,8 +189,8 @@ def test_the_forest_plot_and_differences_are_drawn_in_greys(three):
 def test_validity_and_what_the_figures_rest_on(three):
     decision = three["report"]["decision"]
     (validity,) = decision.validity
-    kappas = [f["result"].criteria["accuracy"]["kappa_quadratic"]
-              for f in three["report"]["agreement"]["files"]]
+    kappas = [f.result.criteria["accuracy"]["kappa_quadratic"]
+              for f in three["report"]["agreement"].files]
     for index, kappa in enumerate(kappas, start=1):
         low, high = kappa["ci95"]
         assert (f"#{index}: {number(kappa['value'])} (95% CI {number(low)} to "
@@ -200,22 +203,33 @@ def test_validity_and_what_the_figures_rest_on(three):
     assert SECRET not in section(three["html"])  # the judge's reasoning in the records
 
 
+# What a hand-made row leaves out: an estimate row's and a difference's other fields (no
+# method: the figure has none recorded).
+_ROW = {"system": "-", "labels": "-", "design": "random", "n_drawn": None, "judge_method": "",
+        "judge_bias": None, "judge_bias_ci": None, "judge_bias_method": "",
+        "classical_method": "", "ppi_se": None, "lam": None, "ppi_method": "",
+        "effective_labels": None}
+_DIFFERENCE = {"a": "A", "b": "B", "note": "", "p": None, "method": "",
+               "judge_difference": None, "judge_difference_ci": None,
+               "judge_difference_method": "", "lam": None}
+
+
 def _decision_of(differences, rows=()):
     """build_decision on hand-made estimate rows and differences of one criterion."""
     rubric = load_rubric("trial_eligibility")
-    return build_decision({
-        "files": [{"path": "a/A.jsonl"}, {"path": "b/B.jsonl"}], "rubric": rubric,
-        "agreement": None,
-        "estimates": {"rows": list(rows) or [
-            {"file": f, "criterion": "accuracy", "outcome": "mean", "n_labelled": 40,
-             "n_cases": 400, "judge_mean": 3.5, "judge_ci": [3.4, 3.6],
-             "classical_estimate": 3.1, "classical_ci": [2.9, 3.3], "ppi_estimate": 3.2,
-             "ppi_ci": [3.0, 3.4], "judge_bias": 0.02, "judge_bias_ci": [-0.1, 0.14]}
-            for f in ("a/A.jsonl", "b/B.jsonl")],
-            "differences": [{"criterion": "accuracy", "a_file": "a/A.jsonl",
-                             "b_file": "b/B.jsonl", "mode": "paired", "n_labelled": 40,
-                             "n_cases": 400, **d} for d in differences],
-            "systems": []}})
+    rows = list(rows) or [
+        {"file": f, "criterion": "accuracy", "outcome": "mean", "n_labelled": 40,
+         "n_cases": 400, "judge_mean": 3.5, "judge_ci": [3.4, 3.6],
+         "classical_estimate": 3.1, "classical_ci": [2.9, 3.3], "ppi_estimate": 3.2,
+         "ppi_ci": [3.0, 3.4], "judge_bias": 0.02, "judge_bias_ci": [-0.1, 0.14]}
+        for f in ("a/A.jsonl", "b/B.jsonl")]
+    differences = [{"criterion": "accuracy", "a_file": "a/A.jsonl", "b_file": "b/B.jsonl",
+                    "mode": "paired", "n_labelled": 40, "n_cases": 400, **d}
+                   for d in differences]
+    estimates = ReportEstimates(
+        rows=[EstimateRow(**{**_ROW, **row}) for row in rows],
+        differences=[DifferenceRow(**{**_DIFFERENCE, **d}) for d in differences])
+    return build_decision(rubric, ["a/A.jsonl", "b/B.jsonl"], estimates, None)
 
 
 def test_no_interval_claims_nothing_and_an_end_at_zero_is_no_difference():
@@ -398,8 +412,8 @@ def test_validity_in_expected_mode_says_not_applicable_once(three):
     assert "not applicable (not applicable" not in validity.line
     # In kappa's place, the agreement figure that applies to expected scores: the ICC the
     # agreement table shows, with its CI.
-    [item] = report["agreement"]["files"]
-    icc = item["result"].criteria["accuracy"]["icc_a1"]
+    [item] = report["agreement"].files
+    icc = item.result.criteria["accuracy"]["icc_a1"]
     assert (f"ICC(A,1) {number(icc['value'])} (95% CI {number(icc['ci95'][0])} to "
             f"{number(icc['ci95'][1])}, n = ") in validity.line
 
@@ -472,7 +486,7 @@ def test_labels_counted_per_criterion_when_the_criteria_were_labelled_to_differe
             rubric_hash=load_rubric(info.rubric).source_sha256))
     report = build_report([world["A"].results], labels=label_source(sheet, None),
                           agreement_resamples=200)
-    rows = {r["criterion"]: r["n_labelled"] for r in report["estimates"]["rows"]}
+    rows = {r.criterion: r.n_labelled for r in report["estimates"].rows}
     assert rows["accuracy"] == 40 and rows["clarity"] < 40
     [labels] = [line for line in report["decision"].rests_on if line.startswith("Labels:")]
     assert f"accuracy 40, clarity {rows['clarity']} labelled cases of 200" in labels
@@ -500,7 +514,7 @@ def test_too_few_overlap_cases_are_said_as_such_not_as_none(tmp_path):
     assert "too few overlap cases (2) for a ceiling" in _no_tags(section(render_html(
         report, plots=False)))
     # The count comes from agree's own record of the sheet, per criterion.
-    assert [item["result"].sheet.overlap for item in report["agreement"]["files"]] == [
+    assert [item.result.sheet.overlap for item in report["agreement"].files] == [
         {"accuracy": 2, "clarity": 2}] * 2
 
 

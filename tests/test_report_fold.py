@@ -229,7 +229,7 @@ def test_a_constant_judge_criterion_gives_one_line_not_one_per_statistic(systems
     assert not any("meaningless here" in n for n in page.notes)
     # Presentation only: the agreement result still marks every statistic, and the table
     # still stars each of them.
-    result = systems["report"]["agreement"]["files"][0]["result"].criteria["hallucination"]
+    result = systems["report"]["agreement"].files[0].result.criteria["hallucination"]
     assert all(result[key].get("meaningless") == "the judge gives one value"
                for key, _ in AGREEMENT_STATISTICS)
     html = systems["html"]

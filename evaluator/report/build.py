@@ -54,6 +54,7 @@ from evaluator.data.results import ResultRecord, Status, read_results
 from evaluator.data.sheet import SheetError, read_sheet_info
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.report.decision import build_decision
+from evaluator.report.figures import AgreementFile, ReportAgreement, ReportEstimates
 from evaluator.report.text import attach_text
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
@@ -270,7 +271,7 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
 
 
 def _agreement(files: list[dict[str, Any]], labels: LabelSource, resamples: int,
-               options: Mapping[str, Any]) -> dict[str, Any]:
+               options: Mapping[str, Any]) -> ReportAgreement:
     for path in dict.fromkeys(labels.paths):  # a bad labels file stops the report
         if not labels.is_sheet(path):  # a sheet folder is read (and checked) by agreement()
             load_labels(labels, path, rubric=files[0]["rubric"])
@@ -280,29 +281,30 @@ def _agreement(files: list[dict[str, Any]], labels: LabelSource, resamples: int,
             result = agreement(Path(entry["path"]), replace(labels, paths=(path,)),
                                resamples=resamples, only_ids=entry.get("common_ids"),
                                score_mode=entry["view"].mode, **options)
-            per_file.append({"label": entry["label"], "result": result, "note": None})
+            per_file.append(AgreementFile(label=entry["label"], result=result, note=None))
         except SheetLabelsError:  # the sheet itself cannot be used: stops the report
             raise
         except AgreementError as exc:  # no overlap for this file: said in the page
-            per_file.append({"label": entry["label"], "result": None, "note": str(exc)})
+            per_file.append(AgreementFile(label=entry["label"], result=None, note=str(exc)))
     shown = ", ".join(str(p) for p in dict.fromkeys(labels.paths))
-    if all(item["result"] is None for item in per_file):
+    if all(item.result is None for item in per_file):
         raise ReportError(f"no case id of any results file is in {shown} (column "
                           f"{labels.id_column!r}); check --label-id-column")
-    joined = {item["result"].joined for item in per_file if item["result"]}
-    return {"labels": shown, "label_field": labels.field, "id_column": labels.id_column,
-            "resamples": resamples, "note": SAME_SCALE_NOTE, "files": per_file,
-            "by": options.get("by"), "n_differs": len(joined) > 1,
-            "unlabelled": unlabelled_criteria(scored_keys(files[0]["rubric"]), per_file,
-                                              labels.field)}
+    joined = {item.result.joined for item in per_file if item.result}
+    return ReportAgreement(
+        labels=shown, label_field=labels.field, id_column=labels.id_column,
+        resamples=resamples, note=SAME_SCALE_NOTE, files=per_file, by=options.get("by"),
+        n_differs=len(joined) > 1,
+        unlabelled=unlabelled_criteria(scored_keys(files[0]["rubric"]), per_file,
+                                       labels.field))
 
 
-def unlabelled_criteria(keys: Sequence[str], per_file: Sequence[Mapping[str, Any]],
+def unlabelled_criteria(keys: Sequence[str], per_file: Sequence[AgreementFile],
                         field: str | None) -> dict[str, str]:
     """Scored key -> why no file has agreement figures for it: the labels rate other
     criteria (a ``KEY.label`` field rates KEY only; a sheet its own criteria). The page
     says so in one line instead of a table of dashes."""
-    rated = [key for key in keys if any(item["result"] and key in item["result"].criteria
+    rated = [key for key in keys if any(item.result and key in item.result.criteria
                                         for item in per_file)]
     if not rated:  # every file failed: each file's note says why
         return {}
@@ -338,7 +340,7 @@ def _sheet_criteria(labels: LabelSource, criteria: Sequence[str]) -> list[str] |
 
 
 def _estimates(files: list[dict[str, Any]], labels: LabelSource, criteria: Sequence[str],
-               score_mode: str, rubrics_dirs: Sequence[Path]) -> dict[str, Any]:
+               score_mode: str, rubrics_dirs: Sequence[Path]) -> ReportEstimates:
     """Clinician-level estimates (:func:`evaluator.analysis.estimate.estimate.estimate`) beside each
     file's judge-only mean, and with one labels file per file, the differences; an estimate
     that cannot be made is a note on the page, never a failed report. Sheet folders without
@@ -357,24 +359,21 @@ def _estimates(files: list[dict[str, Any]], labels: LabelSource, criteria: Seque
             failed.append(f"no clinician-level estimate{f' of {wanted[0]}' if keys else ''}: "
                           f"{exc}")
     if not results:
-        return {"note": "; ".join(failed) or "no clinician-level estimate: the sheets share "
-                "no criterion", "rows": [], "differences": []}
-    by_path = {str(f["path"]): f["label"] for f in files}
-    rows = [row for result in results for row in result.estimates]
-    differences = [row for result in results for row in result.differences]
-    for row in [*rows, *differences]:
-        for key, path_key in (("label", "file"), ("a_label", "a_file"), ("b_label", "b_file")):
-            if path_key in row:
-                row[key] = by_path.get(row[path_key], row[path_key])
+        return ReportEstimates(note="; ".join(failed) or "no clinician-level estimate: the "
+                               "sheets share no criterion")
     shared = len(labels.paths) == 1 and len(files) > 1
-    return {"note": None, "rows": rows, "systems": results[0].systems,
-            "differences": [] if shared else differences, "failed": failed,
-            "shared_note": ("one labels file for every results file (several judges of the "
-                            "same answers): each judge's estimate of the same clinician-level "
-                            "mean; no differences between them. For systems, give one "
-                            "--labels per results file." if shared else None),
-            "scale_note": "; ".join(dict.fromkeys(r.scale_note for r in results
-                                                  if r.scale_note)) or None}
+    return ReportEstimates(
+        rows=[row for result in results for row in result.estimates],
+        systems=results[0].systems,
+        differences=[] if shared else [row for result in results for row in result.differences],
+        failed=failed,
+        shared_note=("one labels file for every results file (several judges of the same "
+                     "answers): each judge's estimate of the same clinician-level mean; no "
+                     "differences between them. For systems, give one --labels per results "
+                     "file." if shared else None),
+        scale_note="; ".join(dict.fromkeys(r.scale_note for r in results
+                                           if r.scale_note)) or None,
+        labels={str(f["path"]): f["label"] for f in files})
 
 
 def _restrict_to_common(rubric: Rubric, files: list[dict[str, Any]]) -> dict[str, Any]:
@@ -462,7 +461,8 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
         report["estimates"] = _estimates(files, labels, estimate_criteria, score_mode,
                                          rubrics_dirs)
     # The page's first section: built from the figures above, never from case text.
-    report["decision"] = build_decision(report)
+    report["decision"] = build_decision(rubric, [f["path"] for f in files],
+                                        report["estimates"], report["agreement"])
     if show_text:
         attach_text(report, cases)
     else:
