@@ -107,7 +107,7 @@ def test_each_systems_sentence_has_its_estimate_rows_numbers(three):
     table = {(row[0], row[1]): row for row in table_after(html, "estimates")[1:]}
     sentences = items(html, "decision-system")
     assert len(sentences) == 3
-    estimates = three["report"]["estimates"]
+    estimates = three["report"].estimates
     rows = {estimates.label(row.file): row for row in estimates.rows}
     for sentence in sentences:
         match = SYSTEM_SENTENCE.match(sentence)
@@ -165,12 +165,12 @@ def test_a_difference_whose_ci_holds_zero_is_no_difference_detected(three):
     # Outside the interval's words, nothing says higher or lower.
     claim = sentence.replace(match["span"], "")
     assert not re.search(r"higher|lower", claim), claim
-    (record,) = [d for d in three["report"]["decision"].differences if d.b_number == 2]
+    (record,) = [d for d in three["report"].decision.differences if d.b_number == 2]
     assert record.finding == "no difference detected"
 
 
 def test_the_forest_plot_and_differences_are_drawn_in_greys(three):
-    decision = three["report"]["decision"]
+    decision = three["report"].decision
     (outcome,) = decision.outcomes
     assert outcome.scale == (1.0, 5.0) and "1 to 5" in outcome.scale_text
     assert [s.number for s in outcome.systems] == [1, 2, 3]
@@ -187,10 +187,10 @@ def test_the_forest_plot_and_differences_are_drawn_in_greys(three):
 
 
 def test_validity_and_what_the_figures_rest_on(three):
-    decision = three["report"]["decision"]
+    decision = three["report"].decision
     (validity,) = decision.validity
     kappas = [f.result.criteria["accuracy"]["kappa_quadratic"]
-              for f in three["report"]["agreement"].files]
+              for f in three["report"].agreement.files]
     for index, kappa in enumerate(kappas, start=1):
         low, high = kappa["ci95"]
         assert (f"#{index}: {number(kappa['value'])} (95% CI {number(low)} to "
@@ -268,7 +268,7 @@ def test_no_interval_claims_nothing_and_an_end_at_zero_is_no_difference():
 
 def test_without_labels_the_first_screen_says_what_the_judge_alone_can_tell(three, tmp_path):
     report = build_report(three["results"][:2], worst_n=0)
-    assert report["decision"].labelled is False and not report["decision"].outcomes
+    assert report.decision.labelled is False and not report.decision.outcomes
     html = render_html(report)
     text = " ".join(unescape(re.sub(r"<[^>]+>", " ", section(html))).split())
     for sentence in WITHOUT_LABELS:
@@ -305,14 +305,14 @@ def test_no_case_text_in_the_decision_section_even_with_show_text(tmp_path):
     html = render_html(report)
     assert MARK in html  # the page has case text (--show-text) ...
     part = section(html)
-    assert report["decision"].labelled and "by clinicians' standard" in unescape(part).lower()
+    assert report.decision.labelled and "by clinicians' standard" in unescape(part).lower()
     assert MARK not in part and "patient-" not in part  # ... the Decision section none
     for svg in embedded_svgs(part):
         assert MARK not in svg and "patient-" not in svg
-    assert MARK not in json.dumps(report["decision"].to_json())
+    assert MARK not in json.dumps(report.decision.to_json())
     # A plain labels file: whether the labellers saw the verdict is not recorded.
     assert any("not recorded whether the labellers saw the judge's verdict" in line
-               for line in report["decision"].rests_on)
+               for line in report.decision.rests_on)
 
 
 def test_a_gates_pass_rate_is_drawn_from_0_to_1_and_said_as_a_pass_rate():
@@ -353,7 +353,7 @@ def test_labels_that_give_no_estimate_are_not_called_no_labels(three, tmp_path):
     labels = write_rows(tmp_path / "priority.csv", rows)
     report = build_report([results], labels=label_source([labels], "accuracy.label"),
                           agreement_resamples=100, worst_n=0)
-    decision = report["decision"]
+    decision = report.decision
     assert not decision.labelled and "priority" in decision.notes[0]
     text = _no_tags(section(render_html(report)))
     assert "No clinician labels were given" not in text
@@ -407,12 +407,12 @@ def test_validity_in_expected_mode_says_not_applicable_once(three):
     report = build_report(three["results"][:1],
                           labels=label_source([three["sheets"][0]], "accuracy.label"),
                           agreement_resamples=100, worst_n=0, score_mode="expected")
-    (validity,) = report["decision"].validity
+    (validity,) = report.decision.validity
     assert "not applicable to expected scores" in validity.line
     assert "not applicable (not applicable" not in validity.line
     # In kappa's place, the agreement figure that applies to expected scores: the ICC the
     # agreement table shows, with its CI.
-    [item] = report["agreement"].files
+    [item] = report.agreement.files
     icc = item.result.criteria["accuracy"]["icc_a1"]
     assert (f"ICC(A,1) {number(icc['value'])} (95% CI {number(icc['ci95'][0])} to "
             f"{number(icc['ci95'][1])}, n = ") in validity.line
@@ -435,8 +435,8 @@ def test_with_common_cases_the_page_says_the_estimates_use_each_files_own_cases(
         for name, sheet in (("A", three["sheets"][0]), ("B", three["sheets"][1]))]
     report = build_report([first, fewer], labels=label_source(labels, "accuracy.label"),
                           agreement_resamples=100, worst_n=0, common_cases=True)
-    assert report["common_cases"]["n"] == N_CASES - 30
-    (outcome,) = report["decision"].outcomes
+    assert report.common_cases.n == N_CASES - 30
+    (outcome,) = report.decision.outcomes
     assert [s.n_cases for s in outcome.systems] == [N_CASES, N_CASES - 30]
     text = _no_tags(render_html(report, plots=False))
     assert "The clinician-level figures (the Decision and the clinician-level estimates) do " \
@@ -486,9 +486,9 @@ def test_labels_counted_per_criterion_when_the_criteria_were_labelled_to_differe
             rubric_hash=load_rubric(info.rubric).source_sha256))
     report = build_report([world["A"].results], labels=label_source(sheet, None),
                           agreement_resamples=200)
-    rows = {r.criterion: r.n_labelled for r in report["estimates"].rows}
+    rows = {r.criterion: r.n_labelled for r in report.estimates.rows}
     assert rows["accuracy"] == 40 and rows["clarity"] < 40
-    [labels] = [line for line in report["decision"].rests_on if line.startswith("Labels:")]
+    [labels] = [line for line in report.decision.rests_on if line.startswith("Labels:")]
     assert f"accuracy 40, clarity {rows['clarity']} labelled cases of 200" in labels
 
 
@@ -506,7 +506,7 @@ def test_too_few_overlap_cases_are_said_as_such_not_as_none(tmp_path):
                           labels=label_source([world["A"].sheet, world["B"].sheet], None),
                           agreement_resamples=100, worst_n=0)
     assert MIN_OVERLAP > 2
-    for validity in report["decision"].validity:
+    for validity in report.decision.validity:
         assert "no case labelled by two clinicians" not in validity.line
         assert validity.line.endswith(
             f"; clinicians vs each other: too few overlap cases (2) for a ceiling (it needs "
@@ -514,7 +514,7 @@ def test_too_few_overlap_cases_are_said_as_such_not_as_none(tmp_path):
     assert "too few overlap cases (2) for a ceiling" in _no_tags(section(render_html(
         report, plots=False)))
     # The count comes from agree's own record of the sheet, per criterion.
-    assert [item.result.sheet.overlap for item in report["agreement"].files] == [
+    assert [item.result.sheet.overlap for item in report.agreement.files] == [
         {"accuracy": 2, "clarity": 2}] * 2
 
 

@@ -414,7 +414,7 @@ def test_the_html_report_shows_the_ceiling_beside_the_agreement(run, tmp_path):
         if i < 30:
             label(sheet, "ben", case, min(5, truth[case] + (i % 2)))
     report = build_report([path], labels=label_source(sheet, None), agreement_resamples=200)
-    [item] = report["agreement"].files
+    [item] = report.agreement.files
     [found] = item.result.ceiling
     html = render_html(report, plots=False)
     assert "The ceiling, #1" in html and "clinician vs clinician" in html
