@@ -413,7 +413,7 @@ def test_the_report_ignores_a_summary_of_another_file(done, tmp_path):
     assert stored["results_file"] == "results.jsonl"
     copy = tmp_path / "out" / "results.json"
     copy.write_bytes(done.read_bytes())
-    notes = build_report([copy], worst_n=0)["files"][0]["notes"]
+    notes = build_report([copy], worst_n=0).files[0].notes
     assert any("summary of results.jsonl" in note for note in notes), notes
 
 

@@ -202,7 +202,7 @@ def test_labels_on_another_scale_are_said_and_still_estimated(tmp_path, two_syst
     report = estimate([results], label_source([labels], "correct"), criteria=["accuracy"])
     assert "not on 'accuracy''s scale" in report.scale_note
     (row,) = report.estimates
-    assert row["ppi_estimate"] == pytest.approx(statistics.mean(correct.values()), abs=1e-9)
+    assert row.ppi_estimate == pytest.approx(statistics.mean(correct.values()), abs=1e-9)
 
 
 def test_expected_scores_are_the_predictions_with_score_expected(tmp_path, two_systems):
@@ -212,10 +212,10 @@ def test_expected_scores_are_the_predictions_with_score_expected(tmp_path, two_s
     argmax = estimate([results], label_source([filled], "accuracy.label")).estimates[0]
     expected = estimate([results], label_source([filled], "accuracy.label"),
                         score_mode="expected").estimates[0]
-    assert argmax["judge_mean"] != expected["judge_mean"]
+    assert argmax.judge_mean != expected.judge_mean
     records = [json.loads(line) for line in results.read_text().splitlines()]
     mean_expected = statistics.mean(r["distributions"]["accuracy"]["expected"] for r in records)
-    assert expected["judge_mean"] == pytest.approx(mean_expected)
+    assert expected.judge_mean == pytest.approx(mean_expected)
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -265,8 +265,8 @@ def test_the_report_shows_each_systems_estimate_beside_its_judge_mean_and_the_di
     figures = estimate([a, b], label_source(labels, "accuracy.label"))
     assert "Clinician-level estimates" in text and "Differences between systems" in text
     for row in figures.estimates:
-        assert f"{row['ppi_estimate']:.3f}" in text and f"{row['judge_mean']:.3f}" in text
-    assert f"{figures.differences[0]['estimate']:.3f}" in text and "paired" in text
+        assert f"{row.ppi_estimate:.3f}" in text and f"{row.judge_mean:.3f}" in text
+    assert f"{figures.differences[0].estimate:.3f}" in text and "paired" in text
     assert SECRET not in page.read_text()
     priority = fill_sheet(review(a, tmp_path / "p", "--n", "20"), tmp_path / "p.csv",
                           two_systems["A"][1])
@@ -289,9 +289,9 @@ def test_in_expected_mode_a_gate_is_predicted_by_the_judges_probability_of_passi
     records = [json.loads(line) for line in results.read_text().splitlines()]
     p_pass = [sum(p for v, p in r["distributions"]["accuracy"]["probabilities"].items()
                   if int(v) >= 4) for r in records]
-    assert row["criterion"] == "accuracy >= 4"
-    assert row["judge_mean"] == pytest.approx(statistics.mean(p_pass))
-    assert row["judge_mean"] != pytest.approx(
+    assert row.criterion == "accuracy >= 4"
+    assert row.judge_mean == pytest.approx(statistics.mean(p_pass))
+    assert row.judge_mean != pytest.approx(
         statistics.mean(float(r["scores"]["accuracy"] >= 4) for r in records))
 
 

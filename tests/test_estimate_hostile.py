@@ -54,10 +54,10 @@ def test_every_case_labelled_ppi_ci_is_not_narrower_than_the_labels_own(tmp_path
     results = write_results(tmp_path / "A.jsonl", records)
     filled = sheet(tmp_path, results, truth, "--design", "random", "--n", "60", "--seed", "1")
     (row,) = estimate([results], label_source([filled], "accuracy.label")).estimates
-    assert row["ppi_estimate"] == pytest.approx(row["classical_estimate"])
-    width = row["ppi_ci"][1] - row["ppi_ci"][0]
-    assert width >= (row["classical_ci"][1] - row["classical_ci"][0]) - 1e-9
-    assert row["effective_labels"] is None or row["effective_labels"] <= 60 + 1e-9
+    assert row.ppi_estimate == pytest.approx(row.classical_estimate)
+    width = row.ppi_ci[1] - row.ppi_ci[0]
+    assert width >= (row.classical_ci[1] - row.classical_ci[0]) - 1e-9
+    assert row.effective_labels is None or row.effective_labels <= 60 + 1e-9
 
 
 def _random_system(y, f, drawn):
@@ -85,7 +85,7 @@ def test_random_design_ppi_covers_when_most_cases_are_labelled():
         f = np.clip(np.round(y + 0.5 + rng.normal(0, sd)), 1, 5)
         row = estimate_outcome(_random_system(y, f, rng.choice(50, 45, replace=False)),
                                "accuracy", None)
-        covered.append(row["ppi_ci"][0] <= truth <= row["ppi_ci"][1])
+        covered.append(row.ppi_ci[0] <= truth <= row.ppi_ci[1])
     assert np.mean(covered) >= 0.92, np.mean(covered)
 
 
@@ -104,7 +104,8 @@ def test_labels_all_equal_never_give_a_zero_width_ci(tmp_path, system_a, labelle
     report = estimate([results], label_source([filled], "accuracy.label"))
     for row in report.estimates:
         for key in ("ppi_ci", "classical_ci"):
-            assert row[key] is None or row[key][1] > row[key][0], (key, row[key])
+            ci = getattr(row, key)
+            assert ci is None or ci[1] > ci[0], (key, ci)
 
 
 def test_active_estimator_covers_at_twenty_labels():

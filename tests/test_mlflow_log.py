@@ -322,11 +322,11 @@ def test_labels_log_the_agreement_and_estimate_figures(here, finished):
     assert metrics[f"agreement_gate/{rule}/tp"] == gate_row["tp"]
     rows = estimate([finished], label_source([labels], "clinician"),
                     criteria=["critical_finding_concordance"], gates=[gate]).estimates
-    by_criterion = {row["criterion"]: row for row in rows}
+    by_criterion = {row.criterion: row for row in rows}
     row = by_criterion["critical_finding_concordance"]
-    assert metrics["estimate/critical_finding_concordance/ppi"] == row["ppi_estimate"]
-    assert metrics["estimate/critical_finding_concordance/ppi_ci95_high"] == row["ppi_ci"][1]
-    assert metrics[f"estimate/{rule}/ppi"] == by_criterion[gate.rule]["ppi_estimate"]
+    assert metrics["estimate/critical_finding_concordance/ppi"] == row.ppi_estimate
+    assert metrics["estimate/critical_finding_concordance/ppi_ci95_high"] == row.ppi_ci[1]
+    assert metrics[f"estimate/{rule}/ppi"] == by_criterion[gate.rule].ppi_estimate
 
 
 def test_a_key_label_field_logs_agreement_for_that_criterion_only(here, finished):

@@ -149,30 +149,30 @@ def everything(html: str) -> str:
 
 def test_two_files_side_by_side(two_runs):
     report = build_report([two_runs["a"], two_runs["b"]], worst_n=0)
-    a, b = report["files"]
-    assert a["label"] == "judge-a · results.jsonl" and b["label"] == "judge-b · results.jsonl"
+    a, b = report.files
+    assert a.label == "judge-a · results.jsonl" and b.label == "judge-b · results.jsonl"
     n = len(two_runs["rows"])
-    assert a["summary"].status_counts == {"ok": n}
-    assert b["summary"].status_counts == {"invalid_output": 2, "ok": n - 2}
-    assert [f["case_id"] for f in b["failed"]] == [two_runs["rows"][i]["case_id"] for i in (1, 2)]
+    assert a.summary.status_counts == {"ok": n}
+    assert b.summary.status_counts == {"invalid_output": 2, "ok": n - 2}
+    assert [f.case_id for f in b.failed] == [two_runs["rows"][i]["case_id"] for i in (1, 2)]
     # Recomputed from the records = what the run wrote beside them.
     for entry, path in ((a, two_runs["a"]), (b, two_runs["b"])):
         written = json.loads(path.with_name("results.summary.json").read_text())
-        assert entry["summary"].to_json()["criteria"] == written["criteria"]
+        assert entry.summary.to_json()["criteria"] == written["criteria"]
     accuracy_b = [r.scores["accuracy"] for r in read_results(two_runs["b"]) if r.status == "ok"]
-    assert b["values"]["accuracy"] == accuracy_b
-    assert report["worst"] is None and report["agreement"] is None
+    assert b.values["accuracy"] == accuracy_b
+    assert report.worst is None and report.agreement is None
 
 
 def test_summary_file_is_not_needed(two_runs, tmp_path):
     copy = tmp_path / "only-records.jsonl"
     copy.write_bytes(two_runs["b"].read_bytes())
     report = build_report([copy], worst_n=0)
-    [entry] = report["files"]
-    rubric = report["rubric"]
-    assert entry["summary"].criteria == summarize(rubric, "judge-b",
+    [entry] = report.files
+    rubric = report.rubric
+    assert entry.summary.criteria == summarize(rubric, "judge-b",
                                                   read_results(copy)).criteria
-    assert any("no summary file" in note for note in entry["notes"])
+    assert any("no summary file" in note for note in entry.notes)
 
 
 def test_labels_disambiguate_equal_names():
@@ -183,27 +183,27 @@ def test_labels_disambiguate_equal_names():
 
 def test_worst_cases_lowest_first_with_other_files(two_runs):
     report = build_report([two_runs["a"], two_runs["b"]], worst_by="accuracy", worst_n=4)
-    worst = report["worst"]
-    assert worst["key"] == "accuracy" and worst["columns"] == ["hallucination", "accuracy",
+    worst = report.worst
+    assert worst.key == "accuracy" and worst.columns == ["hallucination", "accuracy",
                                                                "clarity"]
     records_b = {r.case_id: r for r in read_results(two_runs["b"])}
     expected = sorted((r.scores["accuracy"], r.case_id) for r in records_b.values()
                       if r.status == "ok")[:4]
-    rows_b = worst["by_file"][1]["rows"]
-    assert [(row["values"][1], row["case_id"]) for row in rows_b] == expected
+    rows_b = worst.by_file[1].rows
+    assert [(row.values[1], row.case_id) for row in rows_b] == expected
     records_a = {r.case_id: r for r in read_results(two_runs["a"])}
     for row in rows_b:
-        assert row["others"] == [records_a[row["case_id"]].scores["accuracy"]]
-        assert all(type(v) is int for v in row["values"] + row["others"])
+        assert row.others == [records_a[row.case_id].scores["accuracy"]]
+        assert all(type(v) is int for v in row.values + row.others)
     # In A's list, B's failed cases show their status instead of a score.
     report = build_report([two_runs["a"], two_runs["b"]], worst_by="accuracy", worst_n=10_000)
-    others = {row["case_id"]: row["others"][0] for row in report["worst"]["by_file"][0]["rows"]}
+    others = {row.case_id: row.others[0] for row in report.worst.by_file[0].rows}
     assert others[two_runs["rows"][1]["case_id"]] == "invalid_output"
-    assert "record" not in report["worst"]["by_file"][0]["rows"][0]  # no text without flag
+    assert report.worst.by_file[0].rows[0].record is None  # no text without flag
 
 
 def test_worst_by_default_and_alias_and_unknown(two_runs):
-    assert build_report([two_runs["a"]])["worst"]["key"] == "hallucination"
+    assert build_report([two_runs["a"]]).worst.key == "hallucination"
     with pytest.raises(ReportError, match="unknown --worst-by key 'accuracyy'.*accuracy"):
         build_report([two_runs["a"]], worst_by="accuracyy")
 
@@ -215,7 +215,7 @@ def test_agreement_tables_match_the_agreement_function(two_runs):
                           labels=label_source(two_runs["labels"], "expert_qrel"))
     direct = agreement(two_runs["b"], label_source(two_runs["labels"], "expert_qrel"),
                        resamples=100)
-    assert report["agreement"]["files"][1]["result"] == direct
+    assert report.agreement.files[1].result == direct
     html = render_html(report, plots=False)
     spearman = direct.criteria["accuracy"]["spearman"]
     assert f"{spearman['value']:.3f}" in html
@@ -240,9 +240,9 @@ def test_page_shows_every_section(two_runs):
     statuses = next(row for row in table_rows(html) if row[0].startswith("#2 judge-b"))
     # cases, ok, invalid_output, truncated, too_long, input_error, backend_error, failed
     assert statuses[1:] == [str(n), str(n - 2), "2", "0", "0", "0", "0", "2"]
-    first = report["worst"]["by_file"][0]["rows"][0]
-    shown = next(row for row in table_rows(html) if row[0] == first["case_id"])
-    assert shown[1:] == ["ok", *map(str, first["values"]), *map(str, first["others"])]
+    first = report.worst.by_file[0].rows[0]
+    shown = next(row for row in table_rows(html) if row[0] == first.case_id)
+    assert shown[1:] == ["ok", *map(str, first.values), *map(str, first.others)]
     svgs = embedded_svgs(html)
     assert len(svgs) == 1 + 3  # statuses + one per criterion (no aggregates, no thresholds)
     for svg in svgs:
@@ -257,7 +257,7 @@ def test_pass_rates_and_aggregates(tmp_path):
                            "reasoning": "r"}) for c in (4, 2, 3)][:len(rows)]
     path = run_fake(rows, tmp_path / "p", "judge-p", outputs, rubric="pathology_report")
     report = build_report([path])
-    rate = report["files"][0]["summary"].pass_rates["critical_finding_concordance"]
+    rate = report.files[0].summary.pass_rates["critical_finding_concordance"]
     assert rate.passed == sum(c >= 3 for c in (4, 2, 3)[:len(rows)])
     html = render_html(report)
     assert "Pass rates" in html and f"{100 * rate.rate:.1f}%" in html
@@ -269,8 +269,8 @@ def test_pass_rates_and_aggregates(tmp_path):
     assert "aggregate: share_above of DiagnosisAccuracy" in html
     ecg_report = build_report([ecg])
     # the scores chart, one per aggregate, one confidence histogram per criterion
-    assert len(embedded_svgs(html)) == (1 + len(ecg_report["aggregates"])
-                                        + len(ecg_report["confidence_criteria"]))
+    assert len(embedded_svgs(html)) == (1 + len(ecg_report.aggregates)
+                                        + len(ecg_report.confidence_criteria))
 
 
 def constant_pathology_run(tmp_path: Path) -> tuple[Path, list[dict]]:
@@ -337,7 +337,7 @@ def test_summary_blocks_shown_when_present(two_runs, tmp_path):
     assert "Self-consistency" not in plain
     (base / "results.summary.json").write_text("{broken")
     report = build_report([results], worst_n=0)
-    assert any("could not be read" in note for note in report["files"][0]["notes"])
+    assert any("could not be read" in note for note in report.files[0].notes)
     assert "Self-consistency" not in render_html(report, plots=False)
 
 
@@ -598,28 +598,28 @@ def unequal_runs(trial_rows, tmp_path_factory):
 def test_different_case_sets_are_said_and_common_cases_compares_like_with_like(unequal_runs):
     runs = unequal_runs
     plain = build_report([runs["a"], runs["b"]], worst_n=0)
-    assert plain["case_sets"] == {"ok_counts": [runs["n"], runs["third"]], "differ": True,
+    assert vars(plain.case_sets) == {"ok_counts": [runs["n"], runs["third"]], "differ": True,
                                   "common": runs["third"]}
-    assert plain["files"][0]["summary"].criteria["accuracy"].n == runs["n"]
+    assert plain.files[0].summary.criteria["accuracy"].n == runs["n"]
     html = render_html(plain, plots=False)
     assert "judged on different case sets" in html and "--common-cases" in html
     common = build_report([runs["a"], runs["b"]], worst_n=3, common_cases=True,
                           agreement_resamples=100, labels=label_source(runs["labels"],
                                                                        "expert_qrel"))
-    assert common["common_cases"] == {"n": runs["third"], "union": runs["n"]}
-    for entry in common["files"]:
-        assert entry["summary"].criteria["accuracy"].n == runs["third"]
-        assert len(entry["values"]["accuracy"]) == runs["third"]
-    assert [item["result"].joined for item in common["agreement"]["files"]] == \
+    assert vars(common.common_cases) == {"n": runs["third"], "union": runs["n"]}
+    for entry in common.files:
+        assert entry.summary.criteria["accuracy"].n == runs["third"]
+        assert len(entry.values["accuracy"]) == runs["third"]
+    assert [item.result.joined for item in common.agreement.files] == \
         [runs["third"]] * 2
-    assert not common["agreement"]["n_differs"]
+    assert not common.agreement.n_differs
     first_ids = {r.case_id for r in read_results(runs["b"])}
-    assert all(row["case_id"] in first_ids for row in common["worst"]["by_file"][0]["rows"])
+    assert all(row.case_id in first_ids for row in common.worst.by_file[0].rows)
     html = render_html(common, plots=False)
     assert f"Common cases: n = {runs['third']}</strong>" in html
     assert "judged on different case sets" not in html
     # The status table still counts every record.
-    assert status_table(common)[0]["cases"] == runs["n"]
+    assert status_table(common)[0].cases == runs["n"]
 
 
 def test_agreement_warnings_methods_and_bias_figures_in_the_page(unequal_runs, tmp_path):
@@ -658,7 +658,7 @@ def test_agreement_rows_name_the_file_they_belong_to(unequal_runs):
         "accuracy: the judge gave 2 on every case" in text
     assert "* #1 judge-a · results.jsonl: all agreement statistics" not in text
     verbosity = [row for row in table_rows(html) if row and row[0].startswith("judge's verdict")]
-    assert [row[1] for row in verbosity] == ["#1", "#2"] * len(report["scored_keys"])
+    assert [row[1] for row in verbosity] == ["#1", "#2"] * len(report.scored_keys)
 
 
 # --- a newcomer's review of one page: criteria without labels, and two judge-only CIs ----
@@ -685,9 +685,9 @@ def labelled_on_accuracy(tmp_path_factory):
 
 def test_a_criterion_without_labels_gets_one_line_not_a_row_of_dashes(labelled_on_accuracy):
     _, report, html = labelled_on_accuracy
-    assert report["scored_keys"][:3] == ["hallucination", "accuracy", "clarity"]
+    assert report.scored_keys[:3] == ["hallucination", "accuracy", "clarity"]
     why = "no labels given (--label-field accuracy.label rates accuracy only)"
-    assert report["agreement"]["unlabelled"] == {"hallucination": why, "clarity": why}
+    assert report.agreement.unlabelled == {"hallucination": why, "clarity": why}
     section = _section(html, "agreement", "estimates")
     text = " ".join(" ".join(parse(section).text).split())
     assert f"hallucination : {why}" in text and f"clarity : {why}" in text
@@ -711,12 +711,12 @@ def test_the_page_says_which_ci_each_judge_only_mean_has(labelled_on_accuracy):
     scores = [r.scores["accuracy"] for r in read_results(world["A"].results)]
     mean, half = statistics.fmean(scores), 1.959963984540054 * statistics.stdev(scores)
     half /= math.sqrt(len(scores))
-    [row] = [r for r in report["estimates"]["rows"]
-             if r["criterion"] == "accuracy" and r["file"] == str(world["A"].results)]
-    assert row["judge_mean"] == pytest.approx(mean)
-    assert row["judge_ci"] == pytest.approx([mean - half, mean + half])
-    boot = report["files"][0]["summary"].criteria["accuracy"].ci95
-    assert boot != pytest.approx(row["judge_ci"], abs=1e-6)   # two intervals, one mean
+    [row] = [r for r in report.estimates.rows
+             if r.criterion == "accuracy" and r.file == str(world["A"].results)]
+    assert row.judge_mean == pytest.approx(mean)
+    assert row.judge_ci == pytest.approx([mean - half, mean + half])
+    boot = report.files[0].summary.criteria["accuracy"].ci95
+    assert boot != pytest.approx(row.judge_ci, abs=1e-6)   # two intervals, one mean
     estimates = " ".join(" ".join(parse(_section(html, "estimates", "consistency")
                                         if 'id="consistency"' in html else
                                         html[html.index('id="estimates"'):]).text).split())

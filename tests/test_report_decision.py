@@ -19,9 +19,11 @@ pytest.importorskip("sklearn", reason="needs the stats extra")
 pytest.importorskip("matplotlib", reason="needs the report extra: pip install -e '.[report]'")
 
 from evaluator.analysis.designs import random_draw
+from evaluator.analysis.estimate.records import DifferenceRow, EstimateRow
 from evaluator.cli.main import cli
 from evaluator.report.build import build_report
 from evaluator.report.decision import WITHOUT_LABELS, build_decision, number
+from evaluator.report.figures import ReportEstimates
 from evaluator.report.html import render_html
 from evaluator.rubrics.load import load_rubric
 from tests.conftest import label_source, write_jsonl
@@ -105,7 +107,8 @@ def test_each_systems_sentence_has_its_estimate_rows_numbers(three):
     table = {(row[0], row[1]): row for row in table_after(html, "estimates")[1:]}
     sentences = items(html, "decision-system")
     assert len(sentences) == 3
-    rows = {row["label"]: row for row in three["report"]["estimates"]["rows"]}
+    estimates = three["report"].estimates
+    rows = {estimates.label(row.file): row for row in estimates.rows}
     for sentence in sentences:
         match = SYSTEM_SENTENCE.match(sentence)
         assert match, sentence
@@ -120,9 +123,9 @@ def test_each_systems_sentence_has_its_estimate_rows_numbers(three):
         # The judge's bias (not a column of the table) is the same row's figure, stated
         # with its CI on one side of 0: every judge here is biased +0.5.
         row = rows[label]
-        low, high = sorted(abs(v) for v in row["judge_bias_ci"])
+        low, high = sorted(abs(v) for v in row.judge_bias_ci)
         assert match["rest"] == (f"; on the {match['labelled']} labelled cases it scored "
-                                 f"{number(row['judge_bias'])} higher than the clinicians "
+                                 f"{number(row.judge_bias)} higher than the clinicians "
                                  f"on average (95% CI {number(low)} to {number(high)} "
                                  "higher).")
 
@@ -162,12 +165,12 @@ def test_a_difference_whose_ci_holds_zero_is_no_difference_detected(three):
     # Outside the interval's words, nothing says higher or lower.
     claim = sentence.replace(match["span"], "")
     assert not re.search(r"higher|lower", claim), claim
-    (record,) = [d for d in three["report"]["decision"].differences if d.b_number == 2]
+    (record,) = [d for d in three["report"].decision.differences if d.b_number == 2]
     assert record.finding == "no difference detected"
 
 
 def test_the_forest_plot_and_differences_are_drawn_in_greys(three):
-    decision = three["report"]["decision"]
+    decision = three["report"].decision
     (outcome,) = decision.outcomes
     assert outcome.scale == (1.0, 5.0) and "1 to 5" in outcome.scale_text
     assert [s.number for s in outcome.systems] == [1, 2, 3]
@@ -184,10 +187,10 @@ def test_the_forest_plot_and_differences_are_drawn_in_greys(three):
 
 
 def test_validity_and_what_the_figures_rest_on(three):
-    decision = three["report"]["decision"]
+    decision = three["report"].decision
     (validity,) = decision.validity
-    kappas = [f["result"].criteria["accuracy"]["kappa_quadratic"]
-              for f in three["report"]["agreement"]["files"]]
+    kappas = [f.result.criteria["accuracy"]["kappa_quadratic"]
+              for f in three["report"].agreement.files]
     for index, kappa in enumerate(kappas, start=1):
         low, high = kappa["ci95"]
         assert (f"#{index}: {number(kappa['value'])} (95% CI {number(low)} to "
@@ -200,22 +203,33 @@ def test_validity_and_what_the_figures_rest_on(three):
     assert SECRET not in section(three["html"])  # the judge's reasoning in the records
 
 
+# What a hand-made row leaves out: an estimate row's and a difference's other fields (no
+# method: the figure has none recorded).
+_ROW = {"system": "-", "labels": "-", "design": "random", "n_drawn": None, "judge_method": "",
+        "judge_bias": None, "judge_bias_ci": None, "judge_bias_method": "",
+        "classical_method": "", "ppi_se": None, "lam": None, "ppi_method": "",
+        "effective_labels": None}
+_DIFFERENCE = {"a": "A", "b": "B", "note": "", "p": None, "method": "",
+               "judge_difference": None, "judge_difference_ci": None,
+               "judge_difference_method": "", "lam": None}
+
+
 def _decision_of(differences, rows=()):
     """build_decision on hand-made estimate rows and differences of one criterion."""
     rubric = load_rubric("trial_eligibility")
-    return build_decision({
-        "files": [{"path": "a/A.jsonl"}, {"path": "b/B.jsonl"}], "rubric": rubric,
-        "agreement": None,
-        "estimates": {"rows": list(rows) or [
-            {"file": f, "criterion": "accuracy", "outcome": "mean", "n_labelled": 40,
-             "n_cases": 400, "judge_mean": 3.5, "judge_ci": [3.4, 3.6],
-             "classical_estimate": 3.1, "classical_ci": [2.9, 3.3], "ppi_estimate": 3.2,
-             "ppi_ci": [3.0, 3.4], "judge_bias": 0.02, "judge_bias_ci": [-0.1, 0.14]}
-            for f in ("a/A.jsonl", "b/B.jsonl")],
-            "differences": [{"criterion": "accuracy", "a_file": "a/A.jsonl",
-                             "b_file": "b/B.jsonl", "mode": "paired", "n_labelled": 40,
-                             "n_cases": 400, **d} for d in differences],
-            "systems": []}})
+    rows = list(rows) or [
+        {"file": f, "criterion": "accuracy", "outcome": "mean", "n_labelled": 40,
+         "n_cases": 400, "judge_mean": 3.5, "judge_ci": [3.4, 3.6],
+         "classical_estimate": 3.1, "classical_ci": [2.9, 3.3], "ppi_estimate": 3.2,
+         "ppi_ci": [3.0, 3.4], "judge_bias": 0.02, "judge_bias_ci": [-0.1, 0.14]}
+        for f in ("a/A.jsonl", "b/B.jsonl")]
+    differences = [{"criterion": "accuracy", "a_file": "a/A.jsonl", "b_file": "b/B.jsonl",
+                    "mode": "paired", "n_labelled": 40, "n_cases": 400, **d}
+                   for d in differences]
+    estimates = ReportEstimates(
+        rows=[EstimateRow(**{**_ROW, **row}) for row in rows],
+        differences=[DifferenceRow(**{**_DIFFERENCE, **d}) for d in differences])
+    return build_decision(rubric, ["a/A.jsonl", "b/B.jsonl"], estimates, None)
 
 
 def test_no_interval_claims_nothing_and_an_end_at_zero_is_no_difference():
@@ -254,7 +268,7 @@ def test_no_interval_claims_nothing_and_an_end_at_zero_is_no_difference():
 
 def test_without_labels_the_first_screen_says_what_the_judge_alone_can_tell(three, tmp_path):
     report = build_report(three["results"][:2], worst_n=0)
-    assert report["decision"].labelled is False and not report["decision"].outcomes
+    assert report.decision.labelled is False and not report.decision.outcomes
     html = render_html(report)
     text = " ".join(unescape(re.sub(r"<[^>]+>", " ", section(html))).split())
     for sentence in WITHOUT_LABELS:
@@ -291,14 +305,14 @@ def test_no_case_text_in_the_decision_section_even_with_show_text(tmp_path):
     html = render_html(report)
     assert MARK in html  # the page has case text (--show-text) ...
     part = section(html)
-    assert report["decision"].labelled and "by clinicians' standard" in unescape(part).lower()
+    assert report.decision.labelled and "by clinicians' standard" in unescape(part).lower()
     assert MARK not in part and "patient-" not in part  # ... the Decision section none
     for svg in embedded_svgs(part):
         assert MARK not in svg and "patient-" not in svg
-    assert MARK not in json.dumps(report["decision"].to_json())
+    assert MARK not in json.dumps(report.decision.to_json())
     # A plain labels file: whether the labellers saw the verdict is not recorded.
     assert any("not recorded whether the labellers saw the judge's verdict" in line
-               for line in report["decision"].rests_on)
+               for line in report.decision.rests_on)
 
 
 def test_a_gates_pass_rate_is_drawn_from_0_to_1_and_said_as_a_pass_rate():
@@ -339,7 +353,7 @@ def test_labels_that_give_no_estimate_are_not_called_no_labels(three, tmp_path):
     labels = write_rows(tmp_path / "priority.csv", rows)
     report = build_report([results], labels=label_source([labels], "accuracy.label"),
                           agreement_resamples=100, worst_n=0)
-    decision = report["decision"]
+    decision = report.decision
     assert not decision.labelled and "priority" in decision.notes[0]
     text = _no_tags(section(render_html(report)))
     assert "No clinician labels were given" not in text
@@ -393,13 +407,13 @@ def test_validity_in_expected_mode_says_not_applicable_once(three):
     report = build_report(three["results"][:1],
                           labels=label_source([three["sheets"][0]], "accuracy.label"),
                           agreement_resamples=100, worst_n=0, score_mode="expected")
-    (validity,) = report["decision"].validity
+    (validity,) = report.decision.validity
     assert "not applicable to expected scores" in validity.line
     assert "not applicable (not applicable" not in validity.line
     # In kappa's place, the agreement figure that applies to expected scores: the ICC the
     # agreement table shows, with its CI.
-    [item] = report["agreement"]["files"]
-    icc = item["result"].criteria["accuracy"]["icc_a1"]
+    [item] = report.agreement.files
+    icc = item.result.criteria["accuracy"]["icc_a1"]
     assert (f"ICC(A,1) {number(icc['value'])} (95% CI {number(icc['ci95'][0])} to "
             f"{number(icc['ci95'][1])}, n = ") in validity.line
 
@@ -421,8 +435,8 @@ def test_with_common_cases_the_page_says_the_estimates_use_each_files_own_cases(
         for name, sheet in (("A", three["sheets"][0]), ("B", three["sheets"][1]))]
     report = build_report([first, fewer], labels=label_source(labels, "accuracy.label"),
                           agreement_resamples=100, worst_n=0, common_cases=True)
-    assert report["common_cases"]["n"] == N_CASES - 30
-    (outcome,) = report["decision"].outcomes
+    assert report.common_cases.n == N_CASES - 30
+    (outcome,) = report.decision.outcomes
     assert [s.n_cases for s in outcome.systems] == [N_CASES, N_CASES - 30]
     text = _no_tags(render_html(report, plots=False))
     assert "The clinician-level figures (the Decision and the clinician-level estimates) do " \
@@ -472,9 +486,9 @@ def test_labels_counted_per_criterion_when_the_criteria_were_labelled_to_differe
             rubric_hash=load_rubric(info.rubric).source_sha256))
     report = build_report([world["A"].results], labels=label_source(sheet, None),
                           agreement_resamples=200)
-    rows = {r["criterion"]: r["n_labelled"] for r in report["estimates"]["rows"]}
+    rows = {r.criterion: r.n_labelled for r in report.estimates.rows}
     assert rows["accuracy"] == 40 and rows["clarity"] < 40
-    [labels] = [line for line in report["decision"].rests_on if line.startswith("Labels:")]
+    [labels] = [line for line in report.decision.rests_on if line.startswith("Labels:")]
     assert f"accuracy 40, clarity {rows['clarity']} labelled cases of 200" in labels
 
 
@@ -492,7 +506,7 @@ def test_too_few_overlap_cases_are_said_as_such_not_as_none(tmp_path):
                           labels=label_source([world["A"].sheet, world["B"].sheet], None),
                           agreement_resamples=100, worst_n=0)
     assert MIN_OVERLAP > 2
-    for validity in report["decision"].validity:
+    for validity in report.decision.validity:
         assert "no case labelled by two clinicians" not in validity.line
         assert validity.line.endswith(
             f"; clinicians vs each other: too few overlap cases (2) for a ceiling (it needs "
@@ -500,7 +514,7 @@ def test_too_few_overlap_cases_are_said_as_such_not_as_none(tmp_path):
     assert "too few overlap cases (2) for a ceiling" in _no_tags(section(render_html(
         report, plots=False)))
     # The count comes from agree's own record of the sheet, per criterion.
-    assert [item["result"].sheet.overlap for item in report["agreement"]["files"]] == [
+    assert [item.result.sheet.overlap for item in report.agreement.files] == [
         {"accuracy": 2, "clarity": 2}] * 2
 
 

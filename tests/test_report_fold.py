@@ -222,14 +222,14 @@ def test_a_constant_judge_criterion_gives_one_line_not_one_per_statistic(systems
          "hallucination: the judge gave 3 on every case")]
     # Judge B's hallucination (two values) may have a statistic or two marked: one line too.
     assert len([n for n in hallucination if n.startswith("* #2 ")]) <= 1
-    for key in systems["report"]["scored_keys"]:
+    for key in systems["report"].scored_keys:
         for i in (1, 2):
             assert len([n for n in page.notes
                         if n.startswith(f"* #{i} ") and f"for {key}" in n]) <= 1, (key, i)
     assert not any("meaningless here" in n for n in page.notes)
     # Presentation only: the agreement result still marks every statistic, and the table
     # still stars each of them.
-    result = systems["report"]["agreement"]["files"][0]["result"].criteria["hallucination"]
+    result = systems["report"].agreement.files[0].result.criteria["hallucination"]
     assert all(result[key].get("meaningless") == "the judge gives one value"
                for key, _ in AGREEMENT_STATISTICS)
     html = systems["html"]
@@ -273,8 +273,8 @@ def test_header_holds_rubric_judges_date_and_each_files_sha256(systems):
     page = parse(systems["html"])
     header = " ".join(" ".join(page.header_text).split())
     report = systems["report"]
-    assert report["rubric"].title in header and "trial_eligibility" in header
-    assert "judges judge-a, judge-b" in header and report["generated"] in header
+    assert report.rubric.title in header and "trial_eligibility" in header
+    assert "judges judge-a, judge-b" in header and report.generated in header
     expected = [hashlib.sha256(Path(p).read_bytes()).hexdigest()
                 for p in (systems["a"], systems["b"])]
     short = [h for h in page.hashes if h["class"] == "short-hash"]

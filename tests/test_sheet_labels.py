@@ -192,9 +192,9 @@ def test_estimate_takes_the_mean_of_a_cases_labellers(run, tmp_path):
     from_sheet = estimate([path], label_source(sheet, None))
     from_csv = estimate([path], label_source(csv, "mean"), criteria=["accuracy"])
     a, b = from_sheet.estimates[0], from_csv.estimates[0]
-    assert a["ppi_estimate"] == pytest.approx(b["ppi_estimate"]) and a["ppi_ci"] == b["ppi_ci"]
-    assert a["n_labelled"] == 80 and a["design"] == "random"
-    notes = from_sheet.systems[0]["notes"]
+    assert a.ppi_estimate == pytest.approx(b.ppi_estimate) and a.ppi_ci == b.ppi_ci
+    assert a.n_labelled == 80 and a.design == "random"
+    notes = from_sheet.systems[0].notes
     assert any("the mean of its labellers' labels" in n for n in notes)
     # A mean of two labels is no value of the scale: not a scale note.
     assert from_sheet.scale_note is None
@@ -209,7 +209,7 @@ def test_estimate_takes_the_mean_of_a_cases_labellers(run, tmp_path):
     gated = estimate([path], label_source(sheet, None), gates=gate).estimates[1]
     same = estimate([path], label_source(csv, "drawn"), criteria=["accuracy"],
                     gates=gate).estimates[1]
-    assert gated["outcome"] == "pass rate" and gated["ppi_ci"] == same["ppi_ci"]
+    assert gated.outcome == "pass rate" and gated.ppi_ci == same.ppi_ci
 
 
 def test_estimate_asks_which_criterion_of_a_sheet_of_several(run, tmp_path):
@@ -415,8 +415,8 @@ def test_the_html_report_shows_the_ceiling_beside_the_agreement(run, tmp_path):
         if i < 30:
             label(sheet, "ben", case, min(5, truth[case] + (i % 2)))
     report = build_report([path], labels=label_source(sheet, None), agreement_resamples=200)
-    [item] = report["agreement"]["files"]
-    [found] = item["result"].ceiling
+    [item] = report.agreement.files
+    [found] = item.result.ceiling
     html = render_html(report, plots=False)
     assert "The ceiling, #1" in html and "clinician vs clinician" in html
     kappa = found.statistics["kappa_quadratic"]
@@ -474,8 +474,8 @@ def test_a_label_studio_export_gives_the_figures_of_the_same_labels_on_the_sheet
         ("ana", 80), ("ben", 40)]
     a = estimate([path], label_source(sheet, None)).estimates
     b = estimate([path], label_source(export, None)).estimates
-    assert [(r["ppi_estimate"], r["ppi_ci"], r["n_labelled"]) for r in a] == [
-        (r["ppi_estimate"], r["ppi_ci"], r["n_labelled"]) for r in b]
+    assert [(r.ppi_estimate, r.ppi_ci, r.n_labelled) for r in a] == [
+        (r.ppi_estimate, r.ppi_ci, r.n_labelled) for r in b]
     # Through the CLI, with no --label-field: the export names its criterion.
     for command in ("agree", "estimate"):
         by_sheet = invoke(command, path, "--labels", sheet, "--json")

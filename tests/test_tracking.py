@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.analysis.agreement.records import AgreementReport
-from evaluator.analysis.estimate.records import EstimateReport
+from evaluator.analysis.estimate.records import EstimateReport, EstimateRow
 from evaluator.tracking.figures import agreement_metrics, estimate_metrics, summary_metrics
 from evaluator.tracking.mlflow_store import destination, redact
 from evaluator.tracking.names import key_part, metric_key
@@ -185,11 +185,12 @@ def test_agreement_metrics_leave_out_meaningless_and_not_applicable_figures():
 
 def test_estimate_metrics_per_criterion_and_gate():
     row = {"criterion": "accuracy", "ppi_estimate": 3.1, "ppi_ci": [2.9, 3.3], "ppi_se": 0.1,
-           "lambda": 0.8, "judge_mean": 3.4, "judge_ci": [3.3, 3.5], "judge_bias": 0.3,
+           "lam": 0.8, "judge_mean": 3.4, "judge_ci": [3.3, 3.5], "judge_bias": 0.3,
            "judge_bias_ci": [0.1, 0.5], "classical_estimate": 3.0, "classical_ci": [2.6, 3.4],
            "effective_labels": 40.5, "n_cases": 300, "n_labelled": 25}
     gate_row = {**row, "criterion": "accuracy>=4", "ppi_estimate": 0.6}
-    metrics = estimate_metrics(EstimateReport.model_construct(estimates=[row, gate_row]))
+    metrics = estimate_metrics(EstimateReport.model_construct(
+        estimates=[EstimateRow.model_construct(**r) for r in (row, gate_row)]))
     assert metrics["estimate/accuracy/ppi"] == 3.1
     assert metrics["estimate/accuracy/ppi_ci95_high"] == 3.3
     assert metrics["estimate/accuracy/judge_bias_ci95_low"] == 0.1

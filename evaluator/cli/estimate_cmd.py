@@ -52,6 +52,6 @@ def estimate_command(results: tuple[Path, ...], labels: LabelSource,
                       score_mode=score_mode, rubrics_dirs=rubrics_dirs)
     if as_json:
         for row in [*report.systems, *report.estimates, *report.differences]:
-            click.echo(json.dumps(row))
+            click.echo(json.dumps(row.to_json()))
     else:
         click.echo(format_estimate(report))

@@ -53,7 +53,20 @@ from evaluator.common.version import __version__
 from evaluator.data.files import sha256_file
 from evaluator.data.results import ResultRecord, Status, read_results
 from evaluator.data.sources import CaseSource, LabelSource
+from evaluator.report.data import (
+    BlockView,
+    CaseRow,
+    CaseSets,
+    CommonCases,
+    ReportData,
+    ReportFile,
+    ScoreModeText,
+    StatusRow,
+    Worst,
+    WorstGroup,
+)
 from evaluator.report.decision import build_decision
+from evaluator.report.figures import AgreementFile, ReportAgreement, ReportEstimates
 from evaluator.report.text import attach_text
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
@@ -135,7 +148,7 @@ def _rubric_note(path: Path, rubric: Rubric) -> list[str]:
     return []
 
 
-def _block_view(block: Mapping[str, Any]) -> dict[str, Any]:
+def _block_view(block: Mapping[str, Any]) -> BlockView:
     """A summary block as scalar rows and small key -> scalar tables; anything deeper is
     listed by name only."""
     scalars: list[tuple[str, Any]] = []
@@ -161,7 +174,7 @@ def _block_view(block: Mapping[str, Any]) -> dict[str, Any]:
             scalars.append((str(key), shown + more))
         else:
             skipped.append(str(key))
-    return {"scalars": scalars, "tables": tables, "skipped": skipped}
+    return BlockView(scalars=scalars, tables=tables, skipped=skipped)
 
 
 def scored_keys(rubric: Rubric) -> list[str]:
@@ -183,43 +196,49 @@ def resolve_worst_key(rubric: Rubric, key: str | None) -> str | None:
     return key
 
 
-def _value(entry: Mapping[str, Any], record: ResultRecord, key: str) -> int | float | None:
+def _value(view: ScoredView, record: ResultRecord, key: str) -> int | float | None:
     """A judged record's score or aggregate ``key`` in the report's score mode (integer
     scores stay integers in argmax mode); None when not judged or not readable."""
     if record.status != "ok":
         return None
-    view: ScoredView = entry["view"]
     return view.value(record.case_id, key)
 
 
-def _worst_rows(files: list[dict[str, Any]], index: int, key: str, n: int) -> list[dict[str, Any]]:
+def _values(view: ScoredView, records: Sequence[ResultRecord],
+            keys: Sequence[str]) -> dict[str, list[int | float]]:
+    """Each key's values over ``records`` (those with one)."""
+    return {key: [v for r in records if (v := _value(view, r, key)) is not None]
+            for key in keys}
+
+
+def _worst_rows(files: list[ReportFile], index: int, key: str, n: int) -> list[CaseRow]:
     """The ``n`` ok records of one file with the lowest ``key`` (ties by case id), with the
     same case's value of ``key`` in the other files."""
     this = files[index]
-    ranked = sorted(((v, r.case_id, r) for r in this["records"]
-                     if (v := _value(this, r, key)) is not None
-                     and r.case_id in this.get("common_ids", this["by_id"])),
+    ranked = sorted(((v, r.case_id, r) for r in this.records
+                     if (v := _value(this.view, r, key)) is not None
+                     and r.case_id in this.compared_ids),
                     key=lambda t: (t[0], t[1]))
-    numeric = scored_keys(this["rubric"])
+    numeric = scored_keys(this.rubric)
     rows = []
     for _, _, record in ranked[:n]:
         others = []
         for j, other in enumerate(files):
             if j == index:
                 continue
-            match = other["by_id"].get(record.case_id)
-            shown = ("absent" if match is None else _value(other, match, key)
+            match = other.by_id.get(record.case_id)
+            shown = ("absent" if match is None else _value(other.view, match, key)
                      if match.status == "ok" else match.status)
             others.append(shown)
-        rows.append({"case_id": record.case_id, "status": record.status,
-                     "input_line": record.input_line,
-                     "values": [_value(this, record, k) for k in numeric], "others": others,
-                     "record": record})
+        rows.append(CaseRow(case_id=record.case_id, status=record.status,
+                            input_line=record.input_line, record=record,
+                            values=[_value(this.view, record, k) for k in numeric],
+                            others=others))
     return rows
 
 
 def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str = "argmax",
-          low_n: int = DEFAULT_LOW_CONFIDENCE) -> tuple[Rubric, list[dict]]:
+          low_n: int = DEFAULT_LOW_CONFIDENCE) -> tuple[Rubric, list[ReportFile]]:
     if not paths:
         raise ReportError("no results files given")
     seen: set[Path] = set()
@@ -248,30 +267,26 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
         blocks, notes = _summary_file(path)
         view = score_view(rubric, records, score_mode, str(path))
         summary = summarize(rubric, judge, records, score_mode=score_mode, source=str(path))
-        entry: dict[str, Any] = {
-            "view": view,
-            "path": str(path), "label": label, "judge": judge, "rubric": rubric,
+        files.append(ReportFile(
+            view=view, path=str(path), label=label, judge=judge, rubric=rubric,
             # The page's header: which bytes the figures came from.
-            "sha256": sha256_file(path),
-            "records": records, "by_id": {r.case_id: r for r in records},
-            "summary": summary, "notes": notes + _rubric_note(path, rubric),
-            "left_out": left_out_note(view.left_out),
-            "settings_hashes": sorted({r.settings_hash or "-" for r in records}),
-            "blocks": {name: _block_view(block) for name, block in blocks.items()},
-            "confidence": judge_confidence(rubric, records, low_n),
-            "failed": [{"case_id": r.case_id, "status": r.status, "reason": r.reason,
-                        "input_line": r.input_line, "record": r}
-                       for r in records if r.status != "ok"],
-        }
-        entry["values"] = {key: [v for r in records if (v := _value(entry, r, key)) is not None]
-                           for key in scored_keys(rubric)}
-        files.append(entry)
+            sha256=sha256_file(path),
+            records=records, by_id={r.case_id: r for r in records},
+            summary=summary, notes=notes + _rubric_note(path, rubric),
+            left_out=left_out_note(view.left_out),
+            settings_hashes=sorted({r.settings_hash or "-" for r in records}),
+            blocks={name: _block_view(block) for name, block in blocks.items()},
+            confidence=judge_confidence(rubric, records, low_n),
+            failed=[CaseRow(case_id=r.case_id, status=r.status, reason=r.reason,
+                            input_line=r.input_line, record=r)
+                    for r in records if r.status != "ok"],
+            values=_values(view, records, scored_keys(rubric))))
     return rubric, files
 
 
-def _agreement(files: list[dict[str, Any]], labels: LabelSource, resamples: int,
-               options: Mapping[str, Any]) -> dict[str, Any]:
-    rubric = files[0]["rubric"]
+def _agreement(files: list[ReportFile], labels: LabelSource, resamples: int,
+               options: Mapping[str, Any]) -> ReportAgreement:
+    rubric = files[0].rubric
     label_sets = {}
     for path in dict.fromkeys(labels.paths):  # bad labels stop the report
         label_sets[path] = read_labels(labels, path, rubric=rubric)
@@ -280,33 +295,34 @@ def _agreement(files: list[dict[str, Any]], labels: LabelSource, resamples: int,
     per_file = []
     for entry, path in zip(files, _labels_per_file(labels.paths, files), strict=True):
         try:
-            result = agreement(Path(entry["path"]), replace(labels, paths=(path,)),
-                               resamples=resamples, only_ids=entry.get("common_ids"),
-                               score_mode=entry["view"].mode, label_set=label_sets[path],
+            result = agreement(Path(entry.path), replace(labels, paths=(path,)),
+                               resamples=resamples, only_ids=entry.common_ids,
+                               score_mode=entry.view.mode, label_set=label_sets[path],
                                **options)
-            per_file.append({"label": entry["label"], "result": result, "note": None})
+            per_file.append(AgreementFile(label=entry.label, result=result, note=None))
         except LabelSetError:  # the labels themselves cannot be used: stops the report
             raise
         except AgreementError as exc:  # no overlap for this file: said in the page
-            per_file.append({"label": entry["label"], "result": None, "note": str(exc)})
+            per_file.append(AgreementFile(label=entry.label, result=None, note=str(exc)))
     shown = ", ".join(str(p) for p in dict.fromkeys(labels.paths))
-    if all(item["result"] is None for item in per_file):
+    if all(item.result is None for item in per_file):
         raise ReportError(f"no case id of any results file is in {shown} (column "
                           f"{labels.id_column!r}); check --label-id-column")
-    joined = {item["result"].joined for item in per_file if item["result"]}
-    return {"labels": shown, "label_field": labels.field, "id_column": labels.id_column,
-            "resamples": resamples, "note": SAME_SCALE_NOTE, "files": per_file,
-            "by": options.get("by"), "n_differs": len(joined) > 1,
-            "unlabelled": unlabelled_criteria(scored_keys(files[0]["rubric"]), per_file,
-                                              labels.field)}
+    joined = {item.result.joined for item in per_file if item.result}
+    return ReportAgreement(
+        labels=shown, label_field=labels.field, id_column=labels.id_column,
+        resamples=resamples, note=SAME_SCALE_NOTE, files=per_file, by=options.get("by"),
+        n_differs=len(joined) > 1,
+        unlabelled=unlabelled_criteria(scored_keys(files[0].rubric), per_file,
+                                       labels.field))
 
 
-def unlabelled_criteria(keys: Sequence[str], per_file: Sequence[Mapping[str, Any]],
+def unlabelled_criteria(keys: Sequence[str], per_file: Sequence[AgreementFile],
                         field: str | None) -> dict[str, str]:
     """Scored key -> why no file has agreement figures for it: the labels rate other
     criteria (a ``KEY.label`` field rates KEY only; a sheet its own criteria). The page
     says so in one line instead of a table of dashes."""
-    rated = [key for key in keys if any(item["result"] and key in item["result"].criteria
+    rated = [key for key in keys if any(item.result and key in item.result.criteria
                                         for item in per_file)]
     if not rated:  # every file failed: each file's note says why
         return {}
@@ -341,8 +357,8 @@ def _sheet_criteria(labels: LabelSource, criteria: Sequence[str]) -> list[str] |
     return [key for key in shared if not criteria or key in criteria]
 
 
-def _estimates(files: list[dict[str, Any]], labels: LabelSource, criteria: Sequence[str],
-               score_mode: str, rubrics_dirs: Sequence[Path]) -> dict[str, Any]:
+def _estimates(files: list[ReportFile], labels: LabelSource, criteria: Sequence[str],
+               score_mode: str, rubrics_dirs: Sequence[Path]) -> ReportEstimates:
     """Clinician-level estimates (:func:`evaluator.analysis.estimate.estimate.estimate`) beside each
     file's judge-only mean, and with one labels file per file, the differences; an estimate
     that cannot be made is a note on the page, never a failed report. Sheet folders without
@@ -354,54 +370,50 @@ def _estimates(files: list[dict[str, Any]], labels: LabelSource, criteria: Seque
     results, failed = [], []
     for source, wanted in runs:
         try:
-            results.append(estimate([Path(f["path"]) for f in files], source,
+            results.append(estimate([Path(f.path) for f in files], source,
                                     criteria=wanted, score_mode=score_mode,
                                     rubrics_dirs=rubrics_dirs))
         except (AgreementError, ScoreModeError) as exc:
             failed.append(f"no clinician-level estimate{f' of {wanted[0]}' if keys else ''}: "
                           f"{exc}")
     if not results:
-        return {"note": "; ".join(failed) or "no clinician-level estimate: the sheets share "
-                "no criterion", "rows": [], "differences": []}
-    by_path = {str(f["path"]): f["label"] for f in files}
-    rows = [row for result in results for row in result.estimates]
-    differences = [row for result in results for row in result.differences]
-    for row in [*rows, *differences]:
-        for key, path_key in (("label", "file"), ("a_label", "a_file"), ("b_label", "b_file")):
-            if path_key in row:
-                row[key] = by_path.get(row[path_key], row[path_key])
+        return ReportEstimates(note="; ".join(failed) or "no clinician-level estimate: the "
+                               "sheets share no criterion")
     shared = len(labels.paths) == 1 and len(files) > 1
-    return {"note": None, "rows": rows, "systems": results[0].systems,
-            "differences": [] if shared else differences, "failed": failed,
-            "shared_note": ("one labels file for every results file (several judges of the "
-                            "same answers): each judge's estimate of the same clinician-level "
-                            "mean; no differences between them. For systems, give one "
-                            "--labels per results file." if shared else None),
-            "scale_note": "; ".join(dict.fromkeys(r.scale_note for r in results
-                                                  if r.scale_note)) or None}
+    return ReportEstimates(
+        rows=[row for result in results for row in result.estimates],
+        systems=results[0].systems,
+        differences=[] if shared else [row for result in results for row in result.differences],
+        failed=failed,
+        shared_note=("one labels file for every results file (several judges of the same "
+                     "answers): each judge's estimate of the same clinician-level mean; no "
+                     "differences between them. For systems, give one --labels per results "
+                     "file." if shared else None),
+        scale_note="; ".join(dict.fromkeys(r.scale_note for r in results
+                                           if r.scale_note)) or None,
+        labels={f.path: f.label for f in files})
 
 
-def _restrict_to_common(rubric: Rubric, files: list[dict[str, Any]]) -> dict[str, Any]:
+def _restrict_to_common(rubric: Rubric, files: list[ReportFile]) -> CommonCases:
     """``--common-cases``: every file's statistics over the cases judged ``ok`` in all of
     them (the status table and failed cases still show every record)."""
-    ok_sets = [set(entry["view"].values) for entry in files]
+    ok_sets = [set(entry.view.values) for entry in files]
     common = set.intersection(*ok_sets)
-    union = set().union(*(set(entry["by_id"]) for entry in files))
+    union = set().union(*(set(entry.by_id) for entry in files))
     for entry in files:
-        kept = [r for r in entry["records"] if r.case_id in common]
-        entry["common_ids"] = common
-        entry["summary"] = summarize(rubric, entry["judge"], kept,
-                                     score_mode=entry["view"].mode, source=entry["path"])
-        entry["values"] = {key: [v for r in kept if (v := _value(entry, r, key)) is not None]
-                           for key in scored_keys(rubric)}
-    return {"n": len(common), "union": len(union)}
+        kept = [r for r in entry.records if r.case_id in common]
+        entry.common_ids = common
+        entry.summary = summarize(rubric, entry.judge, kept, score_mode=entry.view.mode,
+                                  source=entry.path)
+        entry.values = _values(entry.view, kept, scored_keys(rubric))
+    return CommonCases(n=len(common), union=len(union))
 
 
-def _case_sets(files: list[dict[str, Any]]) -> dict[str, Any]:
+def _case_sets(files: list[ReportFile]) -> CaseSets:
     """The judged (ok) case count per file and whether the files' ok case sets differ."""
-    ok_sets = [frozenset(entry["view"].values) for entry in files]
-    return {"ok_counts": [len(ids) for ids in ok_sets], "differ": len(set(ok_sets)) > 1,
-            "common": len(frozenset.intersection(*ok_sets)) if ok_sets else 0}
+    ok_sets = [frozenset(entry.view.values) for entry in files]
+    return CaseSets(ok_counts=[len(ids) for ids in ok_sets], differ=len(set(ok_sets)) > 1,
+                    common=len(frozenset.intersection(*ok_sets)) if ok_sets else 0)
 
 
 def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
@@ -411,7 +423,7 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
                  agreement_resamples: int = 1000, common_cases: bool = False,
                  by: str | None = None, text_field: str | None = None,
                  score_mode: str = "argmax",
-                 low_confidence: int = DEFAULT_LOW_CONFIDENCE) -> dict[str, Any]:
+                 low_confidence: int = DEFAULT_LOW_CONFIDENCE) -> ReportData:
     """Gather everything the HTML report shows for ``results`` (files of one rubric).
 
     ``labels`` (one file for all results files, or one per file in order: several systems,
@@ -437,56 +449,55 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
     case_sets = _case_sets(files)
     common = _restrict_to_common(rubric, files) if common_cases else None
     worst_key = resolve_worst_key(rubric, worst_by) if worst_n > 0 else None
-    report: dict[str, Any] = {
-        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "version": __version__, "rubric": rubric, "files": files, "statuses": STATUSES,
-        "judges": list(dict.fromkeys(f["judge"] for f in files)),
-        "show_text": show_text, "scored_keys": scored_keys(rubric),
-        "criteria": [f for f in rubric.output if isinstance(f, IntegerCriterion)],
-        "aggregates": list(rubric.aggregates), "worst": None, "agreement": None,
-        "estimates": None,
-        "ci_method": files[0]["summary"].ci_method,
-        "stats_note": files[0]["summary"].stats_note,
-        "case_sets": case_sets, "common_cases": common,
-        "score_mode": {"mode": score_mode, "meaning": MODE_MEANING[score_mode]},
-        "expected": score_mode == "expected",
-        "confidence_criteria": confidence_criteria(rubric),
-        "low_confidence": low_confidence, "no_distributions": NO_DISTRIBUTIONS,
-    }
+    report = ReportData(
+        generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        version=__version__, rubric=rubric, files=files, statuses=STATUSES,
+        judges=list(dict.fromkeys(f.judge for f in files)),
+        show_text=show_text, scored_keys=scored_keys(rubric),
+        criteria=[f for f in rubric.output if isinstance(f, IntegerCriterion)],
+        aggregates=list(rubric.aggregates),
+        ci_method=files[0].summary.ci_method,
+        stats_note=files[0].summary.stats_note,
+        case_sets=case_sets, common_cases=common,
+        score_mode=ScoreModeText(mode=score_mode, meaning=MODE_MEANING[score_mode]),
+        expected=score_mode == "expected",
+        confidence_criteria=confidence_criteria(rubric),
+        low_confidence=low_confidence, no_distributions=NO_DISTRIBUTIONS)
     if worst_key is not None:
-        report["worst"] = {"key": worst_key, "n": worst_n, "columns": scored_keys(rubric),
-                           "by_file": [{"label": f["label"],
-                                        "rows": _worst_rows(files, i, worst_key, worst_n)}
-                                       for i, f in enumerate(files)]}
+        report.worst = Worst(key=worst_key, n=worst_n, columns=scored_keys(rubric),
+                             by_file=[WorstGroup(label=f.label,
+                                                 rows=_worst_rows(files, i, worst_key, worst_n))
+                                      for i, f in enumerate(files)])
     if labels is not None and labels.paths:
-        report["agreement"] = _agreement(
+        report.agreement = _agreement(
             files, labels, agreement_resamples, {"by": by, "rubrics_dirs": tuple(rubrics_dirs),
                                                  "cases": cases, "text_field": text_field})
-        report["estimates"] = _estimates(files, labels, estimate_criteria, score_mode,
-                                         rubrics_dirs)
+        report.estimates = _estimates(files, labels, estimate_criteria, score_mode,
+                                      rubrics_dirs)
     # The page's first section: built from the figures above, never from case text.
-    report["decision"] = build_decision(report)
+    report.decision = build_decision(rubric, [f.path for f in files], report.estimates,
+                                     report.agreement)
     if show_text:
         attach_text(report, cases)
     else:
         # The records behind the rows hold the judge's text: not even reachable then.
         for row in _rows_with_records(report):
-            del row["record"]
+            row.record = None
     return report
 
 
-def _rows_with_records(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    rows = [failed for entry in report["files"] for failed in entry["failed"]]
-    if report["worst"]:
-        rows += [row for group in report["worst"]["by_file"] for row in group["rows"]]
+def _rows_with_records(report: ReportData) -> list[CaseRow]:
+    rows = [failed for entry in report.files for failed in entry.failed]
+    if report.worst:
+        rows += [row for group in report.worst.by_file for row in group.rows]
     return rows
 
 
-def status_table(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def status_table(report: ReportData) -> list[StatusRow]:
     """Per file: the count of each status (every status listed, zeros included)."""
     rows = []
-    for entry in report["files"]:
-        counts = Counter(r.status for r in entry["records"])
-        rows.append({"label": entry["label"], "counts": [counts.get(s, 0) for s in STATUSES],
-                     "cases": len(entry["records"]), "failed": len(entry["failed"])})
+    for entry in report.files:
+        counts = Counter(r.status for r in entry.records)
+        rows.append(StatusRow(label=entry.label, counts=[counts.get(s, 0) for s in STATUSES],
+                              cases=len(entry.records), failed=len(entry.failed)))
     return rows

@@ -28,9 +28,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from evaluator.analysis.agreement.agreement import MIN_OVERLAP
+from evaluator.analysis.agreement.records import AgreementReport, Ceiling, KappaFigures
+from evaluator.analysis.estimate.records import DifferenceRow, EstimateRow, SystemRow
 from evaluator.analysis.estimate.text import no_ci_reason
 from evaluator.analysis.intervals import NO_INTERVAL, format_number
 from evaluator.common.record import Record
+from evaluator.report.figures import ReportAgreement, ReportEstimates
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
 DIGITS = 3
@@ -354,8 +357,8 @@ def _difference_sentence(what: str, a: str, b: str, figure: Figure, how: str,
                      f"{finding}; {how}).")
 
 
-def _kind(row: Mapping[str, Any]) -> Literal["mean", "pass rate"]:
-    return "pass rate" if row.get("outcome") == "pass rate" else "mean"
+def _kind(row: EstimateRow) -> Literal["mean", "pass rate"]:
+    return "pass rate" if row.outcome == "pass rate" else "mean"
 
 
 def _grouped(items: Sequence[tuple[int, str]]) -> str:
@@ -374,25 +377,26 @@ def _kappa_text(stats: Mapping[str, Any] | None) -> str:
     """The judge's kappa against the labels on one criterion of one file, in words."""
     if not stats:
         return "no joined cases"
-    if "spearman" not in stats:
-        return stats.get("note") or "no statistics"
-    kappa = stats.get("kappa_quadratic") or {}
-    if kappa.get("not_applicable"):
-        why = str(kappa["not_applicable"])
+    figures = KappaFigures.of(stats)
+    if not figures.computed:
+        return figures.note or "no statistics"
+    kappa = figures.kappa
+    if kappa.not_applicable:
+        why = kappa.not_applicable
         # The reason may already begin "not applicable to ...": said once.
         text = why if why.startswith("not applicable") else f"not applicable ({why})"
-        icc = stats.get("icc_a1") or {}
-        if icc.get("value") is None:
-            return f"{text} (n = {stats['n']})"
+        if figures.icc.value is None:
+            return f"{text} (n = {figures.n})"
         # Expected scores are not categories: the agreement figure that applies to them,
         # the ICC (two-way, absolute agreement, single rater), in kappa's place.
-        return (f"{text}; ICC(A,1) {number(icc['value'])} ({_ci_words(icc.get('ci95'))}, "
-                f"n = {stats['n']})")
-    if kappa.get("value") is None:
-        return f"not computed ({kappa.get('note', 'no value')}; n = {stats['n']})"
-    text = f"{number(kappa['value'])} ({_ci_words(kappa.get('ci95'))}, n = {stats['n']})"
-    if kappa.get("meaningless"):
-        text += f", meaningless here ({kappa['meaningless']})"
+        return (f"{text}; ICC(A,1) {number(figures.icc.value)} "
+                f"({_ci_words(figures.icc.ci95)}, n = {figures.n})")
+    if kappa.value is None:
+        return (f"not computed ({kappa.note if kappa.note is not None else 'no value'}; "
+                f"n = {figures.n})")
+    text = f"{number(kappa.value)} ({_ci_words(kappa.ci95)}, n = {figures.n})"
+    if kappa.meaningless:
+        text += f", meaningless here ({kappa.meaningless})"
     return text
 
 
@@ -400,15 +404,18 @@ def _ci_words(ci: Sequence[float] | None) -> str:
     return f"95% CI {number(ci[0])} to {number(ci[1])}" if ci else "no interval"
 
 
-def _ceiling_text(ceiling: Any) -> str:
-    figure = ceiling.statistics["kappa_quadratic"].clinicians
+def _ceiling_text(ceiling: Ceiling) -> str | None:
+    """The clinicians' kappa with each other on the overlap cases (None: not computed)."""
+    if ceiling.kappa is None:
+        return None
+    figure = ceiling.kappa.clinicians
     return f"{number(figure.value)} ({_ci_words(figure.ci95)}, {ceiling.n} cases)"
 
 
 NO_OVERLAP = "no case labelled by two clinicians: their own agreement is unknown"
 
 
-def _no_ceiling_text(result: Any, criterion: str) -> str | None:
+def _no_ceiling_text(result: AgreementReport, criterion: str) -> str | None:
     """Why the clinicians' agreement with each other has no figure although some cases
     were labelled by two or more of them (None: no such case). Below ``MIN_OVERLAP``
     overlap cases agree() makes no ceiling (a bootstrap over a handful says little)."""
@@ -422,7 +429,7 @@ def _no_ceiling_text(result: Any, criterion: str) -> str | None:
     return f"no ceiling ({n} overlap cases)"
 
 
-def _validity(criteria: Sequence[str], agreement: Mapping[str, Any] | None) -> list[Validity]:
+def _validity(criteria: Sequence[str], agreement: ReportAgreement | None) -> list[Validity]:
     """Per criterion one line: the judge against clinicians per file, and beside it the
     clinicians against each other where the labels hold a ceiling (cases labelled by two
     or more), or why they hold none: no overlap case at all, or too few."""
@@ -431,14 +438,14 @@ def _validity(criteria: Sequence[str], agreement: Mapping[str, Any] | None) -> l
     lines = []
     for criterion in criteria:
         judge, clinicians, without = [], [], []
-        for index, item in enumerate(agreement["files"], start=1):
-            result = item.get("result")
+        for index, item in enumerate(agreement.files, start=1):
+            result = item.result
             if result is None:
-                judge.append((index, item.get("note") or "no agreement"))
+                judge.append((index, item.note or "no agreement"))
                 continue
             judge.append((index, _kappa_text(result.criteria.get(criterion))))
-            ceilings = [_ceiling_text(c) for c in result.ceiling
-                        if c.criterion == criterion and "kappa_quadratic" in c.statistics]
+            ceilings = [text for c in result.ceiling if c.criterion == criterion
+                        if (text := _ceiling_text(c)) is not None]
             why = _no_ceiling_text(result, criterion)
             if ceilings:
                 clinicians.append((index, ceilings[0]))
@@ -457,7 +464,7 @@ def _validity(criteria: Sequence[str], agreement: Mapping[str, Any] | None) -> l
     return lines
 
 
-def _blind(system: Mapping[str, Any], result: Any) -> str:
+def _blind(system: SystemRow, result: AgreementReport | None) -> str:
     """Whether the labels were given blind to the judge's verdict, as far as is recorded."""
     sheet = result.sheet if result is not None else None
     if sheet is not None:
@@ -473,59 +480,57 @@ def _blind(system: Mapping[str, Any], result: Any) -> str:
         return "blind (the sheet showed no verdict of the judge's)"
     if result is not None and result.verdict_seen:
         return "not blind: " + result.verdict_seen.removeprefix("NOTE: ")
-    if system.get("design") in ("random", "active"):
-        return (f"a {system['design']} worksheet, which shows no verdict; whether the "
+    if system.design in ("random", "active"):
+        return (f"a {system.design} worksheet, which shows no verdict; whether the "
                 "labellers saw one elsewhere is not recorded")
     return "not recorded whether the labellers saw the judge's verdict (a plain labels file)"
 
 
-def _rests_on(estimates: Mapping[str, Any], agreement: Mapping[str, Any] | None,
+def _rests_on(estimates: ReportEstimates, agreement: ReportAgreement | None,
               numbers: Mapping[str, int]) -> list[str]:
     """Design, labels and blindness per system (the same text for several said once), then
     each warning once, naming the systems (results files) it is about, and the notes."""
-    results = {}
-    for index, item in enumerate((agreement or {}).get("files", []), start=1):
-        results[index] = item.get("result")
+    results = {index: item.result for index, item in
+               enumerate(agreement.files if agreement else [], start=1)}
     # Each criterion's labelled count per file: a sheet's criteria can be labelled to
     # different extents ("cannot judge" on one), and ``systems`` holds the first one's.
     counts: dict[str, dict[str, int]] = {}
-    for row in estimates.get("rows", []):
-        counts.setdefault(str(row["file"]), {}).setdefault(str(row["criterion"]),
-                                                           int(row["n_labelled"]))
+    for row in estimates.rows:
+        counts.setdefault(row.file, {}).setdefault(row.criterion, row.n_labelled)
     designs, labels, blind = [], [], []
     warnings: dict[str, list[str]] = {}
-    for system in estimates.get("systems", []):
-        n = numbers.get(str(system["file"]), 0)
-        designs.append((n, str(system["design_text"]).removeprefix("design: ")))
-        per_criterion = counts.get(str(system["file"]), {})
+    for system in estimates.systems:
+        n = numbers.get(system.file, 0)
+        designs.append((n, system.design_text.removeprefix("design: ")))
+        per_criterion = counts.get(system.file, {})
         if len(set(per_criterion.values())) > 1:
             labelled = (", ".join(f"{key} {count}" for key, count in per_criterion.items())
-                        + f" labelled cases of {system['n_cases']}")
+                        + f" labelled cases of {system.n_cases}")
         else:
-            labelled = (f"{next(iter(per_criterion.values()), system['n_labelled'])} "
-                        f"labelled cases of {system['n_cases']}")
-        if system.get("unlabelled_rows"):
-            labelled += f" ({system['unlabelled_rows']} sheet rows not labelled yet)"
+            labelled = (f"{next(iter(per_criterion.values()), system.n_labelled)} "
+                        f"labelled cases of {system.n_cases}")
+        if system.unlabelled_rows:
+            labelled += f" ({system.unlabelled_rows} sheet rows not labelled yet)"
         result = results.get(n)
         if result is not None and result.sheet is not None and result.sheet.labellers:
             labelled += f", {len(result.sheet.labellers)} labeller(s)"
         labels.append((n, labelled))
         blind.append((n, _blind(system, result)))
-        for note in system.get("notes", []):
+        for note in system.notes:
             if note.startswith("WARNING"):
                 warnings.setdefault(note.removeprefix("WARNING: "), []).append(
-                    _short(system["file"], numbers))
+                    _short(system.file, numbers))
     lines = [f"Design: {_grouped(designs)}.", f"Labels: {_grouped(labels)}.",
              f"Blind: {_grouped(blind)}."]
     lines += [f"Warning ({', '.join(names)}): {text}" for text, names in warnings.items()]
-    for note in (estimates.get("scale_note"), estimates.get("shared_note")):
+    for note in (estimates.scale_note, estimates.shared_note):
         if note:
             lines.append(f"Note: {note}")
     return lines
 
 
-def _numbers(files: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    return {str(entry["path"]): index for index, entry in enumerate(files, start=1)}
+def _numbers(paths: Sequence[str]) -> dict[str, int]:
+    return {str(path): index for index, path in enumerate(paths, start=1)}
 
 
 def _short(file: str, numbers: Mapping[str, int]) -> str:
@@ -535,32 +540,29 @@ def _short(file: str, numbers: Mapping[str, int]) -> str:
 Scales = dict[tuple[str, str], tuple[tuple[float, float], str]]
 
 
-def _by_outcome(rows: Sequence[Mapping[str, Any]]
-                ) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
-    by_outcome: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+def _by_outcome(rows: Sequence[EstimateRow]) -> dict[tuple[str, str], list[EstimateRow]]:
+    by_outcome: dict[tuple[str, str], list[EstimateRow]] = {}
     for row in rows:
-        by_outcome.setdefault((str(row["criterion"]), _kind(row)), []).append(row)
+        by_outcome.setdefault((row.criterion, _kind(row)), []).append(row)
     return by_outcome
 
 
-def _row_figures(row: Mapping[str, Any]) -> tuple[Figure, Figure, Figure, Figure]:
+def _row_figures(row: EstimateRow) -> tuple[Figure, Figure, Figure, Figure]:
     """One estimates row's judge-only, labels-only, PPI++ and judge-bias figures."""
-    return (_figure(row["judge_mean"], row["judge_ci"], row.get("judge_method")),
-            _figure(row["classical_estimate"], row["classical_ci"],
-                    row.get("classical_method")),
-            _figure(row["ppi_estimate"], row["ppi_ci"], row.get("ppi_method")),
-            _figure(row.get("judge_bias"), row.get("judge_bias_ci"),
-                    row.get("judge_bias_method")))
+    return (_figure(row.judge_mean, row.judge_ci, row.judge_method),
+            _figure(row.classical_estimate, row.classical_ci, row.classical_method),
+            _figure(row.ppi_estimate, row.ppi_ci, row.ppi_method),
+            _figure(row.judge_bias, row.judge_bias_ci, row.judge_bias_method))
 
 
-def _scales(rows: Sequence[Mapping[str, Any]], rubric: Rubric) -> Scales:
+def _scales(rows: Sequence[EstimateRow], rubric: Rubric) -> Scales:
     """Each outcome's axis and its words (:func:`_scale`), from its rows' estimates."""
     return {(criterion, kind): _scale(rubric, criterion, kind,
                                       [f for row in group for f in _row_figures(row)[:3]])
             for (criterion, kind), group in _by_outcome(rows).items()}
 
 
-def _outcomes(rows: Sequence[Mapping[str, Any]], scales: Scales, numbers: Mapping[str, int],
+def _outcomes(rows: Sequence[EstimateRow], scales: Scales, numbers: Mapping[str, int],
               scale_note: str | None, reasons: Reasons) -> list[Outcome]:
     outcomes = []
     for (criterion, kind), group in _by_outcome(rows).items():
@@ -568,13 +570,13 @@ def _outcomes(rows: Sequence[Mapping[str, Any]], scales: Scales, numbers: Mappin
         systems = []
         for row in group:
             judge, labels_only, ppi, bias = _row_figures(row)
-            name = _short(row["file"], numbers)
+            name = _short(row.file, numbers)
             systems.append(SystemFigures(
-                number=numbers.get(str(row["file"]), 0), name=name, judge=judge,
+                number=numbers.get(row.file, 0), name=name, judge=judge,
                 labels_only=labels_only, ppi=ppi, judge_bias=bias,
-                n_labelled=row["n_labelled"], n_cases=row["n_cases"],
+                n_labelled=row.n_labelled, n_cases=row.n_cases,
                 sentence=_system_sentence(name, criterion, kind, ppi, judge, bias,
-                                          row["n_labelled"], row["n_cases"], other_scale,
+                                          row.n_labelled, row.n_cases, other_scale,
                                           reasons)))
         scale, scale_text = scales[(criterion, kind)]
         outcomes.append(Outcome(criterion=criterion, kind=kind, scale=scale,
@@ -582,59 +584,57 @@ def _outcomes(rows: Sequence[Mapping[str, Any]], scales: Scales, numbers: Mappin
     return outcomes
 
 
-def _differences(differences: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]],
+def _differences(differences: Sequence[DifferenceRow], rows: Sequence[EstimateRow],
                  numbers: Mapping[str, int], scales: Scales,
                  reasons: Reasons) -> list[Difference]:
-    labelled = {(str(r["file"]), str(r["criterion"])): (r["n_labelled"], r["n_cases"])
-                for r in rows}
+    labelled = {(r.file, r.criterion): (r.n_labelled, r.n_cases) for r in rows}
     out = []
     for d in differences:
-        criterion = str(d["criterion"])
+        criterion = d.criterion
         # A gate's rows say "pass rate"; a difference names only its outcome.
-        kind = next((_kind(r) for r in rows if str(r["criterion"]) == criterion), "mean")
-        a, b = _short(d["a_file"], numbers), _short(d["b_file"], numbers)
-        if d.get("mode") == "paired":
-            how = f"paired, {d['n_labelled']} labelled cases out of {d['n_cases']}"
+        kind = next((_kind(r) for r in rows if r.criterion == criterion), "mean")
+        a, b = _short(d.a_file, numbers), _short(d.b_file, numbers)
+        if d.mode == "paired":
+            how = f"paired, {d.n_labelled} labelled cases out of {d.n_cases}"
         else:
-            la = labelled.get((str(d["a_file"]), criterion), ("?", "?"))
-            lb = labelled.get((str(d["b_file"]), criterion), ("?", "?"))
+            la = labelled.get((d.a_file, criterion), ("?", "?"))
+            lb = labelled.get((d.b_file, criterion), ("?", "?"))
             how = (f"independent: each system's own labels, {la[0]} of {la[1]} and "
                    f"{lb[0]} of {lb[1]} cases")
-        figure = _figure(d["estimate"], d["ci"], d.get("method"))
+        figure = _figure(d.estimate, d.ci, d.method)
         finding, sentence = _difference_sentence(_what(criterion, kind), a, b, figure, how,
                                                  reasons)
         scale = scales.get((criterion, kind), ((0.0, 1.0), ""))[0]
         out.append(Difference(
             criterion=criterion, kind=kind, scale=scale,
-            a_number=numbers.get(str(d["a_file"]), 0),
-            b_number=numbers.get(str(d["b_file"]), 0), a=a, b=b, difference=figure,
-            mode=str(d.get("mode")), n_labelled=d.get("n_labelled"),
-            n_cases=d.get("n_cases"), how=how, finding=finding, sentence=sentence))
+            a_number=numbers.get(d.a_file, 0), b_number=numbers.get(d.b_file, 0), a=a, b=b,
+            difference=figure, mode=d.mode, n_labelled=d.n_labelled, n_cases=d.n_cases,
+            how=how, finding=finding, sentence=sentence))
     return out
 
 
-def build_decision(report: Mapping[str, Any]) -> Decision:
-    """The Decision section of ``report`` (:func:`evaluator.report.build.build_report`'s
-    data, with its ``estimates`` and ``agreement`` when labels were given)."""
-    estimates = report.get("estimates")
+def build_decision(rubric: Rubric, paths: Sequence[str], estimates: ReportEstimates | None,
+                   agreement: ReportAgreement | None) -> Decision:
+    """The Decision section of a report on the results files at ``paths`` (in the page's
+    order) of ``rubric``: its clinician-level ``estimates`` and ``agreement`` with the
+    labels (both None without labels; see :func:`evaluator.report.build.build_report`)."""
     how = list(HOW_TO_LABEL)
-    if not estimates:
+    if estimates is None:
         return Decision(labelled=False, without_labels=list(WITHOUT_LABELS), how_to_label=how)
-    if not estimates.get("rows"):
-        return Decision(labelled=False, notes=[estimates.get("note") or
+    if not estimates.rows:
+        return Decision(labelled=False, notes=[estimates.note or
                                                "no clinician-level estimate could be made"],
                         without_labels=list(NO_ESTIMATE), how_to_label=how)
-    numbers = _numbers(report["files"])
-    rows = estimates["rows"]
-    scales, reasons = _scales(rows, report["rubric"]), Reasons()
+    numbers = _numbers(paths)
+    rows = estimates.rows
+    scales, reasons = _scales(rows, rubric), Reasons()
     # The differences first: the page states them first, so their reasons get the first
     # marks.
-    differences = _differences(estimates.get("differences") or [], rows, numbers, scales,
-                               reasons)
-    outcomes = _outcomes(rows, scales, numbers, estimates.get("scale_note"), reasons)
+    differences = _differences(estimates.differences, rows, numbers, scales, reasons)
+    outcomes = _outcomes(rows, scales, numbers, estimates.scale_note, reasons)
     criteria = list(dict.fromkeys(o.criterion for o in outcomes if o.kind == "mean"))
     return Decision(
         labelled=True, outcomes=outcomes, differences=differences, reasons=reasons.lines(),
-        validity=_validity(criteria, report.get("agreement")),
-        rests_on=_rests_on(estimates, report.get("agreement"), numbers),
-        notes=list(estimates.get("failed") or []))
+        validity=_validity(criteria, agreement),
+        rests_on=_rests_on(estimates, agreement, numbers),
+        notes=list(estimates.failed))

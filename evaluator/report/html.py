@@ -21,6 +21,7 @@ from evaluator.data.files import write_bytes_atomic
 from evaluator.report import decision_plots as dp
 from evaluator.report import plots as rp
 from evaluator.report.build import build_report, status_table
+from evaluator.report.data import ReportData, StatusRow
 from evaluator.report.decision import number
 from evaluator.report.notes import AGREEMENT_STATISTICS, meaningless_note
 from evaluator.report.targets import (
@@ -63,10 +64,9 @@ def css_string(value: Any) -> Markup:
     return Markup(f'"{escaped}"')
 
 
-def page_header(report: dict[str, Any]) -> str:
+def page_header(report: ReportData) -> str:
     """The line at the top of every printed page: rubric, judge(s) and when it was made."""
-    return (f"{report['rubric'].name} · {', '.join(report['judges'])} · generated "
-            f"{report['generated']}")
+    return f"{report.rubric.name} · {', '.join(report.judges)} · generated {report.generated}"
 
 
 def environment() -> Any:
@@ -81,45 +81,45 @@ def environment() -> Any:
     return env
 
 
-def _plots(report: dict[str, Any], statuses: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every plot as a data URI, or an empty dict with a note when matplotlib is missing."""
+def _plots(report: ReportData, statuses: list[StatusRow]) -> dict[str, str]:
+    """Every plot as a data URI by name, or only a note when matplotlib is missing."""
     if not rp.plots_available():
         return {"note": f"plots need the report extra (matplotlib): {rp.REPORT_EXTRA_HINT}"}
-    files = report["files"]
-    plots: dict[str, Any] = {"status": rp.status_plot(report["statuses"], statuses)}
-    decision = report.get("decision")
+    files = report.files
+    plots = {"status": rp.status_plot(report.statuses, statuses)}
+    decision = report.decision
     if decision is not None and decision.outcomes:
         plots["decision_forest"] = dp.forest_plot([o.model_dump() for o in decision.outcomes])
         if decision.differences:
             plots["decision_differences"] = dp.difference_plot(
                 [d.model_dump() for d in decision.differences])
-    for field in report["criteria"]:
-        series = [f["summary"].criteria[field.key].model_dump() for f in files]
-        if report.get("expected"):
+    for field in report.criteria:
+        series = [f.summary.criteria[field.key].model_dump() for f in files]
+        if report.expected:
             # Expected scores are not categories: a histogram, like an aggregate's.
-            series = [dict(item, values=f["values"][field.key])
+            series = [dict(item, values=f.values[field.key])
                       for item, f in zip(series, files)]
             plots[field.key] = rp.aggregate_plot(f"{field.key} (expected score)", series)
         else:
             plots[field.key] = rp.criterion_plot(field.key, field.allowed, series)
-    for name in report.get("confidence_criteria", []):
-        series = [{"values": f["confidence"]["criteria"].get(name, {}).get("values", [])}
+    for name in report.confidence_criteria:
+        series = [{"values": f.confidence["criteria"].get(name, {}).get("values", [])}
                   for f in files]
         if any(item["values"] for item in series):
             plots[f"confidence:{name}"] = rp.confidence_plot(name, series)
-    for agg in report["aggregates"]:
-        series = [dict(f["summary"].aggregates[agg.name].model_dump(),
-                       values=f["values"][agg.name]) for f in files]
+    for agg in report.aggregates:
+        series = [dict(f.summary.aggregates[agg.name].model_dump(),
+                       values=f.values[agg.name]) for f in files]
         plots[agg.name] = rp.aggregate_plot(agg.name, series)
-    keys = list(report["rubric"].pass_thresholds)
+    keys = list(report.rubric.pass_thresholds)
     if keys:
         plots["pass_rates"] = rp.pass_rate_plot(
-            keys, [{"rates": {k: r.model_dump() for k, r in f["summary"].pass_rates.items()}}
+            keys, [{"rates": {k: r.model_dump() for k, r in f.summary.pass_rates.items()}}
                    for f in files])
     return plots
 
 
-def render_html(report: dict[str, Any], *, plots: bool = True) -> str:
+def render_html(report: ReportData, *, plots: bool = True) -> str:
     """The report page as a string (``plots=False`` leaves the plots out)."""
     statuses = status_table(report)
     drawn = _plots(report, statuses) if plots else {"note": "plots left out"}
@@ -158,9 +158,9 @@ def write_report(results: Sequence[Path], output: Path, *, overwrite: bool = Fal
     check_target(output, sources, overwrite, REPORT_TARGET)
     report = build_report(results, **options)
     # The case files the runs read (named in the records) are inputs too.
-    named = set().union(*(case_files(Path(entry["path"]),
-                                     {r.input_file for r in entry["records"] if r.input_file})
-                          for entry in report["files"]))
+    named = set().union(*(case_files(Path(entry.path),
+                                     {r.input_file for r in entry.records if r.input_file})
+                          for entry in report.files))
     refuse_inputs(output, sorted(named), REPORT_TARGET)
     refuse_recorded_input(output, [Path(p) for p in results], REPORT_TARGET)
     page = render_html(report)

@@ -15,7 +15,10 @@ import base64
 import io
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evaluator.report.data import StatusRow
 
 REPORT_EXTRA_HINT = "pip install 'evaluator[report]'"
 _WIDTH = 9.0
@@ -155,15 +158,15 @@ def aggregate_plot(name: str, series: Sequence[dict[str, Any]]) -> str:
     return _render(draw, 2.8)
 
 
-def status_plot(statuses: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
+def status_plot(statuses: Sequence[str], rows: Sequence[StatusRow]) -> str:
     """Stacked bars: each file's cases by status (share of its cases)."""
 
     def draw(figure: Any) -> None:
         axes = figure.subplots()
         for index, row in enumerate(rows):
             start = 0.0
-            total = row["cases"] or 1
-            for status, count in zip(statuses, row["counts"]):
+            total = row.cases or 1
+            for status, count in zip(statuses, row.counts):
                 share = 100.0 * count / total
                 axes.barh([index], [share], left=[start], color=_STATUS_COLOURS.get(status),
                           label=status if index == 0 else None)

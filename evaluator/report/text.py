@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from evaluator.common.readable import check_regular_file
 from evaluator.data.cases import Case, InputFileError, InputProblem, read_cases
 from evaluator.data.results import ResultRecord
 from evaluator.data.sources import CaseSource
+from evaluator.report.data import ReportData
 from evaluator.rubrics.rubric import ItemsCriterion, Rubric, StringField
 from evaluator.run.manifest import manifest_path_for, recorded_input_hashes, sha256_file
 
@@ -115,19 +115,20 @@ def case_text(record: ResultRecord, results_path: Path,
     return list(item.fields.items()), None
 
 
-def attach_text(report: dict[str, Any], cases: CaseSource) -> None:
+def attach_text(report: ReportData, cases: CaseSource) -> None:
     """Add ``text``, ``text_note`` and ``judge_text`` to the worst-case rows and
     ``judge_text`` to the failed cases of a :func:`evaluator.report.build.build_report`
     result, each case read as ``cases`` says (its mapping and id column)."""
-    rubric: Rubric = report["rubric"]
+    rubric = report.rubric
     files = _InputFiles(rubric, cases.mapping, cases.id_column)
-    paths = {entry["label"]: Path(entry["path"]) for entry in report["files"]}
-    if report.get("worst"):
-        for group in report["worst"]["by_file"]:
-            for row in group["rows"]:
-                row["text"], row["text_note"] = case_text(row["record"], paths[group["label"]],
-                                                          files)
-                row["judge_text"] = judge_text(row["record"], rubric)
-    for entry in report["files"]:
-        for failed in entry["failed"]:
-            failed["judge_text"] = judge_text(failed["record"], rubric)
+    paths = {entry.label: Path(entry.path) for entry in report.files}
+    if report.worst:
+        for group in report.worst.by_file:
+            for row in group.rows:
+                if row.record is not None:
+                    row.text, row.text_note = case_text(row.record, paths[group.label], files)
+                    row.judge_text = judge_text(row.record, rubric)
+    for entry in report.files:
+        for failed in entry.failed:
+            if failed.record is not None:
+                failed.judge_text = judge_text(failed.record, rubric)

@@ -57,9 +57,9 @@ AGREEMENT_STATISTICS = ("spearman", "kendall_tau_b", "kappa_quadratic", "icc_a1"
                         "within_one")
 GATE_COUNTS = ("n", "tp", "fp", "fn", "tn")
 GATE_RATES = ("sensitivity", "specificity", "ppv", "npv")
-# estimate row field -> (metric name, the row's CI field or None)
+# estimate row attribute -> (metric name, the row's CI attribute or None)
 ESTIMATE_FIGURES = (("ppi_estimate", "ppi", "ppi_ci"), ("ppi_se", "ppi_se", None),
-                    ("lambda", "lambda", None), ("judge_mean", "judge_mean", "judge_ci"),
+                    ("lam", "lambda", None), ("judge_mean", "judge_mean", "judge_ci"),
                     ("judge_bias", "judge_bias", "judge_bias_ci"),
                     ("classical_estimate", "classical", "classical_ci"),
                     ("effective_labels", "effective_labels", None),
@@ -182,10 +182,10 @@ def estimate_metrics(report: EstimateReport) -> Metrics:
     file (one system): one block per criterion and per ``--pass`` gate."""
     out: Metrics = {}
     for row in report.estimates:
-        prefix = ("estimate", row.get("criterion", ""))
+        prefix = ("estimate", row.criterion)
         for field, name, ci_field in ESTIMATE_FIGURES:
             if ci_field is None:
-                _put(out, metric_key(*prefix, name), row.get(field))
+                _put(out, metric_key(*prefix, name), getattr(row, field))
             else:
-                _put_ci(out, prefix, name, row.get(field), row.get(ci_field))
+                _put_ci(out, prefix, name, getattr(row, field), getattr(row, ci_field))
     return out

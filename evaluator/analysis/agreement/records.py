@@ -4,6 +4,7 @@ JSON written; each criterion's statistics stay a dict keyed by statistic name.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
@@ -59,6 +60,11 @@ class Ceiling(Record):
     # What kappa's difference says, in words (or that there are too few cases to decide):
     # :func:`evaluator.analysis.agreement.ceiling.reading`, printed by agree and the report.
     reading: str = ""
+
+    @property
+    def kappa(self) -> CeilingStatistic | None:
+        """The quadratic-weighted kappa's three figures (None: not computed here)."""
+        return self.statistics.get(KAPPA)
 
 
 class LabellerAgreement(Record):
@@ -126,3 +132,48 @@ class AgreementReport(Record):
     ceiling: list[Ceiling] = Field(default_factory=list)
     # The note when labels were given with the judge's verdict in view (None: blind).
     verdict_seen: str | None = None
+
+
+KAPPA = "kappa_quadratic"
+ICC = "icc_a1"
+
+
+class StatisticFigure(Record):
+    """One statistic of a criterion, as the report states it: its value and 95% CI, and
+    why it has no value (``note``), does not apply (``not_applicable``) or says nothing
+    here (``meaningless``)."""
+
+    value: int | float | None = None
+    ci95: list[float] | None = None
+    note: str | None = None
+    not_applicable: str | None = None
+    meaningless: str | None = None
+
+    @classmethod
+    def of(cls, entry: Mapping[str, Any] | None) -> StatisticFigure:
+        """The figure of one entry of :attr:`AgreementReport.criteria` (None: absent)."""
+        entry = entry or {}
+        return cls(value=entry.get("value"), ci95=entry.get("ci95"), note=entry.get("note"),
+                   not_applicable=entry.get("not_applicable") or None,
+                   meaningless=entry.get("meaningless") or None)
+
+
+class KappaFigures(Record):
+    """The judge's agreement with the labels on one criterion of one file, as the report's
+    Decision states it: ``computed`` False (fewer than two joined cases) with the ``note``
+    saying why, else over ``n`` cases the quadratic-weighted kappa and the ICC(A,1) that
+    takes its place where kappa does not apply (expected scores)."""
+
+    n: int
+    computed: bool
+    note: str | None
+    kappa: StatisticFigure
+    icc: StatisticFigure
+
+    @classmethod
+    def of(cls, stats: Mapping[str, Any]) -> KappaFigures:
+        """The figures of one criterion's statistics (:attr:`AgreementReport.criteria`): the
+        one place their keys are read for the report's Decision."""
+        return cls(n=stats.get("n", 0), computed="spearman" in stats, note=stats.get("note"),
+                   kappa=StatisticFigure.of(stats.get(KAPPA)),
+                   icc=StatisticFigure.of(stats.get(ICC)))

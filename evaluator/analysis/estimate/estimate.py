@@ -34,7 +34,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from evaluator.analysis.designs import DesignError
 from evaluator.analysis.estimate import ppi
@@ -51,7 +50,12 @@ from evaluator.analysis.estimate.inputs import (
     sheet_field,
     system_names,
 )
-from evaluator.analysis.estimate.records import EstimateReport
+from evaluator.analysis.estimate.records import (
+    DifferenceRow,
+    EstimateReport,
+    EstimateRow,
+    SystemRow,
+)
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.intervals import NO_INTERVAL, kish_n_eff, wilson_ci
 from evaluator.analysis.stats import require_stats
@@ -79,7 +83,7 @@ def _zero_one(system: System, key: str) -> bool:
                for f in system.rubric.output)
 
 
-def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, Any]:
+def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow:
     """Every figure for one outcome (a criterion, or a gate's 0/1) of one system. A gate's
     pass rate keeps every CI in [0, 1] (:func:`ppi.classical_rate`, :func:`ppi.ppi_rate`,
     :func:`ppi.bounded_rate`)."""
@@ -142,22 +146,20 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> dict[str, A
         classical.method = ("labels only: Wilson interval (every label the same: no normal "
                             "interval)" + (f", on Kish's n_eff {labels_n:.1f}"
                                            if system.design.kind == "active" else ""))
-    return {
-        "type": "estimate", "file": str(system.path), "system": system.name,
-        "labels": str(system.labels_path),
-        "criterion": gate.rule if gate else key, "outcome": "pass rate" if gate else "mean",
-        "design": system.design.kind or "none", "n_cases": len(f_all),
-        "n_labelled": len(labelled), "n_drawn": len(system.design.probabilities) or None,
-        "judge_mean": judge.estimate, "judge_ci": judge.ci95, "judge_method": judge.method,
-        "judge_bias": bias.estimate, "judge_bias_ci": bias.ci95, "judge_bias_method": bias.method,
-        "classical_estimate": classical.estimate, "classical_ci": classical.ci95,
-        "classical_method": classical.method,
-        "ppi_estimate": estimate.estimate, "ppi_ci": estimate.ci95, "ppi_se": estimate.se,
-        "lambda": estimate.lam, "ppi_method": estimate.method,
+    return EstimateRow(
+        file=str(system.path), system=system.name, labels=str(system.labels_path),
+        criterion=gate.rule if gate else key, outcome="pass rate" if gate else "mean",
+        design=system.design.kind or "none", n_cases=len(f_all), n_labelled=len(labelled),
+        n_drawn=len(system.design.probabilities) or None,
+        judge_mean=judge.estimate, judge_ci=judge.ci95, judge_method=judge.method,
+        judge_bias=bias.estimate, judge_bias_ci=bias.ci95, judge_bias_method=bias.method,
+        classical_estimate=classical.estimate, classical_ci=classical.ci95,
+        classical_method=classical.method,
+        ppi_estimate=estimate.estimate, ppi_ci=estimate.ci95, ppi_se=estimate.se,
+        lam=estimate.lam, ppi_method=estimate.method,
         # A pass rate's interval is Wilson's on n_eff: what n_eff random labels would give.
-        "effective_labels": (estimate.n_eff if gate is not None
-                             else ppi.effective_labels(variance, estimate)),
-    }
+        effective_labels=(estimate.n_eff if gate is not None
+                          else ppi.effective_labels(variance, estimate)))
 
 
 def _paired(a: System, b: System) -> bool:
@@ -175,12 +177,12 @@ def _paired(a: System, b: System) -> bool:
 
 
 def difference(a: System, b: System, key: str, gate: Gate | None,
-               estimates: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+               estimates: Mapping[str, EstimateRow]) -> DifferenceRow:
     """b - a for one outcome: paired (the estimator on per-case differences) when both were
     labelled on one draw, else independent."""
     outcome = gate.rule if gate else key
-    out: dict[str, Any] = {"type": "difference", "criterion": outcome, "a": a.name,
-                           "b": b.name, "a_file": str(a.path), "b_file": str(b.path)}
+    n_labelled: int | None = None
+    n_cases: int | None = None
     if _paired(a, b):
         both = [c for c in a.population if c in a.labels and c in b.labels]
         position = {c: i for i, c in enumerate(a.population)}
@@ -192,30 +194,31 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
         result = (ppi.ppi_mean(d, [g_all[position[c]] for c in both], unlabelled) if both else
                   ppi.Estimate(None, None, None, None, "no case labelled for both"))
         judge = ppi.judge_mean(g_all)
-        out.update(mode="paired", n_labelled=len(both), n_cases=len(g_all),
-                   note=(f"paired: both systems labelled on the same {len(both)} case(s); "
-                         "PPI++ on the per-case differences"))
+        mode, n_labelled, n_cases = "paired", len(both), len(g_all)
+        note = (f"paired: both systems labelled on the same {len(both)} case(s); "
+                "PPI++ on the per-case differences")
     else:
-        ea, eb = (ppi.Estimate(e["ppi_estimate"], e["ppi_se"], e["ppi_ci"], None, "")
+        ea, eb = (ppi.Estimate(e.ppi_estimate, e.ppi_se, e.ppi_ci, None, "")
                   for e in (estimates[a.name], estimates[b.name]))
         result = ppi.independent_difference(ea, eb)
-        ja, jb = (ppi.Estimate(e["judge_mean"], _se(e["judge_ci"]), e["judge_ci"], None, "")
+        ja, jb = (ppi.Estimate(e.judge_mean, _se(e.judge_ci), e.judge_ci, None, "")
                   for e in (estimates[a.name], estimates[b.name]))
         judge = ppi.independent_difference(ja, jb)
         shared = bool(set(a.population) & set(b.population))
-        out.update(mode="independent", n_labelled=None, n_cases=None,
-                   note=("independent: the systems were not labelled on one draw of the same "
-                         "cases, so the CI treats the two estimates as independent"
-                         + ("; it is conservative when the systems' errors go together on "
-                            "the same cases (for a paired comparison, draw both sheets with "
-                            "--design random and the same --n and --seed)" if shared else "")))
+        mode = "independent"
+        note = ("independent: the systems were not labelled on one draw of the same "
+                "cases, so the CI treats the two estimates as independent"
+                + ("; it is conservative when the systems' errors go together on "
+                   "the same cases (for a paired comparison, draw both sheets with "
+                   "--design random and the same --n and --seed)" if shared else ""))
     if gate is not None:  # a difference of two pass rates stays within [-1, 1]
         result, judge = ppi.rate_difference(result), ppi.rate_difference(judge)
-    out.update(estimate=result.estimate, ci=result.ci95, p=result.p, lambda_=result.lam,
-               method=result.method, judge_difference=judge.estimate,
-               judge_difference_ci=judge.ci95, judge_difference_method=judge.method)
-    out["lambda"] = out.pop("lambda_")
-    return out
+    return DifferenceRow(
+        criterion=outcome, a=a.name, b=b.name, a_file=str(a.path), b_file=str(b.path),
+        mode=mode, n_labelled=n_labelled, n_cases=n_cases, note=note,
+        estimate=result.estimate, ci=result.ci95, p=result.p, method=result.method,
+        judge_difference=judge.estimate, judge_difference_ci=judge.ci95,
+        judge_difference_method=judge.method, lam=result.lam)
 
 
 def _se(ci: Sequence[float] | None) -> float | None:
@@ -273,8 +276,8 @@ def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence
         fill_values(system, keys, resolved, score_mode)
     outcomes: list[tuple[str, Gate | None]] = ([(k, None) for k in keys]
                                                + [(g.key, g) for g in resolved])
-    rows: list[dict[str, Any]] = []
-    differences: list[dict[str, Any]] = []
+    rows: list[EstimateRow] = []
+    differences: list[DifferenceRow] = []
     for key, gate in outcomes:
         per_system = {s.name: estimate_outcome(s, key, gate) for s in systems}
         rows += per_system.values()
@@ -284,13 +287,11 @@ def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence
     scale = scale_note(systems, keys)
     return EstimateReport(
         label_field=label_field, score_mode=score_mode,
-        systems=[{"type": "system", "system": s.name, "file": str(s.path),
-                     "labels": str(s.labels_path),
-                     "n_cases": len(s.population), "n_labelled": len(s.labelled),
-                     "unlabelled_rows": s.unlabelled_rows, "design": s.design.kind or "none",
-                     "design_text": s.design.describe(), "notes": s.notes,
-                     "scale_note": scale}
-                    for s in systems],
+        systems=[SystemRow(system=s.name, file=str(s.path), labels=str(s.labels_path),
+                           n_cases=len(s.population), n_labelled=len(s.labelled),
+                           unlabelled_rows=s.unlabelled_rows, design=s.design.kind or "none",
+                           design_text=s.design.describe(), notes=s.notes, scale_note=scale)
+                 for s in systems],
         estimates=rows, differences=differences, scale_note=scale)
 
 
