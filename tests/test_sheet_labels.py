@@ -379,7 +379,8 @@ def test_compare_reads_a_pairwise_sheet_by_majority(tmp_path):
     assert document["comparisons"][0]["labels"] == same["comparisons"][0]["labels"]
 
 
-def test_report_reads_every_criterion_of_a_sheet_without_label_field(run, tmp_path):
+def test_report_reads_every_criterion_of_a_sheet_without_label_field(run, tmp_path,
+                                                                     monkeypatch):
     # docs/labelling.md: `evaluator report RESULTS --labels SHEET_DIR --html rep.html`.
     path, _, truth, chosen, rows = run
     sheet = make_sheet(tmp_path / "sheet", rows, criteria=("accuracy", "clarity"))
@@ -387,8 +388,20 @@ def test_report_reads_every_criterion_of_a_sheet_without_label_field(run, tmp_pa
         label(sheet, "ana", case, truth[case])
         label(sheet, "ana", case, truth[case], criterion="clarity")
     out = tmp_path / "rep.html"
+    from evaluator.analysis.labels import sheet_reader
+
+    reads = []
+    real = sheet_reader.read_sheet_labels
+
+    def counted(folder, **kwargs):
+        reads.append(folder)
+        return real(folder, **kwargs)
+
+    monkeypatch.setattr(sheet_reader, "read_sheet_labels", counted)
     result = invoke("report", path, "--labels", sheet, "--html", out, "--resamples", 200)
     assert result.exit_code == 0, result.output
+    # The sheet's labels are read once, for the agreement and both criteria's estimates.
+    assert reads == [sheet]
     html = out.read_text()
     agreement_part = html[html.index('id="agreement"'):html.index('id="estimates"')]
     estimates_part = html[html.index('id="estimates"'):]

@@ -31,7 +31,7 @@ from evaluator.analysis.agreement.agreement import (
 )
 from evaluator.analysis.estimate.estimate import estimate
 from evaluator.analysis.kinds import analysis_kind
-from evaluator.analysis.labels.labelset import LabelSetError
+from evaluator.analysis.labels.labelset import LabelSet, LabelSetError
 from evaluator.analysis.labels.readers import field_needed, names_criteria, rated, read_labels
 from evaluator.analysis.score_mode import (
     MODE_MEANING,
@@ -284,20 +284,27 @@ def _load(paths: Sequence[Path], rubrics_dirs: Sequence[Path], score_mode: str =
     return rubric, files
 
 
-def _agreement(files: list[ReportFile], labels: LabelSource, resamples: int,
-               options: Mapping[str, Any]) -> ReportAgreement:
+def _label_sets(files: list[ReportFile], labels: LabelSource) -> dict[Path, LabelSet]:
+    """Each ``--labels`` path's labels, read once for the agreement and the estimates; bad
+    labels (and a labels file's bad label column) stop the report."""
     rubric = files[0].rubric
     label_sets = {}
-    for path in dict.fromkeys(labels.paths):  # bad labels stop the report
-        label_sets[path] = read_labels(labels, path, rubric=rubric)
-        if not label_sets[path].named:
-            load_labels(labels, path, rubric=rubric, rows=label_sets[path].rows)
+    for path in dict.fromkeys(labels.paths):
+        label_sets[Path(path)] = read_labels(labels, path, rubric=rubric)
+        if not label_sets[Path(path)].named:
+            load_labels(labels, path, rubric=rubric, rows=label_sets[Path(path)].rows)
+    return label_sets
+
+
+def _agreement(files: list[ReportFile], labels: LabelSource, resamples: int,
+               options: Mapping[str, Any], label_sets: Mapping[Path, LabelSet],
+               ) -> ReportAgreement:
     per_file = []
     for entry, path in zip(files, _labels_per_file(labels.paths, files), strict=True):
         try:
             result = agreement(Path(entry.path), replace(labels, paths=(path,)),
                                resamples=resamples, only_ids=entry.common_ids,
-                               score_mode=entry.view.mode, label_set=label_sets[path],
+                               score_mode=entry.view.mode, label_set=label_sets[Path(path)],
                                **options)
             per_file.append(AgreementFile(label=entry.label, result=result, note=None))
         except LabelSetError:  # the labels themselves cannot be used: stops the report
@@ -358,7 +365,8 @@ def _sheet_criteria(labels: LabelSource, criteria: Sequence[str]) -> list[str] |
 
 
 def _estimates(files: list[ReportFile], labels: LabelSource, criteria: Sequence[str],
-               score_mode: str, rubrics_dirs: Sequence[Path]) -> ReportEstimates:
+               score_mode: str, rubrics_dirs: Sequence[Path],
+               label_sets: Mapping[Path, LabelSet]) -> ReportEstimates:
     """Clinician-level estimates (:func:`evaluator.analysis.estimate.estimate.estimate`) beside each
     file's judge-only mean, and with one labels file per file, the differences; an estimate
     that cannot be made is a note on the page, never a failed report. Sheet folders without
@@ -372,7 +380,7 @@ def _estimates(files: list[ReportFile], labels: LabelSource, criteria: Sequence[
         try:
             results.append(estimate([Path(f.path) for f in files], source,
                                     criteria=wanted, score_mode=score_mode,
-                                    rubrics_dirs=rubrics_dirs))
+                                    rubrics_dirs=rubrics_dirs, label_sets=label_sets))
         except (AgreementError, ScoreModeError) as exc:
             failed.append(f"no clinician-level estimate{f' of {wanted[0]}' if keys else ''}: "
                           f"{exc}")
@@ -469,11 +477,13 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
                                                  rows=_worst_rows(files, i, worst_key, worst_n))
                                       for i, f in enumerate(files)])
     if labels is not None and labels.paths:
+        label_sets = _label_sets(files, labels)
         report.agreement = _agreement(
             files, labels, agreement_resamples, {"by": by, "rubrics_dirs": tuple(rubrics_dirs),
-                                                 "cases": cases, "text_field": text_field})
+                                                 "cases": cases, "text_field": text_field},
+            label_sets)
         report.estimates = _estimates(files, labels, estimate_criteria, score_mode,
-                                      rubrics_dirs)
+                                      rubrics_dirs, label_sets)
     # The page's first section: built from the figures above, never from case text.
     report.decision = build_decision(rubric, [f.path for f in files], report.estimates,
                                      report.agreement)

@@ -58,6 +58,7 @@ from evaluator.analysis.estimate.records import (
 )
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.intervals import NO_INTERVAL, kish_n_eff, wilson_ci
+from evaluator.analysis.labels.labelset import LabelSet
 from evaluator.analysis.stats import require_stats
 from evaluator.data.sources import LabelSource
 
@@ -227,12 +228,14 @@ def _se(ci: Sequence[float] | None) -> float | None:
 
 def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence[str] = (),
              gates: Sequence[Gate] = (), score_mode: str = "argmax",
-             rubrics_dirs: Sequence[Path] = ()) -> EstimateReport:
+             rubrics_dirs: Sequence[Path] = (),
+             label_sets: Mapping[Path, LabelSet] | None = None) -> EstimateReport:
     """Clinician-level estimates for each results file (with the labels file at the same
     position in ``labels.paths``; one labels file with one results file) and each criterion
     and gate, and every pair's difference (see the module docstring). The labels are on
     ``labels.scale`` when given, else those of a ``KEY.label`` field on KEY's scale in the
-    rubric (a label off it is refused, naming its line)."""
+    rubric (a label off it is refused, naming its line). ``label_sets``: labels path ->
+    its labels, for those the caller has read already (the report: each path read once)."""
     require_stats()
     results, paths, label_field = [Path(p) for p in results], labels.paths, str(labels.field)
     if not results:
@@ -252,7 +255,8 @@ def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence
     if field is not None:  # sheet folders: the criterion's KEY.label, as a worksheet's
         labels, label_field = replace(labels, field=field), field
     try:
-        systems = [load_system(p, labels, lp, name, rubrics_dirs=rubrics_dirs)
+        systems = [load_system(p, labels, lp, name, rubrics_dirs=rubrics_dirs,
+                               label_set=(label_sets or {}).get(lp))
                    for p, lp, name in zip(results, paths, names, strict=True)]
     except DesignError as exc:
         raise EstimateError(str(exc)) from None

@@ -192,11 +192,11 @@ def _check_design(system: System, records: Sequence[ResultRecord]) -> None:
 
 
 def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *,
-                rubrics_dirs: Sequence[Path]) -> System:
+                rubrics_dirs: Sequence[Path], label_set: LabelSet | None = None) -> System:
     """Read one results file and its labels file ``labels_path``, as ``source`` says (on its
     scale, else on the rubric's for a ``KEY.label`` field:
     :func:`~evaluator.analysis.label_files.load_labels`), and check the labels' design
-    against it."""
+    against it. ``label_set``: the labels of ``labels_path``, when read already."""
     label_field = str(source.field)
     records = _read(path, rubrics_dirs)
     rubric = _rubric(path, records, rubrics_dirs)
@@ -204,7 +204,7 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
     if len(population) < 2:
         raise EstimateError(f"{path}: {len(population)} ok case(s); an estimate needs at "
                             "least 2")
-    label_set = read_labels(source, labels_path, rubric=rubric)
+    label_set = label_set or read_labels(source, labels_path, rubric=rubric)
     id_column = label_set.id_column
     if label_set.named:
         key = label_set.criteria_for(label_field)[0]
