@@ -121,7 +121,7 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         classical = ppi.classical_rate(y)
         estimate = ppi.ppi_rate(y, f_lab, unlabelled)
         bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
-        _rename(bias, "judge - label on the labelled cases, CLT interval")
+        _rename(bias, "judge - label on the labelled cases, t interval")
         variance = ppi.labelled_variance(y)
     else:
         labels_n = float(len(y))
@@ -130,7 +130,7 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         estimate = ppi.ppi_mean(y, f_lab, [f_all[position[c]] for c in system.population
                                             if c not in labelled_set])
         bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
-        _rename(bias, "judge - label on the labelled cases, CLT interval")
+        _rename(bias, "judge - label on the labelled cases, t interval")
         variance = ppi.labelled_variance(y)
     if gate is not None:
         judge = ppi.bounded_rate(judge, len(f_all))
@@ -198,7 +198,7 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
         note = (f"paired: both systems labelled on the same {len(both)} case(s); "
                 "PPI++ on the per-case differences")
     else:
-        ea, eb = (ppi.Estimate(e.ppi_estimate, e.ppi_se, e.ppi_ci, None, "")
+        ea, eb = (ppi.Estimate(e.ppi_estimate, e.ppi_se, e.ppi_ci, None, "", n=e.n_labelled)
                   for e in (estimates[a.name], estimates[b.name]))
         result = ppi.independent_difference(ea, eb)
         ja, jb = (ppi.Estimate(e.judge_mean, _se(e.judge_ci), e.judge_ci, None, "")
