@@ -32,8 +32,9 @@ Scenarios (labels on 1-5 unless said; the gate is "label >= 4", on 0-10 ">= 6"):
   sheet is a random one).
 
 Each cell: coverage (among the replicates that gave an interval), median width, and the
-share of replicates with no interval ("no CI": every label the same, one label) where it is
-not 0. The last section: the median width of the active interval over the random one at the
+share of replicates with no interval ("no CI": every label the same, one label, or an
+active sheet below ppi.ACTIVE_MIN_LABELS labels, "withheld") where it is not 0. Means on the
+rubric's scale get ppi.bounded_mean's interval, as `estimate` gives them. The last section: the median width of the active interval over the random one at the
 same n (PPI++ and labels only), and the minimum: the smallest n from which every cell
 covers 93-97%.
 
@@ -157,8 +158,8 @@ INTERVALS = {
 }
 
 
-def _active(s: dict[str, np.ndarray], system: str, n: int,
-            rng: np.random.Generator) -> dict[str, ppi.Estimate]:
+def _active(s: dict[str, np.ndarray], system: str, n: int, rng: np.random.Generator,
+            scale: tuple[float, float]) -> dict[str, ppi.Estimate]:
     label, judge, gate, gjudge = (s[f"l{system}"], s[f"j{system}"], s[f"g{system}"],
                                   s[f"gj{system}"])
     pi = np.asarray(inclusion_probabilities(s[f"u{system}"], n))
@@ -166,8 +167,6 @@ def _active(s: dict[str, np.ndarray], system: str, n: int,
     if not taken.any():
         return {}
     weights = np.where(taken, pi, 1.0)
-    partial = np.where(taken, label, np.nan)
-    gpartial = np.where(taken, gate, np.nan)
     none = [None] * label.size
 
     def listed(values: np.ndarray) -> list:
@@ -182,9 +181,11 @@ def _active(s: dict[str, np.ndarray], system: str, n: int,
     gaps = listed(judge - label)
     rate_alone = ppi.ipw_mean(gjudge, listed(gate), weights, lam=0.0)
     rate_ppi = ppi.ipw_mean(gjudge, listed(gate), weights)
-    del partial, gpartial
-    return {"labels only": ppi.ipw_mean(judge, listed(label), weights, lam=0.0),
-            "PPI++": ppi.ipw_mean(judge, listed(label), weights),
+    low, high = scale
+    return {"labels only": ppi.bounded_mean(ppi.ipw_mean(judge, listed(label), weights,
+                                                         lam=0.0), low, high, kish),
+            "PPI++": ppi.bounded_mean(ppi.ipw_mean(judge, listed(label), weights), low, high,
+                                      kish),
             "bias": ppi.ipw_mean(np.zeros(label.size), gaps, weights, lam=0.0),
             "rate labels only": ppi.bounded_rate(rate_alone, kish, rate_variance),
             "rate PPI++": ppi.bounded_rate(rate_ppi, kish, rate_variance)}
@@ -199,16 +200,19 @@ def replicate(name: str, n: int, seed: int, size: int = POPULATION) -> dict[tupl
     la, ja, ga, gja = s["la"], s["ja"], s["ga"], s["gja"]
     d, g = s["lb"] - la, s["jb"] - ja
     gd, gg = s["gb"] - ga, s["gjb"] - gja
-    out = {("random", "labels only"): ppi.classical_mean(la[drawn]),
-           ("random", "PPI++"): ppi.ppi_mean(la[drawn], ja[drawn], ja[rest]),
+    scale = SCENARIOS[name][2]
+    out = {("random", "labels only"): ppi.bounded_mean(ppi.classical_mean(la[drawn]), *scale,
+                                                       n),
+           ("random", "PPI++"): ppi.bounded_mean(ppi.ppi_mean(la[drawn], ja[drawn], ja[rest]),
+                                                 *scale, n),
            ("random", "bias"): ppi.classical_mean(ja[drawn] - la[drawn]),
            ("random", "rate labels only"): ppi.classical_rate(ga[drawn]),
            ("random", "rate PPI++"): ppi.ppi_rate(ga[drawn], gja[drawn], gja[rest]),
            ("random", "B - A paired"): ppi.ppi_mean(d[drawn], g[drawn], g[rest]),
            ("random", "rate B - A paired"): ppi.rate_difference(
                ppi.ppi_mean(gd[drawn], gg[drawn], gg[rest]))}
-    active_a = _active(s, "a", n, rng)
-    active_b = _active(s, "b", n, rng)
+    active_a = _active(s, "a", n, rng, scale)
+    active_b = _active(s, "b", n, rng, scale)
     for what, value in active_a.items():
         out[("active", what)] = value
     if active_a and active_b:

@@ -83,6 +83,18 @@ def _zero_one(system: System, key: str) -> bool:
                for f in system.rubric.output)
 
 
+def _scale(system: System, key: str) -> tuple[float, float] | None:
+    """``key``'s scale (its lowest and highest allowed score) where its criterion has
+    numeric allowed values, else None."""
+    for field in system.rubric.output:
+        if getattr(field, "key", None) == key:
+            values = [v for v in getattr(field, "allowed", ()) or ()
+                      if isinstance(v, int | float) and not isinstance(v, bool)]
+            if len(values) >= 2:
+                return float(min(values)), float(max(values))
+    return None
+
+
 def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow:
     """Every figure for one outcome (a criterion, or a gate's 0/1) of one system. A gate's
     pass rate keeps every CI in [0, 1] (:func:`ppi.classical_rate`, :func:`ppi.ppi_rate`,
@@ -112,7 +124,8 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         # Kish's n_eff of the weights: a rate's n where its SE is 0 (every label the same).
         labels_n = kish_n_eff(weights)
         if gate is not None:
-            classical.method = "labels only: weighted"
+            if not ppi.withheld(classical):
+                classical.method = "labels only: weighted"
             classical = ppi.bounded_rate(classical, labels_n, variance)
             estimate = ppi.bounded_rate(estimate, labels_n, variance)
     elif gate is not None:
@@ -132,10 +145,15 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
         _rename(bias, "judge - label on the labelled cases, t interval")
         variance = ppi.labelled_variance(y)
+    scale = _scale(system, key) if gate is None else None
+    if scale is not None:  # a mean on a rubric's scale: its CI leans away from an edge
+        classical = ppi.bounded_mean(classical, *scale, labels_n)
+        estimate = ppi.bounded_mean(estimate, *scale, labels_n)
     if gate is not None:
         judge = ppi.bounded_rate(judge, len(f_all))
         bias = ppi.rate_difference(bias)
-    elif classical.ci95 is None and y and set(y) <= {0.0, 1.0} and _zero_one(system, key):
+    elif (classical.ci95 is None and y and set(y) <= {0.0, 1.0} and _zero_one(system, key)
+          and not ppi.withheld(classical)):
         # Every label the same on a 0/1 criterion: the labels alone still have Wilson's
         # interval (on Kish's n_eff of the weights on an active sheet), which a point never
         # is. Only on a 0/1 scale: a score of 1 on a 1-4 scale is not a pass.

@@ -94,7 +94,8 @@ def normal_estimate(estimate: float, se: float, method: str, *, lam: float | Non
     if est is None or se_ is None:
         return Estimate(None, None, None, None, method, lam, n, population, df=df)
     if df is not None and not df > 0:
-        return Estimate(est, se_, None, None, f"{method}; no interval: too few labels", lam, n,
+        return Estimate(est, se_, None, None, f"{method}; no interval: no variation in the data (one label, or every "
+                        "value the same)", lam, n,
                         population, df=df)
     q = t_quantile(df)
     ci, why = interval_or_reason([est - q * se_, est + q * se_],
@@ -265,6 +266,12 @@ def rate_n_eff(rate: float, se: float, fallback_n: float) -> float:
     return p * (1.0 - p) / se ** 2
 
 
+def withheld(estimate: Estimate) -> bool:
+    """``estimate``'s interval was withheld for too few labels (:data:`ACTIVE_TOO_FEW`):
+    no later step may give it one back."""
+    return "needed for a 95% interval" in estimate.method
+
+
 def df_adjusted_n_eff(n_eff: float, df: float | None) -> float:
     """Korn & Graubard's (1998) degrees-of-freedom adjusted effective sample size, n_eff
     (z_0.975 / t_0.975,df)^2: the Wilson interval on it is as much wider than Wilson's on
@@ -289,7 +296,7 @@ def bounded_rate(estimate: Estimate, fallback_n: float,
     ``label_variance`` / se^2, the scale used before: on an active sheet with a good judge
     and a rare pass rate, Korn & Graubard's alone covered 89.5-92.9% in simulation, the
     smaller one 90.4-94.3% (docs/statistics.md). The standard error is kept as it is."""
-    if estimate.estimate is None or estimate.se is None:
+    if estimate.estimate is None or estimate.se is None or withheld(estimate):
         return estimate
     rate = _snapped(min(1.0, max(0.0, estimate.estimate)))
     se = estimate.se
@@ -305,8 +312,7 @@ def bounded_rate(estimate: Estimate, fallback_n: float,
                     estimate.lam, estimate.n, estimate.population, n_eff, estimate.df)
 
 
-def bounded_mean(estimate: Estimate, low: float, high: float, fallback_n: float,
-                 label_variance: float | None = None) -> Estimate:
+def bounded_mean(estimate: Estimate, low: float, high: float, fallback_n: float) -> Estimate:
     """``estimate`` of a mean on a bounded scale [``low``, ``high``] (a rubric's 1-5, 0-10)
     with the CI of :func:`bounded_rate` on the scale mapped to [0, 1]: Wilson's interval on
     the estimate's (df-adjusted) effective sample size, mapped back. Where the labels pile
@@ -315,16 +321,19 @@ def bounded_mean(estimate: Estimate, low: float, high: float, fallback_n: float,
     too near the edge and its SE is too small); Wilson's interval leans away from the edge
     by the binomial variance's bound p (1 - p), and near the middle it is about the t
     interval (docs/statistics.md, "Small samples"). The estimate, its SE, df and p-value are
-    unchanged; ``fallback_n`` and ``label_variance`` as :func:`bounded_rate`'s (on the
-    original scale: the variance is rescaled here). A scale of no width: unchanged."""
+    unchanged; ``fallback_n`` as :func:`bounded_rate`'s. (Its ``label_variance`` cap is for
+    0/1 outcomes, whose variance is p (1 - p); a score's is far below that bound, and the
+    cap would widen the interval twofold.) A scale of no width: unchanged."""
     span = float(high) - float(low)
-    if estimate.estimate is None or estimate.se is None or not span > 0:
+    # No interval stays none (one label; every label the same: the rules every figure
+    # follows, and a score at the top of 1-4 is not a pass to give Wilson's interval to).
+    if (estimate.estimate is None or estimate.se is None or not span > 0
+            or estimate.ci95 is None):
         return estimate
     unit = Estimate((estimate.estimate - low) / span, estimate.se / span, None, estimate.p,
                     estimate.method, estimate.lam, estimate.n, estimate.population,
                     estimate.n_eff, estimate.df)
-    variance = None if label_variance is None else label_variance / span ** 2
-    rate = bounded_rate(unit, fallback_n, variance)
+    rate = bounded_rate(unit, fallback_n)
     if rate.ci95 is None:
         return estimate
     ci = [low + span * rate.ci95[0], high - span * (1 - rate.ci95[1])]
@@ -452,6 +461,12 @@ def _tuned_ipw(a: Any, b: Any, c: Any, lam: float | None) -> tuple[float, float]
 
 
 CROSS_FIT_FOLDS = 2
+# An active sheet's fewest labels for a 95% interval (benchmarks/small_n_coverage.py:
+# below it the inverse-probability-weighted intervals covered 78-92% on judges whose
+# uncertainty does not track their errors).
+ACTIVE_MIN_LABELS = 30
+ACTIVE_TOO_FEW = ("no interval: {n} labels on an active sheet, at least {minimum} needed for "
+                  "a 95% interval (below it a random sheet's are valid)")
 # Degrees of freedom the tuned (lambda, offset) cost an active estimate's variance.
 IPW_TUNED_DF_LOSS = 0
 CROSS_FIT_SEED = 0
@@ -524,6 +539,14 @@ def ipw_mean(f_all: Sequence[float], labels: Sequence[float | None],
     # others are the judge's prediction alone), as a design-based variance has the number
     # of sampled units less the parameters fitted as its df (Korn & Graubard 1999, 5.2).
     df = float(n - 1 - (IPW_TUNED_DF_LOSS if weight > 0 or offset is None else 0))
+    if n < ACTIVE_MIN_LABELS:
+        # Below it no df rule kept 93-97% (benchmarks/small_n_coverage.py): a handful of
+        # 1/pi-weighted labels is too skewed a sum for any t; a random sheet is.
+        figure = normal_estimate(float(z.mean()), float(z.std(ddof=1)) / math.sqrt(big_n),
+                                 method, lam=weight, n=n, population=big_n, df=df)
+        figure.ci95, figure.p = None, None
+        figure.method = f"{method}; {ACTIVE_TOO_FEW.format(n=n, minimum=ACTIVE_MIN_LABELS)}"
+        return figure
     return normal_estimate(float(z.mean()), float(z.std(ddof=1)) / math.sqrt(big_n),
                            method, lam=weight, n=n, population=big_n, df=df)
 
