@@ -284,10 +284,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true",
                         help="60 replicates, n 10 and 30, three scenarios")
+    parser.add_argument("--scenarios", nargs="+", choices=tuple(SCENARIOS),
+                        help="only these scenarios (the minimum is then over them alone)")
     args = parser.parse_args(argv)
     replicates = 60 if args.quick else args.replicates
     ns = (10, 30) if args.quick else NS
     names = (("decent", "confidently_wrong", "edge") if args.quick else tuple(SCENARIOS))
+    if args.scenarios:
+        names = tuple(args.scenarios)
     started = time.perf_counter()
     print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")
     print(f"coverage % / median width of each 95% CI; {replicates} replicates per cell; "

@@ -113,6 +113,8 @@ def satterthwaite_df(parts: Sequence[tuple[float, float | None]]) -> float | Non
     None, or all variance 0: None. Never more than the parts' df summed, never less than
     the smallest: a part known from 9 labels keeps the whole near t_9 when it dominates."""
     finite = [(v, d) for v, d in parts if d is not None and v > 0]
+    if any(d <= 0 for _, d in finite):  # a part from one label: no df, no interval
+        return 0.0
     total = sum(v for v, _ in parts if v > 0)
     if not finite or not total > 0:
         return None
