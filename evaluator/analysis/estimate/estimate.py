@@ -86,7 +86,7 @@ def _zero_one(system: System, key: str) -> bool:
 def _scale(system: System, key: str) -> tuple[float, float] | None:
     """``key``'s scale (its lowest and highest allowed score) where its criterion has
     numeric allowed values, else None."""
-    for field in system.rubric.output:
+    for field in getattr(system.rubric, "output", ()) or ():
         if getattr(field, "key", None) == key:
             values = [v for v in getattr(field, "allowed", ()) or ()
                       if isinstance(v, int | float) and not isinstance(v, bool)]
