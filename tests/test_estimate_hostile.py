@@ -108,10 +108,13 @@ def test_labels_all_equal_never_give_a_zero_width_ci(tmp_path, system_a, labelle
             assert ci is None or ci[1] > ci[0], (key, ci)
 
 
-def test_active_estimator_covers_at_twenty_labels():
+def test_active_estimator_covers_at_twenty_labels(monkeypatch):
     """The active (IPW, lambda and offset tuned in-sample) CI at an expected 20 labels of
     2,000, the tests' own judge: >= 90% coverage (today ~88%; 2-fold cross-fitting of
     lambda and m gives ~91%, fixed lambda = 1, m = 0 ~93%)."""
+    # The estimator's own coverage below the 30-label floor `estimate` withholds active
+    # intervals at (issue 47): the floor is lifted here.
+    monkeypatch.setattr(ppi, "ACTIVE_MIN_LABELS", 1)
     p = np.array([0.1, 0.2, 0.3, 0.25, 0.15])
     truth = float((np.arange(1, 6) * p).sum())
     covered = []

@@ -9,6 +9,7 @@ reference tests instead of skipping them."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ pytest.importorskip("scipy", reason="needs the stats extra")
 
 from evaluator.analysis.designs import DEFAULT_FLOOR, inclusion_probabilities
 from evaluator.analysis.estimate import ppi
+from evaluator.analysis.intervals import Z95, t_quantile
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = Path(os.environ.get("EVALUATOR_PPI_REFERENCE", ROOT / ".cache" / "ppi-reference"))
@@ -78,8 +80,16 @@ def test_ppi_mean_equals_ppi_py(ppi_py, seed, lam):
     point = _scalar(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_all, lam=lam))
     low, high = ppi_py.ppi_mean_ci(y, yhat, yhat_all, alpha=0.05, lam=lam)
     assert ours.estimate == pytest.approx(point, abs=1e-9, rel=0)
-    assert ours.ci95[0] == pytest.approx(_scalar(low), abs=1e-9, rel=0)
-    assert ours.ci95[1] == pytest.approx(_scalar(high), abs=1e-9, rel=0)
+    # ppi_py's interval is the normal one with variances of ddof 0; ours is Student t on
+    # Welch-Satterthwaite df with ddof 1 (2 for the rectifier where lambda is tuned): the
+    # same centre, and a half-width t/z times ppi_py's, times at most sqrt(n / (n - 2)).
+    # Both factors go to 1 as n grows: at n = 400, 1.003 and 1.0025.
+    n = len(y)
+    ratio = (ours.ci95[1] - ours.ci95[0]) / (_scalar(high) - _scalar(low))
+    quantile = t_quantile(ours.df) / Z95
+    assert ours.ci95[0] + ours.ci95[1] == pytest.approx(_scalar(low) + _scalar(high), abs=1e-9)
+    assert quantile * (1 - 1e-9) <= ratio <= quantile * math.sqrt(n / (n - 2)) + 1e-9
+    assert min(n - 2, len(y)) <= ours.df + 1e-9
     if lam is None:
         assert 0 <= ours.lam <= 1
 
@@ -104,14 +114,17 @@ def test_a_pass_rates_ppi_estimate_and_lambda_are_ppi_pys(ppi_py, seed):
         assert ours.estimate == pytest.approx(min(1.0, max(0.0, point)), abs=1e-9)
         assert ours.lam == pytest.approx(ppi.ppi_mean(truth[drawn], judge[drawn],
                                                       judge[rest]).lam)
-        # Korn & Graubard's effective n: the estimate's own p (1 - p) over its SE^2.
-        assert ours.n_eff == pytest.approx(ours.estimate * (1 - ours.estimate) / ours.se ** 2)
+        # Korn & Graubard's effective n: the estimate's own p (1 - p) over its SE^2, times
+        # their degrees-of-freedom adjustment (z / t_df)^2.
+        assert ours.n_eff == pytest.approx(ours.estimate * (1 - ours.estimate) / ours.se ** 2
+                                           * (Z95 / t_quantile(ours.df)) ** 2)
     else:  # the judge adds nothing: lambda 0, the labels' own Wilson interval
         assert ours.lam == 0 and ours.estimate == pytest.approx(truth[drawn].mean())
         assert ours.ci95 == pytest.approx(ppi.classical_rate(truth[drawn]).ci95)
     # Both ways are taken: on these draws the judge is worth more than its labels but on
     # two (41 and 12 labels), where the half pseudo-cases outweigh what it adds.
-    assert judged == (seed not in (0, 3))
+    # (Seed 5, 11 labels: since issue 47's t allowance on 9 df, the labels alone too.)
+    assert judged == (seed not in (0, 3, 5))
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -120,7 +133,12 @@ def test_classical_mean_equals_ppi_py(ppi_py, seed):
     ours = ppi.classical_mean(y)
     low, high = ppi_py.classical_mean_ci(y, alpha=0.05)
     assert ours.estimate == pytest.approx(float(y.mean()), abs=1e-12)
-    assert ours.ci95 == pytest.approx([_scalar(low), _scalar(high)], abs=1e-9, rel=0)
+    # Student's t interval: ppi_py's normal one (sd with ddof 0) times t_{n-1} / z and
+    # sqrt(n / (n - 1)), which go to 1 as n grows.
+    n = len(y)
+    half = (_scalar(high) - _scalar(low)) / 2 * t_quantile(n - 1) / Z95 * math.sqrt(n / (n - 1))
+    assert ours.ci95 == pytest.approx([float(y.mean()) - half, float(y.mean()) + half],
+                                      abs=1e-9, rel=0)
 
 
 def test_the_tuned_weight_is_zero_for_a_constant_judge_and_the_labels_stand_alone():
@@ -248,7 +266,9 @@ def test_paired_and_independent_differences_cover_the_true_difference():
             covered[name].append(result.ci95[0] <= truth <= result.ci95[1])
             widths[name].append(result.ci95[1] - result.ci95[0])
     for name in covered:
-        assert 0.93 <= np.mean(covered[name]) <= 0.975, (name, np.mean(covered[name]))
+        # Up to 0.98: t on ~78 df is 0.7% wider than the normal interval this bound was set
+        # for, and 600 replicates' Monte Carlo SE is 0.9 points (issue 47).
+        assert 0.93 <= np.mean(covered[name]) <= 0.98, (name, np.mean(covered[name]))
     assert np.median(widths["paired"]) < np.median(widths["independent"])
 
 
@@ -256,7 +276,8 @@ def test_effective_labels_of_a_random_design_is_n_times_the_variance_ratio():
     y, yhat, yhat_all = _data(7)
     estimate = ppi.ppi_mean(y, yhat, yhat_all)
     classical = ppi.classical_mean(y)
-    expected = len(y) * classical.se ** 2 / estimate.se ** 2
+    # classical.se is Student's (ddof 1); the labels' variance is ddof 0.
+    expected = (len(y) - 1) * classical.se ** 2 / estimate.se ** 2
     assert ppi.effective_labels(ppi.labelled_variance(y), estimate) == pytest.approx(expected)
 
 
@@ -284,10 +305,12 @@ def test_labels_that_are_most_of_the_cases_still_cover():
     assert np.mean(hits) >= 0.925, np.mean(hits)
 
 
-def test_cross_fitted_active_tuning_keeps_coverage_with_few_labels():
+def test_cross_fitted_active_tuning_keeps_coverage_with_few_labels(monkeypatch):
     """20 expected labels of 2,000: tuning lambda and the offset on the cases they are
     applied to covered 88%; cross-fitted, about 92% (the normal approximation's own limit
-    at this n: labels alone on a random sample of 20 cover about 93%)."""
+    at this n: labels alone on a random sample of 20 cover about 93%). The estimator's own
+    mechanics, below the 30-label floor `estimate` withholds them at (issue 47): lifted."""
+    monkeypatch.setattr(ppi, "ACTIVE_MIN_LABELS", 1)
     hits, alone = [], []
     for seed in range(REPLICATES):
         rng = np.random.default_rng(30_000 + seed)
@@ -356,9 +379,16 @@ def test_a_judge_that_agreed_with_every_label_does_not_make_the_interval_a_point
     plain = ppi.ppi_mean(labels, labels, unlabelled)
     assert plain.ci95[1] - plain.ci95[0] < 0.03
     rate = ppi.ppi_rate(labels, labels, unlabelled)
-    assert rate.estimate == pytest.approx(plain.estimate)
     assert rate.ci95[1] - rate.ci95[0] > 0.2 and 0 <= rate.ci95[0] <= rate.ci95[1] <= 1
-    assert rate.n_eff == pytest.approx(rate.estimate * (1 - rate.estimate) / rate.se ** 2)
+    # With t's allowance on 8 df (issue 47) PPI++ is worth fewer than its ten labels here:
+    # the labels' own Wilson interval.
+    assert rate.lam == 0 and rate.ci95 == pytest.approx(ppi.classical_rate(labels).ci95)
+    # With the allowance of 100 labels' df it is kept, and not a point either.
+    labels = [1.0] * 10 + [0.0] * 90
+    rate = ppi.ppi_rate(labels, labels, unlabelled)
+    assert rate.lam > 0 and rate.ci95[1] - rate.ci95[0] > 0.04
+    assert rate.n_eff == pytest.approx(rate.estimate * (1 - rate.estimate) / rate.se ** 2
+                                       * (Z95 / t_quantile(rate.df)) ** 2)
 
 
 def test_a_pass_rates_interval_is_scaled_by_its_own_variance_not_the_labels():
@@ -370,18 +400,27 @@ def test_a_pass_rates_interval_is_scaled_by_its_own_variance_not_the_labels():
     labels = [1.0] + [0.0] * 9
     rate = ppi.ppi_rate(labels, labels, [1.0] * 396 + [0.0] * 594)
     own = ppi.classical_rate(labels).ci95
+    # Since issue 47 the t allowance on 8 df (Korn & Graubard's df-adjusted n_eff) made
+    # PPI++'s [0.074, 0.473] wider than the labels' own: the labels stand alone.
+    assert rate.lam == 0 and rate.ci95 == pytest.approx(own)
+    # Three passes in thirty, the judge right on them and passing 10% elsewhere.
+    labels = [1.0] * 3 + [0.0] * 27
+    rate = ppi.ppi_rate(labels, labels, [1.0] * 96 + [0.0] * 894)
+    own = ppi.classical_rate(labels).ci95
     assert rate.lam > 0 and rate.se < ppi.classical_rate(labels).se
-    assert rate.ci95 == pytest.approx([0.0864, 0.4322], abs=1e-3)
+    assert rate.ci95 == pytest.approx([0.0478, 0.1869], abs=1e-3)
     assert rate.ci95[1] - rate.ci95[0] < own[1] - own[0]
-    # The interval's implied SE, its width / 3.92, is about the computed one.
-    assert (rate.ci95[1] - rate.ci95[0]) / (2 * ppi.Z95) == pytest.approx(rate.se, rel=0.1)
+    # The interval's implied SE, its width / (2 t_df), is about the computed one.
+    assert ((rate.ci95[1] - rate.ci95[0]) / (2 * t_quantile(rate.df))
+            == pytest.approx(rate.se, rel=0.1))
     # Five of ten pass and the judge passes 5% elsewhere: SE 0.092 had the interval
-    # [0.011, 0.190] (0.179 wide, as if SE 0.046); on its own n_eff 5.7, [0.003, 0.460].
+    # [0.011, 0.190] (0.179 wide, as if SE 0.046); on its own n_eff 5.7, [0.003, 0.460];
+    # df-adjusted (t on 8.1 df), n_eff 4.1 and [0.002, 0.532].
     labels = [1.0] * 5 + [0.0] * 5
     rate = ppi.ppi_rate(labels, labels, [1.0] * 49 + [0.0] * 941)
     assert rate.se == pytest.approx(0.0915, abs=1e-3)
-    assert rate.n_eff == pytest.approx(5.67, abs=0.01)
-    assert rate.ci95 == pytest.approx([0.0032, 0.4598], abs=1e-3)
+    assert rate.n_eff == pytest.approx(4.11, abs=0.01)
+    assert rate.ci95 == pytest.approx([0.0024, 0.5319], abs=1e-3)
 
 
 def test_a_rate_at_0_keeps_half_a_case_from_the_edge_in_its_effective_n():
@@ -398,13 +437,17 @@ def test_a_rate_at_0_keeps_half_a_case_from_the_edge_in_its_effective_n():
 
 
 @pytest.mark.parametrize("judge", ["good", "confidently wrong"])
-def test_pass_rate_cis_stay_in_0_1_and_cover_a_rare_pass_with_20_labels(benchmark, judge):
+def test_pass_rate_cis_stay_in_0_1_and_cover_a_rare_pass_with_20_labels(benchmark, judge,
+                                                                         monkeypatch):
     """A pass rate of 0.05, 20 labels of 1,000 cases (benchmarks/ppi_coverage.py's pass
     judges): the normal intervals reached below 0 in most replicates and covered 56-64%;
     the bounded ones stay in [0, 1] and cover about 95% on an active sheet. On a random one
     the labels alone get Wilson's interval, whose coverage of a binomial at n = 20, p =
     0.05 is 92.5% (it covers 0, 1 or 2 passes, not 3), and PPI++ at least that (it falls
     back to it where the judge adds nothing, as the confidently wrong one mostly does)."""
+    # Below the 30-label floor `estimate` withholds active intervals (issue 47); this is
+    # the bounded interval's own coverage, so the floor is lifted.
+    monkeypatch.setattr(ppi, "ACTIVE_MIN_LABELS", 1)
     hits: dict[str, list[bool]] = {name: [] for name in benchmark.RATE_ESTIMATORS}
     for seed in range(300):
         for name, (_, after) in benchmark.rate_replicate(judge, 0.05, 1000, 20,

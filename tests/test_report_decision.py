@@ -364,7 +364,7 @@ def test_labels_that_give_no_estimate_are_not_called_no_labels(three, tmp_path):
 def test_a_bias_without_an_interval_is_said_as_measured_on_the_labelled_cases():
     """Every judge - label difference the same (a judge always 4 above, or always equal):
     the bias was measured there, exactly; only an interval is missing."""
-    why = ("judge - label on the labelled cases, CLT interval; no interval: no variation in "
+    why = ("judge - label on the labelled cases, t interval; no interval: no variation in "
            "the data (one label, or every value the same)")
     rows = [{"file": f, "criterion": "accuracy", "outcome": "mean", "n_labelled": 40,
              "n_cases": 400, "judge_mean": 5.0, "judge_ci": None, "classical_estimate": 1.0,

@@ -25,6 +25,9 @@
   takes a count and a size that are not whole numbers).
 * :func:`welch_diff_ci` - the Welch t interval of a difference of two means
   (``scipy.stats.ttest_ind(equal_var=False)``).
+* :func:`t_quantile` / :func:`t_p_value` - Student t's 97.5% quantile and two-sided p-value on
+  ``df`` degrees of freedom (the normal ones where ``df`` is None): the small-sample
+  intervals of the clinician-level estimates (docs/statistics.md, "Small samples").
 * :func:`interval_or_reason` - the rule every figure follows: **a point is not a 95% CI**.
   An interval whose ends are equal (one value, every value the same, a statistic the data
   fix) is refused, with the reason, wherever it comes from (a formula, a bootstrap).
@@ -45,6 +48,33 @@ UNDEFINED_SHARE_LIMIT = 0.01
 Z95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975), spelled out to stay import-free
 # Fieller, Hartley & Pearson (1957): var(atanh(tau)) ~ 0.437 / (n - 4).
 _KENDALL_VARIANCE = 0.437
+
+
+def t_quantile(df: float | None) -> float:
+    """Student t's 97.5% quantile on ``df`` degrees of freedom (``scipy.stats.t.ppf``): the
+    multiplier of a standard error for a two-sided 95% interval; :data:`Z95` where ``df``
+    is None or infinite (the normal limit, which t approaches as df grows). ``df`` need not
+    be whole (Welch-Satterthwaite). NaN for ``df`` <= 0: no interval."""
+    if df is None or math.isinf(df):
+        return Z95
+    if not df > 0:
+        return math.nan
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + CONFIDENCE / 2, df))
+
+
+def t_p_value(statistic: float, df: float | None) -> float:
+    """Two-sided p-value of ``statistic`` (estimate / se) on Student t with ``df`` degrees of
+    freedom, the normal one where ``df`` is None: the test the :func:`t_quantile` interval
+    inverts, so p < 0.05 exactly when the interval excludes 0."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    from scipy.stats import norm, t
+
+    if df is None or math.isinf(df):
+        return float(2 * norm.sf(abs(statistic)))
+    return float(2 * t.sf(abs(statistic), df))
 
 
 def clean(value: float | None) -> float | None:

@@ -84,6 +84,18 @@ def _zero_one(system: System, key: str) -> bool:
                for f in system.rubric.output)
 
 
+def _scale(system: System, key: str) -> tuple[float, float] | None:
+    """``key``'s scale (its lowest and highest allowed score) where its criterion has
+    numeric allowed values, else None."""
+    for field in getattr(system.rubric, "output", ()) or ():
+        if getattr(field, "key", None) == key:
+            values = [v for v in getattr(field, "allowed", ()) or ()
+                      if isinstance(v, int | float) and not isinstance(v, bool)]
+            if len(values) >= 2:
+                return float(min(values)), float(max(values))
+    return None
+
+
 def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow:
     """Every figure for one outcome (a criterion, or a gate's 0/1) of one system. A gate's
     pass rate keeps every CI in [0, 1] (:func:`ppi.classical_rate`, :func:`ppi.ppi_rate`,
@@ -113,7 +125,8 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         # Kish's n_eff of the weights: a rate's n where its SE is 0 (every label the same).
         labels_n = kish_n_eff(weights)
         if gate is not None:
-            classical.method = "labels only: weighted"
+            if not ppi.withheld(classical):
+                classical.method = "labels only: weighted"
             classical = ppi.bounded_rate(classical, labels_n, variance)
             estimate = ppi.bounded_rate(estimate, labels_n, variance)
     elif gate is not None:
@@ -122,7 +135,7 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         classical = ppi.classical_rate(y)
         estimate = ppi.ppi_rate(y, f_lab, unlabelled)
         bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
-        _rename(bias, "judge - label on the labelled cases, CLT interval")
+        _rename(bias, "judge - label on the labelled cases, t interval")
         variance = ppi.labelled_variance(y)
     else:
         labels_n = float(len(y))
@@ -131,12 +144,17 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         estimate = ppi.ppi_mean(y, f_lab, [f_all[position[c]] for c in system.population
                                             if c not in labelled_set])
         bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
-        _rename(bias, "judge - label on the labelled cases, CLT interval")
+        _rename(bias, "judge - label on the labelled cases, t interval")
         variance = ppi.labelled_variance(y)
+    scale = _scale(system, key) if gate is None else None
+    if scale is not None:  # a mean on a rubric's scale: its CI leans away from an edge
+        classical = ppi.bounded_mean(classical, *scale, labels_n)
+        estimate = ppi.bounded_mean(estimate, *scale, labels_n)
     if gate is not None:
         judge = ppi.bounded_rate(judge, len(f_all))
         bias = ppi.rate_difference(bias)
-    elif classical.ci95 is None and y and set(y) <= {0.0, 1.0} and _zero_one(system, key):
+    elif (classical.ci95 is None and y and set(y) <= {0.0, 1.0} and _zero_one(system, key)
+          and not ppi.withheld(classical)):
         # Every label the same on a 0/1 criterion: the labels alone still have Wilson's
         # interval (on Kish's n_eff of the weights on an active sheet), which a point never
         # is. Only on a 0/1 scale: a score of 1 on a 1-4 scale is not a pass.
@@ -199,7 +217,7 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
         note = (f"paired: both systems labelled on the same {len(both)} case(s); "
                 "PPI++ on the per-case differences")
     else:
-        ea, eb = (ppi.Estimate(e.ppi_estimate, e.ppi_se, e.ppi_ci, None, "")
+        ea, eb = (ppi.Estimate(e.ppi_estimate, e.ppi_se, e.ppi_ci, None, "", n=e.n_labelled)
                   for e in (estimates[a.name], estimates[b.name]))
         result = ppi.independent_difference(ea, eb)
         ja, jb = (ppi.Estimate(e.judge_mean, _se(e.judge_ci), e.judge_ci, None, "")

@@ -238,10 +238,11 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
                             "check --id-column")
     if len(system.labelled) < FEW_LABELS:
         system.notes.append(
-            f"WARNING: {len(system.labelled)} labelled case(s): the 95% CIs are normal "
-            f"approximations, and below about {FEW_LABELS} labels they cover less than 95% "
-            "(in simulation, 87-90% at 10 labels and 92-94% at 20; benchmarks/"
-            "ppi_coverage.py): label more cases")
+            f"WARNING: {len(system.labelled)} labelled case(s): the 95% CIs are Student t "
+            f"intervals, and below about {FEW_LABELS} labels they are wide and some cover "
+            "less than 95% (in simulation, 91-98% at 10-20 labels on a random sheet; an "
+            "active sheet gives none below 30; benchmarks/small_n_coverage.py): label more "
+            "cases")
     if design.kind == "active":
         uneven = uneven_weights_warning([design.weight(c) for c in system.labelled])
         if uneven:

@@ -48,7 +48,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.analysis.intervals import Z95, effective_wilson_ci, interval_or_reason, wilson_ci
+from evaluator.analysis.intervals import (
+    Z95,
+    effective_wilson_ci,
+    interval_or_reason,
+    t_p_value,
+    t_quantile,
+    wilson_ci,
+)
 
 
 @dataclass
@@ -66,6 +73,7 @@ class Estimate:
     n: int = 0
     population: int = 0
     n_eff: float | None = None
+    df: float | None = None
 
 
 def _finite(value: float) -> float | None:
@@ -74,37 +82,60 @@ def _finite(value: float) -> float | None:
 
 
 def normal_estimate(estimate: float, se: float, method: str, *, lam: float | None = None,
-                    n: int = 0, population: int = 0) -> Estimate:
-    """``estimate`` with its normal 95% CI and two-sided p-value. A standard error of 0 (one
-    label, or every label the same and the judge given no weight) gives no CI and no
-    p-value: a point is not a 95% interval, whatever the formula says
+                    n: int = 0, population: int = 0, df: float | None = None) -> Estimate:
+    """``estimate`` with its 95% CI and two-sided p-value: Student t on ``df`` degrees of
+    freedom (:func:`~evaluator.analysis.intervals.t_quantile`), the normal interval where
+    ``df`` is None (the judge over every case). A standard error of 0 (one label, or every
+    label the same and the judge given no weight) gives no CI and no p-value: a point is
+    not a 95% interval, whatever the formula says
     (:func:`evaluator.analysis.intervals.interval_or_reason`, the rule every figure
-    follows)."""
-    # Imported here: the stats extra, which `import evaluator` never loads.
-    from scipy.stats import norm
-
+    follows); nor does ``df`` <= 0 (one label)."""
     est, se_ = _finite(estimate), _finite(se)
     if est is None or se_ is None:
-        return Estimate(None, None, None, None, method, lam, n, population)
-    ci, why = interval_or_reason([est - Z95 * se_, est + Z95 * se_],
+        return Estimate(None, None, None, None, method, lam, n, population, df=df)
+    if df is not None and not df > 0:
+        return Estimate(est, se_, None, None, f"{method}; no interval: no variation in the data (one label, or every "
+                        "value the same)", lam, n,
+                        population, df=df)
+    q = t_quantile(df)
+    ci, why = interval_or_reason([est - q * se_, est + q * se_],
                                  "no variation in the data (one label, or every value the same)")
     if why:
-        return Estimate(est, se_, None, None, f"{method}; {why}", lam, n, population)
-    p = float(2 * norm.sf(abs(est) / se_))
-    return Estimate(est, se_, ci, _finite(p), method, lam, n, population)
+        return Estimate(est, se_, None, None, f"{method}; {why}", lam, n, population, df=df)
+    p = t_p_value(est / se_, df)
+    return Estimate(est, se_, ci, _finite(p), method, lam, n, population, df=df)
+
+
+def satterthwaite_df(parts: Sequence[tuple[float, float | None]]) -> float | None:
+    """Welch-Satterthwaite degrees of freedom of a variance that is a sum of independent
+    parts, each (variance, its df): (sum v)^2 / sum v^2 / df (Satterthwaite 1946; Welch
+    1947). A part with df None (normal: infinite) adds nothing to the denominator; all
+    None, or all variance 0: None. Never more than the parts' df summed, never less than
+    the smallest: a part known from 9 labels keeps the whole near t_9 when it dominates."""
+    finite = [(v, d) for v, d in parts if d is not None and v > 0]
+    if any(d <= 0 for _, d in finite):  # a part from one label: no df, no interval
+        return 0.0
+    total = sum(v for v, _ in parts if v > 0)
+    if not finite or not total > 0:
+        return None
+    denominator = sum(v * v / d for v, d in finite)
+    return total * total / denominator if denominator > 0 else None
 
 
 def classical_mean(y: Sequence[float]) -> Estimate:
-    """The labels' mean with the CLT 95% CI (sd with ddof 0, as ppi_py's classical CI)."""
+    """The labels' mean with Student's t 95% CI: sd with ddof 1, n - 1 degrees of freedom
+    (exact for normal labels; ppi_py's classical CI is the normal one with ddof 0, which it
+    approaches as n grows). One label: no interval."""
     # Imported here: the stats extra, which `import evaluator` never loads.
     import numpy as np
 
     values = np.asarray(y, dtype=float)
-    if len(values) == 0:
+    n = len(values)
+    if n == 0:
         return Estimate(None, None, None, None, "labels only: no labels")
-    return normal_estimate(float(values.mean()), float(values.std()) / math.sqrt(len(values)),
-                           "labels only: mean, CLT interval", n=len(values),
-                           population=len(values))
+    se = float(values.std(ddof=1)) / math.sqrt(n) if n > 1 else 0.0
+    return normal_estimate(float(values.mean()), se, f"labels only: mean, t interval (df {n - 1})",
+                           n=n, population=n, df=n - 1)
 
 
 def tuned_lambda(y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[float]) -> float:
@@ -125,6 +156,9 @@ def tuned_lambda(y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[f
         return 0.0
     return float(np.clip(covariance / ((1 + n / big_n) * variance), 0.0, 1.0))
 
+
+# Degrees of freedom the tuned lambda costs the rectifier's variance (a fitted slope).
+RECTIFIER_TUNED_DF_LOSS = 1
 
 EVERY_LABELLED = "every case labelled: the labels' mean, lambda 0"
 
@@ -153,10 +187,25 @@ def ppi_mean(y: Sequence[float], yhat: Sequence[float], yhat_unlabelled: Sequenc
         return every
     weight = tuned_lambda(y_, f, f_all) if lam is None else float(lam)
     estimate = float((weight * f_all).mean() + (y_ - weight * f).mean())
-    se = math.sqrt(float((weight * f_all).std()) ** 2 / big_n
-                   + float((y_ - weight * f).std()) ** 2 / n)
-    method = "PPI++ (lambda tuned)" if lam is None else f"PPI (lambda = {weight:g})"
-    return normal_estimate(estimate, se, method, lam=weight, n=n, population=big_n)
+    # Each part's variance with its own degrees of freedom, and Welch-Satterthwaite's df for
+    # their sum: the rectifier's, from the n labels, loses one more where lambda was tuned
+    # on them (a fitted slope, as a regression estimator's residual variance: Cochran 1977,
+    # 7.3); the judge's over the N - n others, N - n - 1.
+    fitted = 1 + (RECTIFIER_TUNED_DF_LOSS if lam is None and weight > 0 else 0)
+    rectifier_df = n - fitted
+    rectifier = (float((y_ - weight * f).var(ddof=fitted)) / n if rectifier_df > 0
+                 else float((y_ - weight * f).var()) / n)
+    unlabelled = float((weight * f_all).var(ddof=1)) / big_n if big_n > 1 else 0.0
+    df = satterthwaite_df([(rectifier, float(rectifier_df)),
+                           (unlabelled, float(big_n - 1) if big_n > 1 else None)])
+    if rectifier_df <= 0:
+        df = 0.0
+    elif df is None:
+        df = float(rectifier_df)
+    se = math.sqrt(rectifier + unlabelled)
+    method = ("PPI++ (lambda tuned" if lam is None else f"PPI (lambda = {weight:g}") + (
+        f"; t interval, df {df:.0f})" if df >= 1 else ")")
+    return normal_estimate(estimate, se, method, lam=weight, n=n, population=big_n, df=df)
 
 
 # Agresti & Min (2005, "Simple improved confidence intervals for comparing matched
@@ -219,6 +268,22 @@ def rate_n_eff(rate: float, se: float, fallback_n: float) -> float:
     return p * (1.0 - p) / se ** 2
 
 
+def withheld(estimate: Estimate) -> bool:
+    """``estimate``'s interval was withheld for too few labels (:data:`ACTIVE_TOO_FEW`):
+    no later step may give it one back."""
+    return "needed for a 95% interval" in estimate.method
+
+
+def df_adjusted_n_eff(n_eff: float, df: float | None) -> float:
+    """Korn & Graubard's (1998) degrees-of-freedom adjusted effective sample size, n_eff
+    (z_0.975 / t_0.975,df)^2: the Wilson interval on it is as much wider than Wilson's on
+    n_eff as a t interval on ``df`` is wider than the normal one, so a rate estimated from
+    few labels keeps the small-sample allowance its mean would get. ``df`` None: unchanged."""
+    if df is None or not df > 0 or not math.isfinite(n_eff):
+        return n_eff
+    return n_eff * (Z95 / t_quantile(df)) ** 2
+
+
 def bounded_rate(estimate: Estimate, fallback_n: float,
                  label_variance: float | None = None) -> Estimate:
     """``estimate`` of a pass rate (a mean of 0/1 outcomes, or of probabilities) with its
@@ -233,7 +298,7 @@ def bounded_rate(estimate: Estimate, fallback_n: float,
     ``label_variance`` / se^2, the scale used before: on an active sheet with a good judge
     and a rare pass rate, Korn & Graubard's alone covered 89.5-92.9% in simulation, the
     smaller one 90.4-94.3% (docs/statistics.md). The standard error is kept as it is."""
-    if estimate.estimate is None or estimate.se is None:
+    if estimate.estimate is None or estimate.se is None or withheld(estimate):
         return estimate
     rate = _snapped(min(1.0, max(0.0, estimate.estimate)))
     se = estimate.se
@@ -241,11 +306,43 @@ def bounded_rate(estimate: Estimate, fallback_n: float,
     if (label_variance is not None and label_variance > 0 and math.isfinite(label_variance)
             and se > 0):
         n_eff = min(n_eff, label_variance / se ** 2)
+    n_eff = df_adjusted_n_eff(n_eff, estimate.df)
     ci = effective_wilson_ci(rate, n_eff)
     ci = None if ci is None else [_snapped(ci[0]), _snapped(ci[1])]
     method = estimate.method.split("; no interval")[0]
     return Estimate(rate, se, ci, estimate.p, f"{method}; Wilson on n_eff {n_eff:.1f}",
-                    estimate.lam, estimate.n, estimate.population, n_eff)
+                    estimate.lam, estimate.n, estimate.population, n_eff, estimate.df)
+
+
+def bounded_mean(estimate: Estimate, low: float, high: float, fallback_n: float) -> Estimate:
+    """``estimate`` of a mean on a bounded scale [``low``, ``high``] (a rubric's 1-5, 0-10)
+    with the CI of :func:`bounded_rate` on the scale mapped to [0, 1]: Wilson's interval on
+    the estimate's (df-adjusted) effective sample size, mapped back. Where the labels pile
+    up at an end of the scale the symmetric t interval misses on the side away from the
+    edge (a sample of few labels mostly lacks the rare ones away from it: its mean sits
+    too near the edge and its SE is too small); Wilson's interval leans away from the edge
+    by the binomial variance's bound p (1 - p), and near the middle it is about the t
+    interval (docs/statistics.md, "Small samples"). The estimate, its SE, df and p-value are
+    unchanged; ``fallback_n`` as :func:`bounded_rate`'s. (Its ``label_variance`` cap is for
+    0/1 outcomes, whose variance is p (1 - p); a score's is far below that bound, and the
+    cap would widen the interval twofold.) A scale of no width: unchanged."""
+    span = float(high) - float(low)
+    # No interval stays none (one label; every label the same: the rules every figure
+    # follows, and a score at the top of 1-4 is not a pass to give Wilson's interval to).
+    if (estimate.estimate is None or estimate.se is None or not span > 0
+            or estimate.ci95 is None):
+        return estimate
+    unit = Estimate((estimate.estimate - low) / span, estimate.se / span, None, estimate.p,
+                    estimate.method, estimate.lam, estimate.n, estimate.population,
+                    estimate.n_eff, estimate.df)
+    rate = bounded_rate(unit, fallback_n)
+    if rate.ci95 is None:
+        return estimate
+    ci = [low + span * rate.ci95[0], high - span * (1 - rate.ci95[1])]
+    return Estimate(estimate.estimate, estimate.se, ci, estimate.p,
+                    f"{estimate.method.split('; no interval')[0]}; Wilson on n_eff "
+                    f"{rate.n_eff:.1f} over the scale {low:g}-{high:g}", estimate.lam,
+                    estimate.n, estimate.population, rate.n_eff, estimate.df)
 
 
 def ppi_rate(y: Sequence[float], yhat: Sequence[float],
@@ -287,14 +384,19 @@ def ppi_rate(y: Sequence[float], yhat: Sequence[float],
     weight = np.concatenate([np.ones(n), np.full(4, PSEUDO_CELL)])
     centre = float((weight * residual).sum() / weight.sum())
     variance = float((weight * (residual - centre) ** 2).sum() / weight.sum())
-    se = math.sqrt(float((lam * f_u).std()) ** 2 / big_n + variance / n)
+    unlabelled = float((lam * f_u).std()) ** 2 / big_n
+    se = math.sqrt(unlabelled + variance / n)
+    df = satterthwaite_df([(variance / n, float(max(1, n - 1 - RECTIFIER_TUNED_DF_LOSS))),
+                           (unlabelled, float(big_n - 1) if big_n > 1 else None)])
     # The judge's worth in labels: how many labels alone give this SE. lambda 0 (every
     # label the same gives it: no covariance) is the labels' mean, and so their interval.
-    if lam > 0 and labelled_variance(y_) / se ** 2 >= n:
+    # Its worth counts the small-sample allowance (Korn & Graubard's df adjustment): the
+    # labels' Wilson interval needs none, so PPI++ is kept only where it is narrower after it.
+    if lam > 0 and df_adjusted_n_eff(labelled_variance(y_) / se ** 2, df) >= n:
         return bounded_rate(
             normal_estimate(float(point.estimate), se, "PPI++ (lambda tuned; SE with half a "
                             "pseudo-case per (label, judge) cell)", lam=lam, n=n,
-                            population=big_n), n)
+                            population=big_n, df=df), n)
     alone = classical_rate(y_)
     alone.method = ("PPI++ with lambda 0: the judge is worth fewer labels than there are, so "
                     "the labels' own Wilson interval")
@@ -321,7 +423,7 @@ def rate_difference(estimate: Estimate) -> Estimate:
         ci = [low, high]
     method = estimate.method + ("; clipped to [-1, 1]" if clipped else "")
     return Estimate(value, estimate.se, ci, estimate.p, method, estimate.lam, estimate.n,
-                    estimate.population, estimate.n_eff)
+                    estimate.population, estimate.n_eff, estimate.df)
 
 
 def _ipw_terms(f_all: Any, labels: Any, pi: Any) -> tuple[Any, Any, Any]:
@@ -361,6 +463,14 @@ def _tuned_ipw(a: Any, b: Any, c: Any, lam: float | None) -> tuple[float, float]
 
 
 CROSS_FIT_FOLDS = 2
+# An active sheet's fewest labels for a 95% interval (benchmarks/small_n_coverage.py:
+# below it the inverse-probability-weighted intervals covered 78-92% on judges whose
+# uncertainty does not track their errors).
+ACTIVE_MIN_LABELS = 30
+ACTIVE_TOO_FEW = ("no interval: {n} labels on an active sheet, at least {minimum} needed for "
+                  "a 95% interval (below it a random sheet's are valid)")
+# Degrees of freedom the tuned (lambda, offset) cost an active estimate's variance.
+IPW_TUNED_DF_LOSS = 0
 CROSS_FIT_SEED = 0
 
 
@@ -427,8 +537,20 @@ def ipw_mean(f_all: Sequence[float], labels: Sequence[float | None],
                   "by 2-fold cross-fitting)"
                   if lam is None else
                   f"active PPI (inverse-probability weighted, lambda = {weight:g})")
-    return normal_estimate(float(z.mean()), float(z.std(ddof=1)) / math.sqrt(big_n), method,
-                           lam=weight, n=n, population=big_n)
+    # Student t on the labelled count: z's spread comes from the n labelled terms (the
+    # others are the judge's prediction alone), as a design-based variance has the number
+    # of sampled units less the parameters fitted as its df (Korn & Graubard 1999, 5.2).
+    df = float(n - 1 - (IPW_TUNED_DF_LOSS if weight > 0 or offset is None else 0))
+    if n < ACTIVE_MIN_LABELS:
+        # Below it no df rule kept 93-97% (benchmarks/small_n_coverage.py): a handful of
+        # 1/pi-weighted labels is too skewed a sum for any t; a random sheet is.
+        figure = normal_estimate(float(z.mean()), float(z.std(ddof=1)) / math.sqrt(big_n),
+                                 method, lam=weight, n=n, population=big_n, df=df)
+        figure.ci95, figure.p = None, None
+        figure.method = f"{method}; {ACTIVE_TOO_FEW.format(n=n, minimum=ACTIVE_MIN_LABELS)}"
+        return figure
+    return normal_estimate(float(z.mean()), float(z.std(ddof=1)) / math.sqrt(big_n),
+                           method, lam=weight, n=n, population=big_n, df=df)
 
 
 def judge_mean(f_all: Sequence[float]) -> Estimate:
@@ -469,10 +591,20 @@ def effective_labels(label_variance: float, estimate: Estimate) -> float | None:
     return _finite(label_variance / estimate.se ** 2)
 
 
+def _df_of(estimate: Estimate) -> float | None:
+    """An estimate's df; where only its labelled count is known (an estimate rebuilt from a
+    row), that count less two, the df of a PPI++ mean with lambda tuned (the smaller)."""
+    if estimate.df is not None:
+        return estimate.df
+    return float(estimate.n - 2) if estimate.n > 2 else None
+
+
 def independent_difference(a: Estimate, b: Estimate) -> Estimate:
     """b - a for estimates from independent labels: se sqrt(se_a^2 + se_b^2)."""
     if a.estimate is None or b.estimate is None or a.se is None or b.se is None:
         return Estimate(None, None, None, None, "independent difference: an estimate is missing")
+    df = satterthwaite_df([(a.se ** 2, _df_of(a)), (b.se ** 2, _df_of(b))])
     return normal_estimate(b.estimate - a.estimate, math.sqrt(a.se ** 2 + b.se ** 2),
-                           "independent: se = sqrt(se_A^2 + se_B^2)", n=min(a.n, b.n),
-                           population=min(a.population, b.population))
+                           "independent: se = sqrt(se_A^2 + se_B^2)"
+                           + (f", t on Welch-Satterthwaite df {df:.0f}" if df else ""),
+                           n=min(a.n, b.n), population=min(a.population, b.population), df=df)

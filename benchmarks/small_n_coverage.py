@@ -1,0 +1,346 @@
+"""Coverage and median width of every 95% CI `estimate` prints from labels, at 10-60 labels,
+on random and active sheets (issue 47): the figures docs/statistics.md's "Small samples"
+table and evaluator/analysis/minimum.py's minimum come from this script.
+
+Each replicate draws a fresh population of N = 1,000 cases (clinicians' labels, a judge's
+scores and its uncertainty) for two systems, A and B, whose labels differ by +1 on 30% of
+cases (clipped at the scale's top), then:
+* a random sheet of n labels (one draw for both systems: the paired differences), as
+  `estimate` computes a random sheet: labels only (ppi.classical_mean), PPI++ (ppi.ppi_mean),
+  the judge's bias (judge - label, ppi.classical_mean), the gate's pass rate (labels only:
+  ppi.classical_rate, Wilson; PPI++: ppi.ppi_rate), and B - A paired (ppi.ppi_mean on the
+  per-case differences; the gate's: ppi.rate_difference of it);
+* an active sheet of an expected n labels per system (Poisson, designs.inclusion_probabilities
+  at the default floor, from each system's uncertainty): labels only and PPI++
+  (ppi.ipw_mean, lambda 0 / tuned), the bias (ipw, lambda 0), the gate's pass rate
+  (ppi.bounded_rate of them), and B - A independent (ppi.independent_difference: two active
+  sheets are never paired).
+A CI covers when it holds the truth: the quantity's mean in the population the cases come
+from, computed once on 2,000,000 cases of the same scenario.
+
+Scenarios (labels on 1-5 unless said; the gate is "label >= 4", on 0-10 ">= 6"):
+* decent - the baseline: +0.5 biased, noise sd 1.5 on 30% of cases and 0.3 elsewhere
+  (ppi_coverage.py's "issue" judge), its uncertainty tracking its noise;
+* confidently_wrong - sure on 90% of cases yet 2 too high on 30% of those; unsure on the
+  rest (ppi_coverage.py's): its uncertainty points the wrong way for an active sheet;
+* lenient - right on good answers (label >= 3) but scores 70% of bad ones (1-2) 4 or 5,
+  sure of itself; unsure (and right on average) on the other bad ones;
+* scale_0_10 - labels 0-10 (binomial(10, 0.6)), the judge label + noise sd 1.5, rounded;
+* edge - labels piled at the top: 1-5 with probabilities 0.02, 0.03, 0.05, 0.15, 0.75;
+  the judge right on 80%, one point off (within 1-5) elsewhere;
+* constant - the judge gives 3 to every case (uncertainty the same everywhere: an active
+  sheet is a random one).
+
+Each cell: coverage (among the replicates that gave an interval), median width, and the
+share of replicates with no interval ("no CI": every label the same, one label, or an
+active sheet below ppi.ACTIVE_MIN_LABELS labels, "withheld") where it is not 0. Means on the
+rubric's scale get ppi.bounded_mean's interval, as `estimate` gives them. The last section: the median width of the active interval over the random one at the
+same n (PPI++ and labels only), and the minimum: the smallest n from which every cell
+covers 93-97%.
+
+Synthetic numbers only. Re-run (about 10 minutes on 2 cores; --quick: about 30 s):
+    PYTHONPATH=. .venv/bin/python benchmarks/small_n_coverage.py [--replicates 500] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.bench_common import rerun_command
+from evaluator.analysis.designs import inclusion_probabilities
+from evaluator.analysis.estimate import ppi
+
+POPULATION = 1000
+NS = (10, 15, 20, 30, 60)
+BAND = (0.93, 0.97)
+TRUTH_DRAWS = 2_000_000
+Arrays = tuple[np.ndarray, np.ndarray]
+
+
+def _labels(p: list[float], low: int = 1) -> Callable[[np.random.Generator, int], np.ndarray]:
+    values = np.arange(low, low + len(p)).astype(float)
+    return lambda rng, size: rng.choice(values, size, p=np.asarray(p) / sum(p))
+
+
+def _decent(rng: np.random.Generator, labels: np.ndarray) -> Arrays:
+    sd = np.where(rng.random(labels.size) < 0.3, 1.5, 0.3)
+    judge = np.clip(np.round(labels + 0.5 + rng.normal(0, sd)), 1, 5)
+    return judge, np.sqrt(sd ** 2 + 1 / 12)
+
+
+def _confidently_wrong(rng: np.random.Generator, labels: np.ndarray) -> Arrays:
+    unsure = rng.random(labels.size) < 0.1
+    wrong = ~unsure & (rng.random(labels.size) < 0.3)
+    judge = labels.copy()
+    judge[wrong] = labels[wrong] + 2
+    judge[unsure] = labels[unsure] + rng.normal(0, 1.5, int(unsure.sum()))
+    return judge, np.where(unsure, 1.5, 0.02)
+
+
+def _lenient(rng: np.random.Generator, labels: np.ndarray) -> Arrays:
+    bad = labels <= 2
+    fooled = bad & (rng.random(labels.size) < 0.7)
+    judge = labels.copy()
+    judge[fooled] = rng.choice([4.0, 5.0], int(fooled.sum()))
+    unsure = bad & ~fooled
+    judge[unsure] = np.clip(np.round(labels[unsure] + rng.normal(0, 1, int(unsure.sum()))), 1, 5)
+    return judge, np.where(fooled, 0.1, np.where(unsure, 1.0, 0.3))
+
+
+def _ten(rng: np.random.Generator, labels: np.ndarray) -> Arrays:
+    judge = np.clip(np.round(labels + rng.normal(0, 1.5, labels.size)), 0, 10)
+    return judge, np.full(labels.size, 1.5) + 0.2 * rng.random(labels.size)
+
+
+def _edge(rng: np.random.Generator, labels: np.ndarray) -> Arrays:
+    off = rng.random(labels.size) < 0.2
+    step = np.where(labels >= 5, -1.0, np.where(labels <= 1, 1.0, rng.choice([-1.0, 1.0],
+                                                                            labels.size)))
+    judge = np.where(off, labels + step, labels)
+    return judge, np.where(off, 0.8, 0.4) + 0.1 * rng.random(labels.size)
+
+
+def _constant(rng: np.random.Generator, labels: np.ndarray) -> Arrays:
+    return np.full(labels.size, 3.0), np.ones(labels.size)
+
+
+# name: (labels, judge, the scale (bottom, top), gate threshold)
+SCENARIOS: dict[str, tuple[Callable, Callable, tuple[float, float], float]] = {
+    "decent": (_labels([0.10, 0.20, 0.30, 0.25, 0.15]), _decent, (1.0, 5.0), 4.0),
+    "confidently_wrong": (_labels([0.10, 0.20, 0.30, 0.25, 0.15]), _confidently_wrong,
+                          (1.0, 5.0), 4.0),
+    "lenient": (_labels([0.15, 0.20, 0.25, 0.25, 0.15]), _lenient, (1.0, 5.0), 4.0),
+    "scale_0_10": (lambda rng, size: rng.binomial(10, 0.6, size).astype(float), _ten,
+                   (0.0, 10.0), 6.0),
+    "edge": (_labels([0.02, 0.03, 0.05, 0.15, 0.75]), _edge, (1.0, 5.0), 4.0),
+    "constant": (_labels([0.10, 0.20, 0.30, 0.25, 0.15]), _constant, (1.0, 5.0), 4.0),
+}
+
+
+def systems(name: str, rng: np.random.Generator, size: int) -> dict[str, np.ndarray]:
+    """Systems A and B on ``size`` cases: labels, judge scores, uncertainty, and the gate's
+    0/1 for labels and judge; B's labels are A's + 1 on 30% of cases (at most the top)."""
+    draw_labels, judge_of, (_, top), gate = SCENARIOS[name]
+    la = draw_labels(rng, size)
+    lb = np.minimum(la + (rng.random(size) < 0.3), top)
+    ja, ua = judge_of(rng, la)
+    jb, ub = judge_of(rng, lb)
+    return {"la": la, "lb": lb, "ja": ja, "jb": jb, "ua": ua, "ub": ub,
+            "ga": (la >= gate).astype(float), "gb": (lb >= gate).astype(float),
+            "gja": (ja >= gate).astype(float), "gjb": (jb >= gate).astype(float)}
+
+
+def truths(name: str, seed: int = 12345) -> dict[str, float]:
+    """Every quantity's mean in the scenario's population (2,000,000 cases)."""
+    s = systems(name, np.random.default_rng(seed), TRUTH_DRAWS)
+    return {"mean": float(s["la"].mean()), "bias": float((s["ja"] - s["la"]).mean()),
+            "rate": float(s["ga"].mean()), "diff": float((s["lb"] - s["la"]).mean()),
+            "rate diff": float((s["gb"] - s["ga"]).mean())}
+
+
+# The intervals: (design, what) -> the truth it is checked against.
+INTERVALS = {
+    ("random", "labels only"): "mean", ("random", "PPI++"): "mean",
+    ("random", "bias"): "bias", ("random", "rate labels only"): "rate",
+    ("random", "rate PPI++"): "rate", ("random", "B - A paired"): "diff",
+    ("random", "rate B - A paired"): "rate diff",
+    ("active", "labels only"): "mean", ("active", "PPI++"): "mean",
+    ("active", "bias"): "bias", ("active", "rate labels only"): "rate",
+    ("active", "rate PPI++"): "rate", ("active", "B - A independent"): "diff",
+}
+
+
+def _active(s: dict[str, np.ndarray], system: str, n: int, rng: np.random.Generator,
+            scale: tuple[float, float]) -> dict[str, ppi.Estimate]:
+    label, judge, gate, gjudge = (s[f"l{system}"], s[f"j{system}"], s[f"g{system}"],
+                                  s[f"gj{system}"])
+    pi = np.asarray(inclusion_probabilities(s[f"u{system}"], n))
+    taken = rng.random(label.size) < pi
+    if not taken.any():
+        return {}
+    weights = np.where(taken, pi, 1.0)
+    none = [None] * label.size
+
+    def listed(values: np.ndarray) -> list:
+        out = list(none)
+        for i in np.flatnonzero(taken):
+            out[i] = float(values[i])
+        return out
+
+    w = 1 / pi[taken]
+    kish = float(w.sum() ** 2 / (w * w).sum())
+    rate_variance = ppi.labelled_variance(gate[taken], w)
+    gaps = listed(judge - label)
+    rate_alone = ppi.ipw_mean(gjudge, listed(gate), weights, lam=0.0)
+    rate_ppi = ppi.ipw_mean(gjudge, listed(gate), weights)
+    low, high = scale
+    return {"labels only": ppi.bounded_mean(ppi.ipw_mean(judge, listed(label), weights,
+                                                         lam=0.0), low, high, kish),
+            "PPI++": ppi.bounded_mean(ppi.ipw_mean(judge, listed(label), weights), low, high,
+                                      kish),
+            "bias": ppi.ipw_mean(np.zeros(label.size), gaps, weights, lam=0.0),
+            "rate labels only": ppi.bounded_rate(rate_alone, kish, rate_variance),
+            "rate PPI++": ppi.bounded_rate(rate_ppi, kish, rate_variance)}
+
+
+def replicate(name: str, n: int, seed: int, size: int = POPULATION) -> dict[tuple, ppi.Estimate]:
+    """One population of systems A and B; every interval of both designs at ``n`` labels."""
+    rng = np.random.default_rng(seed)
+    s = systems(name, rng, size)
+    drawn = rng.choice(size, n, replace=False)
+    rest = np.setdiff1d(np.arange(size), drawn)
+    la, ja, ga, gja = s["la"], s["ja"], s["ga"], s["gja"]
+    d, g = s["lb"] - la, s["jb"] - ja
+    gd, gg = s["gb"] - ga, s["gjb"] - gja
+    scale = SCENARIOS[name][2]
+    out = {("random", "labels only"): ppi.bounded_mean(ppi.classical_mean(la[drawn]), *scale,
+                                                       n),
+           ("random", "PPI++"): ppi.bounded_mean(ppi.ppi_mean(la[drawn], ja[drawn], ja[rest]),
+                                                 *scale, n),
+           ("random", "bias"): ppi.classical_mean(ja[drawn] - la[drawn]),
+           ("random", "rate labels only"): ppi.classical_rate(ga[drawn]),
+           ("random", "rate PPI++"): ppi.ppi_rate(ga[drawn], gja[drawn], gja[rest]),
+           ("random", "B - A paired"): ppi.ppi_mean(d[drawn], g[drawn], g[rest]),
+           ("random", "rate B - A paired"): ppi.rate_difference(
+               ppi.ppi_mean(gd[drawn], gg[drawn], gg[rest]))}
+    active_a = _active(s, "a", n, rng, scale)
+    active_b = _active(s, "b", n, rng, scale)
+    for what, value in active_a.items():
+        out[("active", what)] = value
+    if active_a and active_b:
+        out[("active", "B - A independent")] = ppi.independent_difference(
+            active_a["PPI++"], active_b["PPI++"])
+    return out
+
+
+def cell_figures(name: str, n: int, replicates: int, seed: int,
+                 truth: dict[str, float] | None = None) -> dict[tuple, dict]:
+    """Per interval: coverage among the replicates with an interval (None: none had one),
+    the share with none, the median width, and the normal interval's coverage (the same
+    estimate and SE, 1.96 in place of t: what the quantile alone changes)."""
+    truth = truth or truths(name)
+    hits: dict[tuple, list[bool]] = {k: [] for k in INTERVALS}
+    normal: dict[tuple, list[bool]] = {k: [] for k in INTERVALS}
+    widths: dict[tuple, list[float]] = {k: [] for k in INTERVALS}
+    missing = dict.fromkeys(INTERVALS, 0)
+    for r in range(replicates):
+        result = replicate(name, n, seed + 7919 * r + n)
+        for key, quantity in INTERVALS.items():
+            estimate = result.get(key)
+            ci = None if estimate is None else estimate.ci95
+            if ci is None:
+                missing[key] += 1
+                continue
+            value = truth[quantity]
+            hits[key].append(ci[0] - 1e-12 <= value <= ci[1] + 1e-12)
+            widths[key].append(ci[1] - ci[0])
+            if estimate.se is not None and estimate.estimate is not None:
+                half = ppi.Z95 * estimate.se
+                normal[key].append(abs(estimate.estimate - value) <= half)
+    return {key: {"coverage": float(np.mean(hits[key])) if hits[key] else None,
+                  "normal": float(np.mean(normal[key])) if normal[key] else None,
+                  "width": float(np.median(widths[key])) if widths[key] else None,
+                  "missing": missing[key] / replicates, "replicates": replicates}
+            for key in INTERVALS}
+
+
+def in_band(figures: dict) -> bool:
+    """A cell keeps its promise: coverage within :data:`BAND` (no interval at all: it is
+    withheld, which keeps it)."""
+    c = figures["coverage"]
+    return c is None or BAND[0] <= c <= BAND[1]
+
+
+def minimum(table: dict[tuple[str, int], dict[tuple, dict]], keys: list[tuple]) -> int | None:
+    """The smallest n of the grid at and above which every cell of ``keys`` is in band."""
+    ns = sorted({n for _, n in table})
+    for n in ns:
+        if all(in_band(table[(name, m)][key]) for (name, m) in table if m >= n
+               for key in keys):
+            return n
+    return None
+
+
+def _cell(f: dict) -> str:
+    if f["coverage"] is None:
+        return "withheld"
+    text = f"{100 * f['coverage']:.1f} / {f['width']:.3f}"
+    if f["missing"]:
+        text += f" ({100 * f['missing']:.0f}% no CI)"
+    return text + ("" if in_band(f) else " *")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicates", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true",
+                        help="60 replicates, n 10 and 30, three scenarios")
+    parser.add_argument("--scenarios", nargs="+", choices=tuple(SCENARIOS),
+                        help="only these scenarios (the minimum is then over them alone)")
+    args = parser.parse_args(argv)
+    replicates = 60 if args.quick else args.replicates
+    ns = (10, 30) if args.quick else NS
+    names = (("decent", "confidently_wrong", "edge") if args.quick else tuple(SCENARIOS))
+    if args.scenarios:
+        names = tuple(args.scenarios)
+    started = time.perf_counter()
+    print(f"re-run: {rerun_command(None if argv is None else [__file__, *argv])}")
+    print(f"coverage % / median width of each 95% CI; {replicates} replicates per cell; "
+          f"N = {POPULATION} cases; * outside {100 * BAND[0]:.0f}-{100 * BAND[1]:.0f}%; "
+          "(k% no CI): replicates with no interval (every label the same), left out of the "
+          "coverage")
+    table: dict[tuple[str, int], dict[tuple, dict]] = {}
+    for name in names:
+        truth = truths(name)
+        print(f"\n{name}: truth " + ", ".join(f"{k} {v:.3f}" for k, v in truth.items()))
+        print(f"  {'':<32}" + "".join(f"{'n ' + str(n):>24}" for n in ns))
+        for n in ns:
+            table[(name, n)] = cell_figures(name, n, replicates, args.seed, truth)
+        for key in INTERVALS:
+            print(f"  {key[0] + ' ' + key[1]:<32}"
+                  + "".join(f"{_cell(table[(name, n)][key]):>24}" for n in ns))
+        print(f"  {'(normal quantile: coverage)':<32}" + "".join(
+            f"{'PPI++ ' + format(100 * (table[(name, n)][('random', 'PPI++')]['normal'] or 0), '.1f'):>24}"
+            for n in ns))
+    print("\nactive / random median width at the same n (< 1: active narrower)")
+    ratios: dict[tuple[str, int, str], float] = {}
+    for name in names:
+        cells = []
+        for n in ns:
+            parts = []
+            for what in ("PPI++", "labels only"):
+                a, r = (table[(name, n)][(d, what)]["width"] for d in ("active", "random"))
+                ratio = a / r if a and r else float("nan")
+                ratios[(name, n, what)] = ratio
+                parts.append(f"{ratio:.2f}")
+            cells.append(" / ".join(parts))
+        print(f"  {name:<20} (PPI++ / labels only)" + "".join(f"{c:>16}" for c in cells))
+    estimate_keys = [k for k in INTERVALS if "B - A" not in k[1]]
+    difference_keys = [k for k in INTERVALS if "B - A" in k[1]]
+    low_est, low_diff = minimum(table, estimate_keys), minimum(table, difference_keys)
+    print(f"\nminimum labelled cases with every cell in {100 * BAND[0]:.0f}-"
+          f"{100 * BAND[1]:.0f}% at and above it (grid {', '.join(map(str, ns))}): "
+          f"estimate {low_est}, difference {low_diff}")
+    worst = {}
+    for key in INTERVALS:
+        values = [table[c][key]["coverage"] for c in table
+                  if table[c][key]["coverage"] is not None]
+        worst[key] = (min(values), max(values))
+    print("\nrange of coverage per interval over every scenario and n:")
+    for key, (lo, hi) in worst.items():
+        print(f"  {key[0] + ' ' + key[1]:<32} {100 * lo:.1f} - {100 * hi:.1f}%")
+    print(f"\n{time.perf_counter() - started:.1f} s")
+    return {"table": table, "ratios": ratios, "minimum": (low_est, low_diff), "range": worst}
+
+
+if __name__ == "__main__":
+    main()

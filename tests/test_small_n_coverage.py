@@ -1,0 +1,54 @@
+"""Issue 47: the small-sample intervals keep their 95% at 10 labels where the normal ones did
+not (a small run of benchmarks/small_n_coverage.py), and the t quantile is scipy's."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy", reason="needs the stats extra")
+stats = pytest.importorskip("scipy.stats", reason="needs the stats extra")
+
+from evaluator.analysis.estimate import ppi
+from evaluator.analysis.intervals import Z95, t_p_value, t_quantile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("small_n_coverage",
+                                                  ROOT / "benchmarks" / "small_n_coverage.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_t_quantile_and_p_value_are_scipys():
+    assert t_quantile(9) == pytest.approx(stats.t.ppf(0.975, 9), rel=1e-12)
+    assert t_quantile(9) == pytest.approx(2.2621571627, abs=1e-9)  # tables: t_{0.975, 9}
+    assert t_quantile(8.4) == pytest.approx(stats.t.ppf(0.975, 8.4), rel=1e-12)
+    assert t_quantile(None) == Z95
+    assert t_p_value(2.2621571627, 9) == pytest.approx(0.05, abs=1e-9)
+    # Ten labels: the labels-only interval is mean +- t_9 sd(ddof 1) / sqrt(10).
+    y = np.array([1.0, 2, 2, 3, 3, 3, 4, 4, 5, 5])
+    ci = ppi.classical_mean(y).ci95
+    half = stats.t.ppf(0.975, 9) * y.std(ddof=1) / np.sqrt(10)
+    assert ci == pytest.approx([y.mean() - half, y.mean() + half], abs=1e-12)
+    # Welch-Satterthwaite: two equal parts on 9 df each give 18.
+    assert ppi.satterthwaite_df([(1.0, 9.0), (1.0, 9.0)]) == pytest.approx(18.0)
+
+
+@pytest.mark.parametrize("scenario", ["decent", "lenient", "scale_0_10"])
+def test_ten_labels_on_a_random_sheet_cover_and_the_normal_interval_did_not(bench, scenario):
+    """200 replicates at n = 10: t's PPI++ and labels-only intervals cover >= 90% (Monte
+    Carlo SE about 1.5 points at 95%); the normal quantile on the same estimates covered
+    less, by at least a point, in each (its 87-92% is what docs/statistics.md quoted)."""
+    cells = bench.cell_figures(scenario, 10, 200, seed=1)
+    for what in ("labels only", "PPI++"):
+        cell = cells[("random", what)]
+        assert cell["coverage"] >= 0.90, (what, cell)
+    ppi_cell = cells[("random", "PPI++")]
+    assert ppi_cell["normal"] <= ppi_cell["coverage"] - 0.01, ppi_cell
