@@ -44,7 +44,8 @@ DIFFERENCE_SENTENCE = re.compile(
 NO_DIFFERENCE = re.compile(
     r"^No difference detected in mean (?P<criterion>\S+) between \S+ \(#(?P<b>\d+)\) and \S+ "
     r"\(#(?P<a>\d+)\): by clinicians' standard, the labels are consistent with anything from "
-    r"(?P<span>.+) \(95% CI; paired, (?P<labelled>\d+) labelled cases out of (?P<cases>\d+)\)\.$")
+    r"(?P<span>.+) \(95% CI; paired, (?P<labelled>\d+) labelled cases out of (?P<cases>\d+)\)\."
+    r"(?: (?P<more>.+))?$")
 
 
 def _system(base: Path, name: str, seed: int, shift: int) -> tuple[Path, Path]:
@@ -167,6 +168,9 @@ def test_a_difference_whose_ci_holds_zero_is_no_difference_detected(three):
     assert not re.search(r"higher|lower", claim), claim
     (record,) = [d for d in three["report"].decision.differences if d.b_number == 2]
     assert record.finding == "no difference detected"
+    # How many more labels would settle the sign: here more than the cases left.
+    assert match["more"].startswith("Labelling every case left (240 more) would not be "
+                                    "expected to settle the sign"), sentence
 
 
 def test_the_forest_plot_and_differences_are_drawn_in_greys(three):
