@@ -19,12 +19,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from evaluator.analysis.intervals import Z95
+
 # Placeholders until the coverage simulation sets them (benchmarks/small_n_coverage.py,
 # docs/statistics.md).
 MIN_LABELS_ESTIMATE = 10
 MIN_LABELS_DIFFERENCE = 10
 
-from evaluator.analysis.intervals import Z95  # noqa: E402  (import-free constant)
 POWER = 0.8
 Z_POWER = 0.8416212335729143  # norm.ppf(0.8): the new interval clears 0 in 80% of draws
 # Settling the sign with POWER chance: the new CI's half-width must be |d| * Z95 / (Z95 +
