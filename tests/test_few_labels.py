@@ -20,6 +20,7 @@ from evaluator.analysis.minimum import (
     MIN_LABELS_DIFFERENCE,
     MIN_LABELS_ESTIMATE,
     PAIRED_LINE,
+    PAIRED_LINE_PLAIN,
 )
 from evaluator.cli.main import cli
 from tests.report_world import two_systems
@@ -140,6 +141,6 @@ def test_a_paired_difference_is_said_to_be_its_own_estimate(three, enough):
     for world in (three, enough):
         assert _flat(PAIRED_LINE) in _flat(world["text"])
         (last,) = _sentences(world["html"], "decision-difference")
-        assert last.endswith(PAIRED_LINE), last
+        assert last.endswith(PAIRED_LINE_PLAIN), last
         assert "need not equal the gap between the two systems' PPI++ values" in _flat(
             unescape(world["html"]))

@@ -40,7 +40,7 @@ DIFFERENCE_SENTENCE = re.compile(
     r"^By clinicians' standard, mean (?P<criterion>\S+) is (?P<size>\d+\.\d+) "
     r"(?P<way>higher|lower) for \S+ \(#(?P<b>\d+)\) than for \S+ \(#(?P<a>\d+)\) \(95% CI "
     r"(?P<near>\d+\.\d+) to (?P<far>\d+\.\d+) (?P=way); paired, (?P<labelled>\d+) labelled "
-    r"cases out of (?P<cases>\d+)\)\.$")
+    r"cases out of (?P<cases>\d+)\)\.(?: Each difference is estimated case by case .*)?$")
 NO_DIFFERENCE = re.compile(
     r"^No difference detected in mean (?P<criterion>\S+) between \S+ \(#(?P<b>\d+)\) and \S+ "
     r"\(#(?P<a>\d+)\): by clinicians' standard, the labels are consistent with anything from "

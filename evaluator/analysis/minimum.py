@@ -40,6 +40,11 @@ LABEL_MORE_METHOD = (
 PAIRED_LINE = ("Each difference is estimated on the cases labelled for both systems (paired "
                "PPI++ on per-case differences), so it need not equal the gap between the two "
                "values above.")
+# The report's Decision box: plain words (its page 1 names no method), and the systems'
+# values come after the differences there.
+PAIRED_LINE_PLAIN = ("Each difference is estimated case by case on the cases labelled for both "
+                     "systems, so it need not equal the gap between the two systems' values "
+                     "below.")
 
 
 def too_few(k: int | None, m: int) -> str | None:

@@ -32,7 +32,7 @@ from evaluator.analysis.agreement.records import AgreementReport, Ceiling, Kappa
 from evaluator.analysis.estimate.records import DifferenceRow, EstimateRow, SystemRow
 from evaluator.analysis.estimate.text import no_ci_reason
 from evaluator.analysis.intervals import NO_INTERVAL, format_number
-from evaluator.analysis.minimum import PAIRED_LINE
+from evaluator.analysis.minimum import PAIRED_LINE_PLAIN
 from evaluator.common.record import Record
 from evaluator.report.figures import ReportAgreement, ReportEstimates
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
@@ -653,7 +653,8 @@ def build_decision(rubric: Rubric, paths: Sequence[str], estimates: ReportEstima
     criteria = list(dict.fromkeys(o.criterion for o in outcomes if o.kind == "mean"))
     return Decision(
         labelled=True, outcomes=outcomes, differences=differences, reasons=reasons.lines(),
-        paired_line=(PAIRED_LINE if any(d.mode == "paired" for d in differences) else None),
+        paired_line=(PAIRED_LINE_PLAIN if any(d.mode == "paired" for d in differences)
+                     else None),
         validity=_validity(criteria, agreement),
         rests_on=_rests_on(estimates, agreement, numbers),
         notes=list(estimates.failed))
