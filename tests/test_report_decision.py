@@ -40,11 +40,12 @@ DIFFERENCE_SENTENCE = re.compile(
     r"^By clinicians' standard, mean (?P<criterion>\S+) is (?P<size>\d+\.\d+) "
     r"(?P<way>higher|lower) for \S+ \(#(?P<b>\d+)\) than for \S+ \(#(?P<a>\d+)\) \(95% CI "
     r"(?P<near>\d+\.\d+) to (?P<far>\d+\.\d+) (?P=way); paired, (?P<labelled>\d+) labelled "
-    r"cases out of (?P<cases>\d+)\)\.$")
+    r"cases out of (?P<cases>\d+)\)\.(?: Each difference is estimated case by case .*)?$")
 NO_DIFFERENCE = re.compile(
     r"^No difference detected in mean (?P<criterion>\S+) between \S+ \(#(?P<b>\d+)\) and \S+ "
     r"\(#(?P<a>\d+)\): by clinicians' standard, the labels are consistent with anything from "
-    r"(?P<span>.+) \(95% CI; paired, (?P<labelled>\d+) labelled cases out of (?P<cases>\d+)\)\.$")
+    r"(?P<span>.+) \(95% CI; paired, (?P<labelled>\d+) labelled cases out of (?P<cases>\d+)\)\."
+    r"(?: (?P<more>.+))?$")
 
 
 def _system(base: Path, name: str, seed: int, shift: int) -> tuple[Path, Path]:
@@ -167,6 +168,9 @@ def test_a_difference_whose_ci_holds_zero_is_no_difference_detected(three):
     assert not re.search(r"higher|lower", claim), claim
     (record,) = [d for d in three["report"].decision.differences if d.b_number == 2]
     assert record.finding == "no difference detected"
+    # How many more labels would settle the sign: here more than the cases left.
+    assert match["more"].startswith("Labelling every case left (240 more) would not be "
+                                    "expected to settle the sign"), sentence
 
 
 def test_the_forest_plot_and_differences_are_drawn_in_greys(three):
@@ -688,3 +692,23 @@ def test_the_terms_are_explained_once_folded_and_page_1_speaks_plainly(three):
     # The section links to the terms (a link into a closed <details> opens it: no script).
     assert 'href="#decision-terms-list"' in part and 'id="decision-terms-list"' in glossary[1]
     assert "<script" not in html.lower()
+
+
+def test_an_undecided_sign_says_how_many_more_labels_would_settle_it_and_few_say_so():
+    """Issue 47: "label about N more" ends a no-difference sentence; under the minimum the
+    sentence gives the figures and "too few labels to decide", no direction."""
+    more = ("label about 120 more cases (per system, paired) to settle the sign, with 80% "
+            "chance if the difference and spread stay as seen")
+    few = "too few labels to decide: 4 labelled, at least 10 needed"
+    decision = _decision_of([
+        {"estimate": 0.1, "ci": [-0.05, 0.25], "label_more": 120, "label_more_text": more},
+        {"estimate": 0.6, "ci": [0.2, 1.0], "n_labelled": 4, "too_few": few}])
+    undecided, too_few = decision.differences
+    assert undecided.sentence.endswith(" Label about 120 more cases (per system, paired) to "
+                                       "settle the sign, with 80% chance if the difference "
+                                       "and spread stay as seen.")
+    assert too_few.finding == "too few labels"
+    assert too_few.sentence == ("The difference in mean accuracy, B (#2) − A (#1), is 0.600 "
+                                "(95% CI 0.200 to 1.000; paired, 4 labelled cases out of "
+                                f"400): {few}.")
+    assert decision.paired_line is not None

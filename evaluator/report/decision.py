@@ -32,13 +32,15 @@ from evaluator.analysis.agreement.records import AgreementReport, Ceiling, Kappa
 from evaluator.analysis.estimate.records import DifferenceRow, EstimateRow, SystemRow
 from evaluator.analysis.estimate.text import no_ci_reason
 from evaluator.analysis.intervals import NO_INTERVAL, format_number
+from evaluator.analysis.minimum import PAIRED_LINE_PLAIN
 from evaluator.common.record import Record
 from evaluator.report.figures import ReportAgreement, ReportEstimates
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
 
 DIGITS = 3
 KAPPA = "κw"  # quadratic-weighted kappa, as the agreement tables name it in words
-Finding = Literal["higher", "lower", "no difference detected", "no interval", "no estimate"]
+Finding = Literal["higher", "lower", "no difference detected", "no interval", "no estimate",
+                  "too few labels"]
 
 # Without labels: what the judge-only figures can and cannot tell, and the commands that
 # give clinician-level ones (docs/statistics.md, docs/labelling.md).
@@ -143,7 +145,9 @@ class Decision(Record):
     """The Decision section: ``labelled`` False holds only ``without_labels`` (and
     ``notes`` when labels were given but no estimate could be made). ``reasons``: why
     figures have no interval or no estimate, each reason once (its mark, e.g. "¹", ends
-    the sentences it applies to) with the figures and systems it applies to."""
+    the sentences it applies to) with the figures and systems it applies to.
+    ``paired_line``: under the sentences when a difference is paired, why it need not
+    equal the gap between the two systems' values."""
 
     labelled: bool
     outcomes: list[Outcome] = Field(default_factory=list)
@@ -152,6 +156,7 @@ class Decision(Record):
     validity: list[Validity] = Field(default_factory=list)
     rests_on: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    paired_line: str | None = None
     without_labels: list[str] = Field(default_factory=list)
     how_to_label: list[tuple[str, str]] = Field(default_factory=list)
 
@@ -282,7 +287,7 @@ def _spans_zero(ci: Sequence[float]) -> bool:
 
 def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: Figure,
                      bias: Figure, n_labelled: int, n_cases: int, other_scale: bool,
-                     reasons: Reasons) -> str:
+                     reasons: Reasons, too_few: str | None = None) -> str:
     what = _what(criterion, kind)
     basis = f"{n_labelled} of {n_cases} cases labelled"
     if ppi.value is None:
@@ -314,6 +319,13 @@ def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: F
     where = f"on the {n_labelled} labelled cases"
     if "inverse-probability" in (bias.method or ""):
         where += " (weighted by how likely each was drawn)"
+    if too_few:
+        # Under the minimum the bias is a figure, not a direction: no "higher", "lower" or
+        # "no bias detected" (evaluator.analysis.minimum).
+        interval = (f"95% CI {number(bias.ci95[0])} to {number(bias.ci95[1])}" if bias.ci95
+                    else f"no interval{reasons.mark(_reason(bias), bias_of, name)}")
+        return (f"{head} {alone}; its bias (judge − label) {where} is "
+                f"{number(bias.value)} ({interval}): {too_few}.")
     if bias.ci95 is None:
         size = ("the same as the clinicians" if _zero(bias.value) else
                 f"{number(abs(bias.value))} {'higher' if bias.value > 0 else 'lower'} than "
@@ -334,7 +346,8 @@ def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: F
 
 
 def _difference_sentence(what: str, a: str, b: str, figure: Figure, how: str,
-                         reasons: Reasons) -> tuple[Finding, str]:
+                         reasons: Reasons, too_few: str | None = None,
+                         label_more: str | None = None) -> tuple[Finding, str]:
     of, pair = f"the difference in {what}", f"{b} − {a}"
     if figure.value is None:
         mark = reasons.mark(figure.why or "no estimate", of, pair)
@@ -344,13 +357,18 @@ def _difference_sentence(what: str, a: str, b: str, figure: Figure, how: str,
         mark = reasons.mark(_reason(figure), of, pair)
         return "no interval", (f"No interval could be made for the difference in {what} "
                                f"between {b} and {a}{mark} ({how}); nothing is claimed.")
+    if too_few:
+        return "too few labels", (
+            f"The difference in {what}, {b} − {a}, is {number(figure.value)} (95% CI "
+            f"{number(figure.ci95[0])} to {number(figure.ci95[1])}; {how}): {too_few}.")
+    more = f" {label_more[:1].upper()}{label_more[1:]}." if label_more else ""
     if _spans_zero(figure.ci95):
         return "no difference detected", (
             f"No difference detected in {what} between {b} and {a}: by clinicians' standard, "
             f"the labels are consistent with "
             + (f"a difference of {TINY} either way" if _tiny(figure.ci95) else
                f"anything from {_span(figure.ci95, b, 'higher', 'lower')}")
-            + f" (95% CI; {how}).")
+            + f" (95% CI; {how}).{more}")
     finding: Finding = "higher" if figure.value > 0 else "lower"
     return finding, (f"By clinicians' standard, {what} is {number(abs(figure.value))} "
                      f"{finding} for {b} than for {a} (95% CI {_one_side(figure.ci95)} "
@@ -577,7 +595,7 @@ def _outcomes(rows: Sequence[EstimateRow], scales: Scales, numbers: Mapping[str,
                 n_labelled=row.n_labelled, n_cases=row.n_cases,
                 sentence=_system_sentence(name, criterion, kind, ppi, judge, bias,
                                           row.n_labelled, row.n_cases, other_scale,
-                                          reasons)))
+                                          reasons, row.too_few)))
         scale, scale_text = scales[(criterion, kind)]
         outcomes.append(Outcome(criterion=criterion, kind=kind, scale=scale,
                                 scale_text=scale_text, systems=systems))
@@ -603,7 +621,7 @@ def _differences(differences: Sequence[DifferenceRow], rows: Sequence[EstimateRo
                    f"{lb[0]} of {lb[1]} cases")
         figure = _figure(d.estimate, d.ci, d.method)
         finding, sentence = _difference_sentence(_what(criterion, kind), a, b, figure, how,
-                                                 reasons)
+                                                 reasons, d.too_few, d.label_more_text)
         scale = scales.get((criterion, kind), ((0.0, 1.0), ""))[0]
         out.append(Difference(
             criterion=criterion, kind=kind, scale=scale,
@@ -635,6 +653,8 @@ def build_decision(rubric: Rubric, paths: Sequence[str], estimates: ReportEstima
     criteria = list(dict.fromkeys(o.criterion for o in outcomes if o.kind == "mean"))
     return Decision(
         labelled=True, outcomes=outcomes, differences=differences, reasons=reasons.lines(),
+        paired_line=(PAIRED_LINE_PLAIN if any(d.mode == "paired" for d in differences)
+                     else None),
         validity=_validity(criteria, agreement),
         rests_on=_rests_on(estimates, agreement, numbers),
         notes=list(estimates.failed))

@@ -59,6 +59,12 @@ from evaluator.analysis.estimate.records import (
 from evaluator.analysis.gates import Gate
 from evaluator.analysis.intervals import NO_INTERVAL, kish_n_eff, wilson_ci
 from evaluator.analysis.labels.labelset import LabelSet
+from evaluator.analysis.minimum import (
+    MIN_LABELS_DIFFERENCE,
+    MIN_LABELS_ESTIMATE,
+    label_more,
+    too_few,
+)
 from evaluator.analysis.stats import require_stats
 from evaluator.data.sources import LabelSource
 
@@ -178,7 +184,8 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         lam=estimate.lam, ppi_method=estimate.method,
         # A pass rate's interval is Wilson's on n_eff: what n_eff random labels would give.
         effective_labels=(estimate.n_eff if gate is not None
-                          else ppi.effective_labels(variance, estimate)))
+                          else ppi.effective_labels(variance, estimate)),
+        too_few=too_few(len(labelled), MIN_LABELS_ESTIMATE))
 
 
 def _paired(a: System, b: System) -> bool:
@@ -225,6 +232,7 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
         judge = ppi.independent_difference(ja, jb)
         shared = bool(set(a.population) & set(b.population))
         mode = "independent"
+        counts = [(estimates[s.name].n_labelled, estimates[s.name].n_cases) for s in (a, b)]
         note = ("independent: the systems were not labelled on one draw of the same "
                 "cases, so the CI treats the two estimates as independent"
                 + ("; it is conservative when the systems' errors go together on "
@@ -232,12 +240,24 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
                    "--design random and the same --n and --seed)" if shared else ""))
     if gate is not None:  # a difference of two pass rates stays within [-1, 1]
         result, judge = ppi.rate_difference(result), ppi.rate_difference(judge)
+    # The minimum and "label about N more" (evaluator.analysis.minimum): paired, on the
+    # cases labelled for both; independent, on the system with fewer labels, per system.
+    if mode == "paired":
+        k, unit = n_labelled or 0, "cases (per system, paired)"
+        left = (n_cases or 0) - k
+    else:
+        k, left = min(n for n, _ in counts), min(total - n for n, total in counts)
+        unit = "cases per system"
+    few = too_few(k, MIN_LABELS_DIFFERENCE)
+    more = None if few else label_more(k, result.estimate, result.ci95, left, unit=unit)
     return DifferenceRow(
         criterion=outcome, a=a.name, b=b.name, a_file=str(a.path), b_file=str(b.path),
         mode=mode, n_labelled=n_labelled, n_cases=n_cases, note=note,
-        estimate=result.estimate, ci=result.ci95, p=result.p, method=result.method,
-        judge_difference=judge.estimate, judge_difference_ci=judge.ci95,
-        judge_difference_method=judge.method, lam=result.lam)
+        estimate=result.estimate, ci=result.ci95, p=None if few else result.p,
+        method=result.method, judge_difference=judge.estimate,
+        judge_difference_ci=judge.ci95, judge_difference_method=judge.method, lam=result.lam,
+        too_few=few, label_more=more.more if more else None,
+        label_more_text=more.text if more else None)
 
 
 def _se(ci: Sequence[float] | None) -> float | None:

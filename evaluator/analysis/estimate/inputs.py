@@ -34,6 +34,7 @@ from evaluator.analysis.label_files import (
 from evaluator.analysis.labels.labelset import LabelSet
 from evaluator.analysis.labels.readers import names_criteria, rated, read_labels
 from evaluator.analysis.labels.verdict_seen import verdict_seen_note
+from evaluator.analysis.minimum import MIN_LABELS_ESTIMATE
 from evaluator.analysis.score_mode import score_view
 from evaluator.data.files import sha256_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
@@ -236,7 +237,8 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
     if not system.labelled:
         raise EstimateError(f"no labelled case of {labels_path} has an ok verdict in {path}; "
                             "check --id-column")
-    if len(system.labelled) < FEW_LABELS:
+    # Under the minimum, "too few labels to decide" is said in its place, with each figure.
+    if MIN_LABELS_ESTIMATE <= len(system.labelled) < FEW_LABELS:
         system.notes.append(
             f"WARNING: {len(system.labelled)} labelled case(s): the 95% CIs are Student t "
             f"intervals, and below about {FEW_LABELS} labels they are wide and some cover "

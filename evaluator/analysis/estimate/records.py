@@ -39,7 +39,9 @@ class EstimateRow(Record):
     system: the judge alone over every case, its bias on the labelled cases, the labels
     alone and PPI++, each with its 95% CI and the method that made it; ``lam`` (``lambda``
     in JSON) PPI++'s weight on the judge; ``effective_labels`` how many simple-random
-    labels alone would give PPI++'s CI."""
+    labels alone would give PPI++'s CI; ``too_few`` (last) the words said in place of any
+    direction when the labelled cases are under the minimum
+    (:func:`evaluator.analysis.minimum.too_few`), else None."""
 
     # ``lambda`` is a Python keyword: the field is ``lam``, written and read as "lambda".
     model_config = ConfigDict(serialize_by_alias=True, validate_by_name=True,
@@ -70,13 +72,18 @@ class EstimateRow(Record):
     lam: float | None = Field(alias="lambda")
     ppi_method: str
     effective_labels: float | None
+    too_few: str | None = None
 
 
 class DifferenceRow(Record):
     """b - a for one outcome: ``mode`` paired (the estimator on per-case differences, over
     ``n_labelled`` of ``n_cases`` cases) or independent (both None), the PPI++ difference
-    and the judge's own, each with its CI and method; ``lam`` (``lambda`` in JSON, written
-    last) the paired estimator's weight."""
+    and the judge's own, each with its CI and method; ``lam`` (``lambda`` in JSON) the
+    paired estimator's weight. Written after it (:mod:`evaluator.analysis.minimum`):
+    ``too_few``, the words said in place of a direction when the labelled cases are under
+    the minimum (then ``p`` is None: withheld); ``label_more``, how many more labelled
+    cases would be expected to settle a sign the CI leaves open (None: none to settle, or
+    no feasible number), and ``label_more_text`` saying so in words."""
 
     model_config = ConfigDict(serialize_by_alias=True, validate_by_name=True,
                               validate_by_alias=True)
@@ -99,6 +106,9 @@ class DifferenceRow(Record):
     judge_difference_ci: Interval
     judge_difference_method: str
     lam: float | None = Field(alias="lambda")
+    too_few: str | None = None
+    label_more: int | None = None
+    label_more_text: str | None = None
 
 
 class EstimateReport(Record):

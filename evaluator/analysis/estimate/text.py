@@ -7,6 +7,7 @@ from typing import Any
 
 from evaluator.analysis.estimate.records import DifferenceRow, EstimateReport, EstimateRow
 from evaluator.analysis.intervals import NO_INTERVAL, format_ci, format_number, format_p
+from evaluator.analysis.minimum import PAIRED_LINE
 from evaluator.common.columns import row as table_row
 from evaluator.common.columns import wrap
 
@@ -39,6 +40,9 @@ def _estimate_lines(row: EstimateRow) -> list[str]:
     lam = "-" if row.lam is None else f"{row.lam:.2f}"
     lines += line("PPI++", row.ppi_estimate, row.ppi_ci, f"lambda {lam}{worth}",
                   row.ppi_method)
+    if row.too_few:
+        lines += wrap(f"{row.too_few} (the figures are shown; no direction is stated from "
+                      "them)", "  ")
     return lines
 
 
@@ -66,6 +70,9 @@ def _difference_line(diff: DifferenceRow) -> list[str]:
         why = no_ci_reason(value, ci, method)
         if why:
             lines += wrap(f"{name}: {why}", "    ")
+    for said in (diff.too_few, diff.label_more_text):
+        if said:
+            lines += wrap(said, "    ")
     return lines + wrap(diff.note, "    ")
 
 
@@ -89,4 +96,6 @@ def format_estimate(report: EstimateReport) -> str:
         lines += ["", "differences between systems (later file - earlier file)"]
         for row in report.differences:
             lines += _difference_line(row)
+        if any(row.mode == "paired" for row in report.differences):
+            lines += wrap(PAIRED_LINE, "", "")
     return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""Issue 47's 3-label world: two systems of 109 cases, B truly better, a random sheet of
+``--n 3`` per system labelled through the journal. No direction and no p-value anywhere
+(``estimate``'s text and ``--json``, the HTML report), "too few labels to decide" in their
+place, the figures still shown; above the minimum the direction is still stated. And the
+paired difference's line under the differences."""
+
+from __future__ import annotations
+
+import json
+import re
+from html import unescape
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("scipy", reason="needs the stats extra")
+pytest.importorskip("matplotlib", reason="needs the report extra: pip install -e '.[report]'")
+
+from evaluator.analysis.minimum import (
+    MIN_LABELS_DIFFERENCE,
+    MIN_LABELS_ESTIMATE,
+    PAIRED_LINE,
+    PAIRED_LINE_PLAIN,
+)
+from evaluator.cli.main import cli
+from tests.report_world import two_systems
+
+TOO_FEW = f"too few labels to decide: 3 labelled, at least {MIN_LABELS_DIFFERENCE} needed"
+ENOUGH = max(30, MIN_LABELS_DIFFERENCE, MIN_LABELS_ESTIMATE)
+DIRECTION = re.compile(r"\b(higher|lower|non-inferior)\b")
+
+
+def _world(folder, labelled):
+    world = two_systems(folder, n=109, labelled=labelled, overlap=0.0, criteria=("clarity",))
+    args = [str(world["A"].results), str(world["B"].results), "--labels",
+            str(world["A"].sheet), "--labels", str(world["B"].sheet)]
+    return world, args
+
+
+def _invoke(*args):
+    run = CliRunner().invoke(cli, [str(a) for a in args])
+    assert run.exit_code == 0, run.output
+    return run.output
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("three-labels")
+    world, args = _world(folder / "world", 3)
+    page = folder / "report.html"
+    _invoke("report", *args, "--html", page)
+    return {"text": _invoke("estimate", *args, "--criterion", "clarity"),
+            "json": [json.loads(line) for line in
+                     _invoke("estimate", *args, "--criterion", "clarity", "--json").splitlines()],
+            "html": page.read_text(encoding="utf-8"), "world": world}
+
+
+@pytest.fixture(scope="module")
+def enough(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("enough-labels")
+    _, args = _world(folder / "world", ENOUGH)
+    page = folder / "report.html"
+    _invoke("report", *args, "--html", page)
+    return {"text": _invoke("estimate", *args, "--criterion", "clarity"),
+            "json": [json.loads(line) for line in
+                     _invoke("estimate", *args, "--criterion", "clarity", "--json").splitlines()],
+            "html": page.read_text(encoding="utf-8")}
+
+
+def _sentences(html: str, css: str) -> list[str]:
+    return [_flat(unescape(re.sub(r"<[^>]+>", "", m)))
+            for m in re.findall(rf'<li class="{css}">(.*?)</li>', html, re.DOTALL)]
+
+
+def test_estimate_text_states_no_direction_and_no_p_value_from_three_labels(three):
+    text = three["text"]
+    differences = _flat(text[text.index("differences between systems"):])
+    assert TOO_FEW in differences
+    assert "p -" in differences and not re.search(r"p [<0-9]", differences)
+    # The figures are still shown as figures: the difference and its interval.
+    assert re.search(r"PPI\+\+ +-?\d+\.\d{3} +\[-?\d+\.\d{3}, -?\d+\.\d{3}\]", differences)
+    # Each system's figures say it too, once, and the old warning is not said beside it.
+    assert _flat(text).count(f"too few labels to decide: 3 labelled, at least "
+                             f"{MIN_LABELS_ESTIMATE} needed (the figures are shown") == 2
+    assert "WARNING: 3 labelled" not in text
+    assert not DIRECTION.search(text)
+
+
+def test_estimate_json_withholds_the_p_value_and_carries_the_words(three):
+    rows = three["json"]
+    (difference,) = [r for r in rows if r["type"] == "difference"]
+    assert difference["p"] is None and difference["too_few"] == TOO_FEW
+    assert difference["estimate"] is not None and difference["ci"] is not None
+    assert difference["label_more"] is None and difference["label_more_text"] is None
+    # The new keys come last: the existing keys keep their order.
+    assert list(difference)[-4:] == ["lambda", "too_few", "label_more", "label_more_text"]
+    estimates = [r for r in rows if r["type"] == "estimate"]
+    assert len(estimates) == 2
+    for row in estimates:
+        assert row["too_few"].startswith("too few labels to decide: 3 labelled")
+        assert row["ppi_estimate"] is not None and list(row)[-1] == "too_few"
+    assert not DIRECTION.search(json.dumps(rows))
+
+
+def test_the_report_states_no_direction_and_no_p_value_from_three_labels(three):
+    html = three["html"]
+    (difference,) = _sentences(html, "decision-difference")
+    assert TOO_FEW in difference and not DIRECTION.search(difference), difference
+    assert re.search(r"is -?\d+\.\d{3} \(95% CI -?\d+\.\d{3} to -?\d+\.\d{3}; paired, 3 "
+                     r"labelled cases out of 109\)", difference), difference
+    for sentence in _sentences(html, "decision-system"):
+        assert "too few labels to decide: 3 labelled" in sentence
+        assert not DIRECTION.search(sentence), sentence
+        assert "no bias was detected" not in sentence
+    # The differences table: the p cell is "-", the words beside it.
+    table = html[html.index('id="estimate-differences"'):]
+    table = table[:table.index("</table>")]
+    cells = [_flat(unescape(re.sub(r"<[^>]+>", "", c)))
+             for c in re.findall(r"<td[^>]*>(.*?)</td>", table, re.DOTALL)]
+    assert cells[4] == "-" and TOO_FEW in cells[-1], cells
+    # The old warning is gone from both places it was said.
+    assert "3 labelled case(s): the 95% CIs" not in html
+
+
+def test_above_the_minimum_the_direction_and_p_value_are_still_stated(enough):
+    (difference,) = [r for r in enough["json"] if r["type"] == "difference"]
+    assert difference["too_few"] is None and difference["p"] is not None
+    assert difference["ci"][0] > 0  # B is truly better by about one point
+    assert not any(r.get("too_few") for r in enough["json"])
+    assert "too few labels" not in enough["text"]
+    assert re.search(r"p (<1e-4|0\.\d+)", enough["text"])
+    (sentence,) = _sentences(enough["html"], "decision-difference")
+    assert re.match(r"By clinicians' standard, mean clarity is \d+\.\d{3} higher for B", sentence)
+
+
+def test_a_paired_difference_is_said_to_be_its_own_estimate(three, enough):
+    for world in (three, enough):
+        assert _flat(PAIRED_LINE) in _flat(world["text"])
+        (last,) = _sentences(world["html"], "decision-difference")
+        assert last.endswith(PAIRED_LINE_PLAIN), last
+        assert "need not equal the gap between the two systems' PPI++ values" in _flat(
+            unescape(world["html"]))
