@@ -308,7 +308,7 @@ def test_a_gate_is_refused_on_labels_off_the_criterions_scale(tmp_path, two_syst
 
 def test_few_labels_are_warned(tmp_path, two_systems):
     """Under the minimum (20 per system): "too few labels to decide", the old warning not
-    repeated; from the minimum to 30 labels the warning to label more."""
+    repeated; from 20 to 30 labels a note on the two floors (a difference needs 30)."""
     results, truth = two_systems["A"]
     sheet = review(results, tmp_path / "s", "--design", "random", "--n", "12")
     filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
@@ -318,8 +318,9 @@ def test_few_labels_are_warned(tmp_path, two_systems):
     sheet = review(results, tmp_path / "s25", "--design", "random", "--n", "25")
     filled = fill_sheet(sheet, tmp_path / "b.csv", truth)
     run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label")
-    assert run.exit_code == 0 and "WARNING: 25 labelled case(s)" in run.output
-    assert "label more cases" in flat(run.output) and "too few labels" not in run.output
+    assert run.exit_code == 0 and "too few labels" not in run.output
+    assert ("NOTE: 25 labelled case(s): enough for this system's figures (at least 20); a "
+            "difference between systems needs 30 labelled for both") in flat(run.output)
 
 
 def test_a_label_too_large_to_be_a_score_is_refused(tmp_path, two_systems):

@@ -172,16 +172,29 @@ def test_an_export_gives_the_labelset_of_the_same_labels_saved_through_the_sheet
     assert reader_for(export).noun == label_studio.NOUN
 
 
-def test_without_its_sheet_an_export_has_a_row_per_task_and_says_so(sheet, tmp_path):
+def test_without_its_sheet_an_export_is_refused_and_without_a_fingerprint_is_rows(sheet,
+                                                                                  tmp_path):
+    """Tasks exported from a sheet are read with that sheet's design or not at all (a
+    priority sheet's design moved away would pass as a random sample); tasks of the site's
+    own (no fingerprint) are a row each, the design unknown."""
     _, info, ids = sheet
     export = write_export(tmp_path / "elsewhere" / "deep" / "export.json",
                           export_of(ids, info.fingerprint))
+    with pytest.raises(LabelSetError) as caught:
+        read_export(export, rubric=RUBRIC)
+    one_line(caught, "is not beside the export", "put the export in the sheet's")
+
+    def unmarked(tasks):
+        for each in tasks:
+            del each["data"]["sheet_fingerprint"]
+
+    export = write_export(tmp_path / "elsewhere" / "own.json",
+                          export_of(ids, info.fingerprint, extra=[unmarked]))
     labels = read_export(export, rubric=RUBRIC)
     assert [row for _, row in labels.rows] == [{"case_id": c} for c in ids]
     assert labels.blind is None and labels.design_path == export
     assert labels.criteria == ["accuracy", "clarity"]
     assert labels.ratings["clarity"][ids[4]] == {BEN: 1.0}
-    assert any("is not beside" in note for note in labels.notes)
 
 
 def test_the_order_of_annotations_without_times_is_the_exports(sheet, tmp_path):
@@ -191,7 +204,7 @@ def test_the_order_of_annotations_without_times_is_the_exports(sheet, tmp_path):
         for a in tasks[0]["annotations"]:
             del a["updated_at"], a["created_at"]
 
-    export = write_export(tmp_path / "x" / "export.json",
+    export = write_export(tmp_path / "study" / "x" / "export.json",
                           export_of(ids, info.fingerprint, extra=[untimed]))
     labels = read_export(export, rubric=RUBRIC)
     assert labels.ratings["accuracy"][ids[0]][ANA] == 1.0  # the last in the list
@@ -224,8 +237,42 @@ def test_an_unknown_criterion_is_refused_naming_task_and_annotation(sheet, tmp_p
     def typo(tasks):
         tasks[1]["annotations"][0]["result"][0]["from_name"] = "accurasy"
 
-    _refused(tmp_path, sheet, typo, "task 12 annotation 101", "'accurasy'",
-             "not a criterion")
+    shown = _refused(tmp_path, sheet, typo, "task 12 annotation 101", "not a criterion")
+    assert "accurasy" not in shown  # a control's name is the site's text: never echoed
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda tasks: tasks[3]["annotations"][0]["result"][1].update(value={"rating": 10 ** 400}),
+     "not a number on its scale"),
+    (lambda tasks: tasks[2].update(predictions=5), "predictions are not a list"),
+    (lambda tasks: tasks[2].update(predictions="abc"), "predictions are not a list"),
+    (lambda tasks: tasks[3]["annotations"][0].update(was_cancelled="true"),
+     "was_cancelled is not true or false"),
+])
+def test_wrong_types_are_refused_in_one_line_not_a_crash(sheet, tmp_path, change, needle):
+    _refused(tmp_path, sheet, change, needle)
+
+
+def test_a_deeply_nested_or_empty_export_is_refused_in_one_line(sheet, tmp_path):
+    _, info, ids = sheet
+    folder = tmp_path / "study" / "ls"
+    folder.mkdir(parents=True)
+    deep = folder / "deep.json"
+    deep.write_text('[{"data": {"case_id": "%s"}, "x": %s%s}]' % (ids[0], "[" * 900, "]" * 900),
+                    encoding="utf-8")
+    # Deep but well formed, a task of the site's own with no annotation: read, never a
+    # RecursionError; with a key given twice at the bottom, refused in one line.
+    assert read_export(deep, rubric=RUBRIC).ratings == {}
+    deep.write_text('[{"data": {"case_id": "%s"}, "x": %s{"a": 1, "a": 2}%s}]'
+                    % (ids[0], "[" * 900, "]" * 900), encoding="utf-8")
+    with pytest.raises(LabelSetError) as exc:
+        read_export(deep, rubric=RUBRIC)
+    one_line(exc, "one key twice")
+    empty = folder / "empty.json"
+    empty.write_text("[]", encoding="utf-8")
+    with pytest.raises(LabelSetError) as exc:
+        read_export(empty, rubric=RUBRIC)
+    one_line(exc, "no task")
 
 
 def test_an_off_scale_value_is_refused(sheet, tmp_path):
@@ -342,6 +389,11 @@ def test_the_config_escapes_the_rubric_text(tmp_path):
     assert [h.get("value") for h in config.iter("Header")][-1] == \
         'accuracy: a "<b>" & </Choices><x/>'
     assert config.find("x") is None
+    control = criteria[0].__class__(criteria[0].key, "1-5 \x01 5 = best", "scale",
+                                    criteria[0].options)
+    with pytest.raises(LabelError) as exc:  # ElementTree would write a file no parser reads
+        labelling_config(rubric, [control])
+    one_line(exc, "control character")
 
 
 def test_the_cli_writes_refuses_to_overwrite_and_refuses_a_pairwise_sheet(sheet, tmp_path):

@@ -49,6 +49,10 @@ def test_label_more_says_a_number_or_why_there_is_none():
     assert short is not None and short.more is None
     assert short.text.startswith("labelling every case left (100 more) would not be "
                                  "expected to settle the sign")
+    # Every case labelled already: nothing left to label, said so (never "0 more").
+    done = label_more(20, 0.1, [-0.2, 0.4], 0)
+    assert done is not None and done.more is None
+    assert done.text.startswith("every case is labelled: the sign stays unsettled")
     # A difference of 0: no number settles it.
     zero = label_more(20, 0.0, [-0.2, 0.2], 1000)
     assert zero is not None and zero.more is None and "the difference seen is 0" in zero.text

@@ -97,6 +97,9 @@ def label_more(n: int, estimate: float | None, ci: Sequence[float] | None, left:
                                "difference seen is 0")
     need = more_needed(n, estimate, ci)
     more = max(1, math.ceil(need - 1e-9))
+    if left <= 0:
+        return LabelMore(None, "every case is labelled: the sign stays unsettled (the "
+                               "difference is within what chance gives at this size)")
     if more > left:
         return LabelMore(None, f"labelling every case left ({left} more) would not be "
                                "expected to settle the sign at the difference and spread seen "

@@ -10,7 +10,7 @@ import click
 
 from evaluator.analysis.gates import Gate, GateError, parse_gate
 from evaluator.analysis.label_files import parse_label_scale
-from evaluator.analysis.labels.readers import field_needed
+from evaluator.analysis.labels.readers import FIELD_NEEDED, field_needed
 from evaluator.analysis.score_mode import SCORE_MODES
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.judges.models_file import JudgeConfigError
@@ -173,8 +173,7 @@ def label_options(purpose: str, *, required: bool = False, multiple: bool = Fals
         kwargs["labels"] = (None if not paths and field is None and values is None
                             else LabelSource(paths, field, id_column, values))
         if sheets and required and field_needed(kwargs["labels"]):
-            raise click.UsageError("Missing option '--label-field' (the labels file's field "
-                                   "holding the label; optional with a sheet folder).")
+            raise click.UsageError(FIELD_NEEDED)
         return kwargs
     return option_group(build, *(options if old_id else options[:-1]))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from evaluator.analysis.labels.readers import field_needed
+from evaluator.analysis.labels.readers import FIELD_NEEDED, field_needed
 from evaluator.cli.options import case_options, label_options, rubrics_dir_option, score_option
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.report.html import write_report
@@ -66,8 +66,7 @@ def report_command(results: tuple[Path, ...], html_path: Path, overwrite: bool,
     --score names. Works offline; no case text unless --show-text."""
     # A sheet folder needs no --label-field: its criteria are in its sheet.json.
     if field_needed(labels):
-        raise click.UsageError("--labels needs --label-field (a labels file; a sheet folder "
-                               "needs none)")
+        raise click.UsageError(FIELD_NEEDED)
     written = write_report(list(results), html_path, overwrite=overwrite,
                            rubrics_dirs=rubrics_dirs, labels=labels, cases=cases,
                            estimate_criteria=estimate_criteria, worst_by=worst_by,

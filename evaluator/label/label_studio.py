@@ -18,6 +18,7 @@ only with ``overwrite``. Case text goes into tasks.json (it is the task), never 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +45,11 @@ class Written:
     tasks: Path
     config: Path
     count: int
+
+
+# Characters XML 1.0 cannot hold (ElementTree writes them as they are: a file no parser
+# reads).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def labelling_config(rubric: Rubric, criteria: Sequence[LabelCriterion]) -> bytes:
@@ -75,6 +81,11 @@ def labelling_config(rubric: Rubric, criteria: Sequence[LabelCriterion]) -> byte
             ET.SubElement(choices, "Choice", alias=o.value,
                           value=o.label + (f" - {o.level}" if o.level else ""))
         ET.SubElement(choices, "Choice", alias=CANNOT_JUDGE, value=CANNOT_JUDGE_TEXT)
+    for element in view.iter():
+        if any(_NOT_XML.search(value) for value in element.attrib.values()):
+            raise LabelError(f"rubric {rubric.name!r}: a criterion's text holds a control "
+                             "character, which XML cannot carry: remove it from the rubric "
+                             "file")
     ET.indent(view)
     return ET.tostring(view, encoding="utf-8", xml_declaration=False) + b"\n"
 

@@ -32,7 +32,13 @@ from evaluator.analysis.agreement.agreement import (
 from evaluator.analysis.estimate.estimate import estimate
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.labels.labelset import LabelSet, LabelSetError
-from evaluator.analysis.labels.readers import field_needed, names_criteria, rated, read_labels
+from evaluator.analysis.labels.readers import (
+    FIELD_NEEDED,
+    field_needed,
+    names_criteria,
+    rated,
+    read_labels,
+)
 from evaluator.analysis.score_mode import (
     MODE_MEANING,
     NO_DISTRIBUTIONS,
@@ -452,7 +458,7 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
     without distributions)."""
     cases = cases or CaseSource()
     if field_needed(labels):
-        raise ReportError("--labels needs --label-field")
+        raise ReportError(FIELD_NEEDED)
     rubric, files = _load(results, rubrics_dirs, score_mode, low_confidence)
     case_sets = _case_sets(files)
     common = _restrict_to_common(rubric, files) if common_cases else None

@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from evaluator.analysis.agreement.agreement import MIN_OVERLAP
 from evaluator.analysis.intervals import format_ci, format_p
-from evaluator.analysis.minimum import MIN_LABELS_DIFFERENCE
+from evaluator.analysis.minimum import MIN_LABELS_DIFFERENCE, MIN_LABELS_ESTIMATE
 from evaluator.data.files import write_bytes_atomic
 from evaluator.report import decision_plots as dp
 from evaluator.report import plots as rp
@@ -79,7 +79,7 @@ def environment() -> Any:
     env.filters.update(num=_num, ci=_ci, pct=_pct, pval=format_p, css_string=css_string)
     env.globals.update(meaningless_note=meaningless_note,
                        agreement_statistics=AGREEMENT_STATISTICS, min_overlap=MIN_OVERLAP,
-                       min_labels=MIN_LABELS_DIFFERENCE)
+                       min_labels=MIN_LABELS_ESTIMATE, min_pair_labels=MIN_LABELS_DIFFERENCE)
     return env
 
 

@@ -34,7 +34,7 @@ from evaluator.analysis.label_files import (
 from evaluator.analysis.labels.labelset import LabelSet
 from evaluator.analysis.labels.readers import names_criteria, rated, read_labels
 from evaluator.analysis.labels.verdict_seen import verdict_seen_note
-from evaluator.analysis.minimum import MIN_LABELS_ESTIMATE
+from evaluator.analysis.minimum import MIN_LABELS_DIFFERENCE, MIN_LABELS_ESTIMATE
 from evaluator.analysis.score_mode import score_view
 from evaluator.data.files import sha256_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
@@ -63,7 +63,6 @@ GATE_DRAW_SEED = 20141
 GATE_RULE = ("a --pass gate's pass rate takes, for a case labelled by several, one "
              "labeller's label drawn per case (seed {seed}): the pass or fail stays 0/1, and "
              "its expectation is the mean clinician's pass rate")
-FEW_LABELS = 30  # below it, CLT intervals undercover (docs/statistics.md has the figures)
 
 
 class EstimateError(AgreementError):
@@ -238,13 +237,12 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
         raise EstimateError(f"no labelled case of {labels_path} has an ok verdict in {path}; "
                             "check --id-column")
     # Under the minimum, "too few labels to decide" is said in its place, with each figure.
-    if MIN_LABELS_ESTIMATE <= len(system.labelled) < FEW_LABELS:
+    if MIN_LABELS_ESTIMATE <= len(system.labelled) < MIN_LABELS_DIFFERENCE:
         system.notes.append(
-            f"WARNING: {len(system.labelled)} labelled case(s): the 95% CIs are Student t "
-            f"intervals, and below about {FEW_LABELS} labels they are wide and some cover "
-            "less than 95% (in simulation, 91-98% at 10-20 labels on a random sheet; an "
-            "active sheet gives none below 30; benchmarks/small_n_coverage.py): label more "
-            "cases")
+            f"NOTE: {len(system.labelled)} labelled case(s): enough for this system's "
+            f"figures (at least {MIN_LABELS_ESTIMATE}); a difference between systems needs "
+            f"{MIN_LABELS_DIFFERENCE} labelled for both (docs/statistics.md, \"Too few "
+            "labels, and how many more\")")
     if design.kind == "active":
         uneven = uneven_weights_warning([design.weight(c) for c in system.labelled])
         if uneven:

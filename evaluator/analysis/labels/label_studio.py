@@ -17,7 +17,10 @@
   carry the sheet's fingerprint (:data:`FINGERPRINT`); the sheet folder found beside the
   export (its folder, its parent, or a folder in either) gives the rows (review.jsonl, the
   design intact), the criteria, the labellers and assignment it allows, and blindness.
-  Without it, one row per task (``case_id`` from its data), blindness unknown.
+  Tasks with a fingerprint whose sheet is not found are refused (the design is the
+  sheet's: a priority sheet's labels give no unbiased estimate). Tasks without one (a
+  project of the site's own): one row per task (``case_id`` from its data), the design
+  and blindness unknown.
 
 A label the sheet's rules refuse (an annotator the sheet does not list, a case it did not
 draw or assign, a criterion it does not rate, a value off the scale) is refused in one line
@@ -94,11 +97,18 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _duplicated(value: Any) -> bool:
-    if isinstance(value, _Duplicated):
-        return True
-    if isinstance(value, dict):
-        return any(_duplicated(v) for v in value.values())
-    return isinstance(value, list) and any(_duplicated(v) for v in value)
+    """Whether ``value`` holds, at any depth, an object that held a key twice (walked with
+    a stack: a deeply nested file is no recursion limit)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Duplicated):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _load(path: Path) -> list[Any]:
@@ -125,10 +135,21 @@ def _load(path: Path) -> list[Any]:
                             "Label Studio's JSON export as it wrote it") from None
     except RecursionError:
         raise LabelSetError(f"{where}: JSON nested too deep to be a {NOUN}") from None
+    if tasks == []:
+        raise LabelSetError(f"{where}: an export with no task; export the project after "
+                            "importing its tasks")
     if not isinstance(tasks, list):
         raise LabelSetError(f"{where}: not a {NOUN} (its top level is not a list of tasks); "
                             "export the project as JSON (not JSON-MIN, CSV or a snapshot)")
     return tasks
+
+
+def _finite(value: float) -> bool:
+    """Whether a JSON number is finite as a float (an integer of 400 digits is not)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _shown(value: Any, fallback: str) -> str:
@@ -249,7 +270,7 @@ class _Reader:
                                   f"{', '.join(map(str, allowed))}")
             return raw
         if (not isinstance(raw, (int, float)) or isinstance(raw, bool)
-                or not math.isfinite(raw)):
+                or not _finite(raw)):
             raise self.refuse(where, f"the value on {key!r} is not a number on its scale (a "
                               "choice's alias is the value: see docs/labelling.md)")
         if scale and float(raw) not in scale:
@@ -281,9 +302,9 @@ class _Reader:
         if not isinstance(key, str):
             raise self.refuse(where, "a result without its from_name (the criterion)")
         if self.known is not None and key not in self.known:
-            raise self.refuse(where, f"a result for {key[:40]!a}, which is not a "
-                              f"criterion ({self.rates} {', '.join(self.known)}); name each "
-                              "Choices of the labelling config after its criterion")
+            raise self.refuse(where, f"a result for a control that is not a criterion "
+                              f"({self.rates} {', '.join(self.known)}); name each Choices "
+                              "of the labelling config after its criterion")
         return key
 
 
@@ -323,10 +344,12 @@ def read_export(path: Path, *, rubric: Rubric | None = None, pairwise: bool = Fa
     if folder is not None:
         info, rows = drawn_sheet(folder, pairwise, "the export of the sheet")
     elif fingerprint:
-        notes.append(f"the sheet these tasks were exported from (fingerprint "
-                     f"{fingerprint[:12]}) is not beside {show_path(path)}: rows are the "
-                     "export's tasks, the sheet's design unknown; put the export in the "
-                     "sheet's folder or beside it")
+        # Its design (which cases were drawn, with what probability; a priority sheet's,
+        # from which no estimate is unbiased) is the sheet's: never read without it.
+        raise LabelSetError(f"{show_path(path)}: the sheet these tasks were exported from "
+                            f"(fingerprint {fingerprint[:12]}) is not beside the export: its "
+                            "design is the sheet's; put the export in the sheet's folder or "
+                            "beside it")
     drawn = {str(row.get(CASE_ID)) for _, row in rows or ()}
     reader = _Reader(path, rubric, pairwise, folder, info, drawn)
     latest: dict[tuple[str, str, str], float | str | None] = {}
@@ -348,7 +371,10 @@ def read_export(path: Path, *, rubric: Rubric | None = None, pairwise: bool = Fa
         if info is not None and case not in drawn:
             raise reader.refuse(where, "a case that is not on the sheet (its review.jsonl)")
         task_rows.append((number, {CASE_ID: case}))
-        predictions += len(task.get("predictions") or ())
+        shown_predictions = task.get("predictions") or []
+        if not isinstance(shown_predictions, list):
+            raise reader.refuse(where, "its predictions are not a list")
+        predictions += len(shown_predictions)
         annotations = task.get("annotations") or []
         if not isinstance(annotations, list):
             raise reader.refuse(where, "its annotations are not a list")
@@ -357,6 +383,8 @@ def read_export(path: Path, *, rubric: Rubric | None = None, pairwise: bool = Fa
             at = f"{where} annotation {_shown(ident, f'#{position}')}"
             if not isinstance(annotation, dict):
                 raise reader.refuse(at, "not an annotation (an object)")
+            if annotation.get("was_cancelled") not in (None, True, False):
+                raise reader.refuse(at, "its was_cancelled is not true or false")
             if annotation.get("was_cancelled") is True:
                 cancelled += 1
                 continue

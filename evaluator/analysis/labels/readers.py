@@ -81,6 +81,10 @@ def rated(path: Path) -> list[str]:
     return reader.criteria(Path(path))
 
 
+FIELD_NEEDED = ("--labels needs --label-field, the labels file's column holding the label (a "
+                "sheet folder or a Label Studio export names its criteria: none needed)")
+
+
 def field_needed(source: LabelSource | None) -> bool:
     """Whether ``--label-field`` must be given: labels were given, without it, and one of
     them does not name its criteria (a labels file)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from evaluator.analysis.label_files import AgreementError, label_rows, no_labels_yet
 from evaluator.analysis.labels.labelset import LabelSet
-from evaluator.analysis.labels.readers import field_needed, read_labels
+from evaluator.analysis.labels.readers import FIELD_NEEDED, field_needed, read_labels
 from evaluator.analysis.pairwise.bradley_terry import Battles, bradley_terry
 from evaluator.analysis.pairwise.pairwise import (
     INCONSISTENT_NOTE,
@@ -219,7 +219,7 @@ def compare(paths: Sequence[Path], *, criteria: Sequence[str] = (),
         raise CompareError("--labels compares one results file with its labels: give one "
                            "RESULTS file")
     if field_needed(labels):
-        raise CompareError("--labels needs --label-field (the column holding A, B or tie)")
+        raise CompareError(f"{FIELD_NEEDED}: A, B or tie")
     require_stats()
     files, oks, rubrics = [], [], {}
     for path in paths:
