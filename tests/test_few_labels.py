@@ -144,3 +144,24 @@ def test_a_paired_difference_is_said_to_be_its_own_estimate(three, enough):
         assert last.endswith(PAIRED_LINE_PLAIN), last
         assert "need not equal the gap between the two systems' PPI++ values" in _flat(
             unescape(world["html"]))
+
+
+def test_agree_gives_no_correlation_p_value_from_three_labels(three, tmp_path):
+    """agree on 3 labelled cases: Spearman's and Kendall's p are withheld (scipy's
+    Spearman p for 3 cases in perfect order is 0), the reason said once."""
+    world = three["world"]
+    args = [world["A"].results, "--labels", world["A"].sheet]
+    shown = json.loads(_invoke("agree", *args, "--json"))
+    stats = shown["criteria"]["clarity"]
+    assert stats["spearman"]["p"] is None and stats["kendall_tau_b"]["p"] is None
+    assert any("too few labels to decide: 3 labelled" in w for w in stats["warnings"])
+    assert "too few labels to decide: 3 labelled" in _flat(_invoke("agree", *args))
+
+
+def test_agree_gives_the_p_value_from_enough_labels(tmp_path):
+    world, _ = _world(tmp_path / "world", MIN_LABELS_ESTIMATE)
+    shown = json.loads(_invoke("agree", world["A"].results, "--labels", world["A"].sheet,
+                               "--json"))
+    stats = shown["criteria"]["clarity"]
+    assert stats["spearman"]["p"] is not None
+    assert not any("too few labels" in w for w in stats["warnings"])

@@ -71,6 +71,7 @@ from evaluator.analysis.label_files import (
 from evaluator.analysis.labels.labelset import LabelSet
 from evaluator.analysis.labels.readers import read_labels
 from evaluator.analysis.labels.verdict_seen import verdict_seen_note
+from evaluator.analysis.minimum import MIN_LABELS_ESTIMATE, too_few
 from evaluator.analysis.score_mode import ScoredView, ScoreModeBlock, mode_block, score_view
 from evaluator.analysis.stats import require_stats
 from evaluator.data.results import ResultRecord, read_results
@@ -292,6 +293,10 @@ def criterion_agreement(judge: Sequence[float], labels: Sequence[float], *,
 
     rho, rho_p = _spearman(x, y)
     tau, tau_p = _kendall(x, y)
+    few = too_few(len(x), MIN_LABELS_ESTIMATE)
+    if few is not None:  # a p-value from a handful of cases is no evidence (issue 47)
+        rho_p = tau_p = None
+        warned.append(f"Spearman and Kendall: {few} (no p-value is given)")
     out["spearman"] = {**boot(rho, lambda a, b: _spearman(a, b)[0], "spearman"), "p": rho_p}
     out["kendall_tau_b"] = {**boot(tau, lambda a, b: _kendall(a, b)[0], "kendall"), "p": tau_p}
     integral = not continuous and _is_integral(x) and _is_integral(y)
