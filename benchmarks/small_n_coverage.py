@@ -259,14 +259,39 @@ def in_band(figures: dict) -> bool:
     return c is None or BAND[0] <= c <= BAND[1]
 
 
-def minimum(table: dict[tuple[str, int], dict[tuple, dict]], keys: list[tuple]) -> int | None:
-    """The smallest n of the grid at and above which every cell of ``keys`` is in band."""
+# What the minimum is read over (docs/statistics.md, "Few labels"): random sheets (an active
+# sheet has its own floor, ppi.ACTIVE_MIN_LABELS), every scenario but labels piled at the
+# scale's edge (PPI++ is below the band there at every n: a limitation stated, not a
+# minimum), and every interval but the paired pass-rate difference (not in band at any n:
+# stated as left).
+LEFT_OUT_SCENARIOS = ("edge",)
+LEFT_OUT_INTERVALS = (("random", "rate B - A paired"),)
+
+
+def monte_carlo_slack(replicates: int) -> float:
+    """The half-width of a coverage's 95% Monte Carlo interval at 95% coverage:
+    1.96 sqrt(0.95 * 0.05 / replicates) (1.9 points at 500 replicates)."""
+    return 1.96 * (0.95 * 0.05 / replicates) ** 0.5
+
+
+def minimum(table: dict[tuple[str, int], dict[tuple, dict]], keys: list[tuple],
+            slack: float = 0.0) -> int | None:
+    """The smallest n of the grid at and above which every random-sheet cell of ``keys``
+    (but :data:`LEFT_OUT_INTERVALS`), in every scenario but :data:`LEFT_OUT_SCENARIOS`, is
+    in band up to ``slack`` (the Monte Carlo error)."""
     ns = sorted({n for _, n in table})
+    keys = [k for k in keys if k[0] == "random" and k not in LEFT_OUT_INTERVALS]
+    cells = [(name, m) for (name, m) in table if name not in LEFT_OUT_SCENARIOS]
     for n in ns:
-        if all(in_band(table[(name, m)][key]) for (name, m) in table if m >= n
+        if all(_near_band(table[(name, m)][key], slack) for (name, m) in cells if m >= n
                for key in keys):
             return n
     return None
+
+
+def _near_band(figures: dict, slack: float) -> bool:
+    c = figures["coverage"]
+    return c is None or BAND[0] - slack <= c <= BAND[1] + slack
 
 
 def _cell(f: dict) -> str:
@@ -326,10 +351,14 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"  {name:<20} (PPI++ / labels only)" + "".join(f"{c:>16}" for c in cells))
     estimate_keys = [k for k in INTERVALS if "B - A" not in k[1]]
     difference_keys = [k for k in INTERVALS if "B - A" in k[1]]
-    low_est, low_diff = minimum(table, estimate_keys), minimum(table, difference_keys)
-    print(f"\nminimum labelled cases with every cell in {100 * BAND[0]:.0f}-"
-          f"{100 * BAND[1]:.0f}% at and above it (grid {', '.join(map(str, ns))}): "
-          f"estimate {low_est}, difference {low_diff}")
+    slack = monte_carlo_slack(replicates)
+    low_est = minimum(table, estimate_keys, slack)
+    low_diff = minimum(table, difference_keys, slack)
+    print(f"\nminimum labelled cases with every random-sheet cell in {100 * BAND[0]:.0f}-"
+          f"{100 * BAND[1]:.0f}% up to the Monte Carlo error (+-{100 * slack:.1f} points) at "
+          f"and above it (grid {', '.join(map(str, ns))}; left out: the scenarios "
+          f"{', '.join(LEFT_OUT_SCENARIOS)} and the paired rate difference, "
+          f"docs/statistics.md): estimate {low_est}, difference {low_diff}")
     worst = {}
     for key in INTERVALS:
         values = [table[c][key]["coverage"] for c in table
