@@ -165,3 +165,15 @@ def test_agree_gives_the_p_value_from_enough_labels(tmp_path):
     stats = shown["criteria"]["clarity"]
     assert stats["spearman"]["p"] is not None
     assert not any("too few labels" in w for w in stats["warnings"])
+
+
+def test_a_difference_of_means_stays_within_the_scales_span(three):
+    """Clarity is on 1-5: B - A lies in [-4, 4], and so does its interval (3 labels gave
+    [-3.4, 4.6] before), the clip said in the method."""
+    rows = [r for r in three["json"] if r.get("type") == "difference"
+            and r["criterion"] == "clarity"]
+    assert rows
+    for row in rows:
+        assert -4 <= row["ci"][0] <= row["ci"][1] <= 4
+        assert -4 <= row["estimate"] <= 4
+    assert any("clipped to [-4, 4]" in row["method"] for row in rows)

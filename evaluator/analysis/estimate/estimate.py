@@ -238,8 +238,10 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
                 + ("; it is conservative when the systems' errors go together on "
                    "the same cases (for a paired comparison, draw both sheets with "
                    "--design random and the same --n and --seed)" if shared else ""))
-    if gate is not None:  # a difference of two pass rates stays within [-1, 1]
-        result, judge = ppi.rate_difference(result), ppi.rate_difference(judge)
+    scale = _scale(a, key) if gate is None else (0.0, 1.0)
+    if scale is not None:  # a difference of two rates, or means on a scale, stays within it
+        span = scale[1] - scale[0]
+        result, judge = ppi.rate_difference(result, span), ppi.rate_difference(judge, span)
     # The minimum and "label about N more" (evaluator.analysis.minimum): paired, on the
     # cases labelled for both; independent, on the system with fewer labels, per system.
     if mode == "paired":

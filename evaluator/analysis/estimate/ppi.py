@@ -404,24 +404,25 @@ def ppi_rate(y: Sequence[float], yhat: Sequence[float],
     return alone
 
 
-def rate_difference(estimate: Estimate) -> Estimate:
+def rate_difference(estimate: Estimate, span: float = 1.0) -> Estimate:
     """A difference of two pass rates (judge - label, system B - A) kept within [-1, 1],
-    where such a difference lies: its normal interval's ends (and the estimate, which a
-    PPI++ correction can push past) clipped to it, and the method saying so where they
-    were. Clipping to where the truth must lie cannot make the interval miss it, so the
-    coverage is the normal interval's; a score interval for a paired difference
-    (Newcombe 1998) would also be narrower at the edge, but a judge's probability of
-    passing and PPI++'s per-case differences are not the 0/1 pairs it is for."""
+    where such a difference lies (``span``: of two means on a scale from lo to hi, within
+    [-(hi - lo), hi - lo]): its interval's ends (and the estimate, which a PPI++ correction
+    can push past) clipped to it, and the method saying so where they were. Clipping to
+    where the truth must lie cannot make the interval miss it, so the coverage is the
+    unclipped interval's; a score interval for a paired difference (Newcombe 1998) would
+    also be narrower at the edge, but a judge's probability of passing and PPI++'s
+    per-case differences are not the 0/1 pairs it is for."""
     if estimate.estimate is None:
         return estimate
-    value = min(1.0, max(-1.0, estimate.estimate))
+    value = min(span, max(-span, estimate.estimate))
     ci = estimate.ci95
     clipped = value != estimate.estimate
     if ci is not None:
-        low, high = max(-1.0, ci[0]), min(1.0, ci[1])
+        low, high = max(-span, ci[0]), min(span, ci[1])
         clipped = clipped or [low, high] != list(ci)
         ci = [low, high]
-    method = estimate.method + ("; clipped to [-1, 1]" if clipped else "")
+    method = estimate.method + (f"; clipped to [{-span:g}, {span:g}]" if clipped else "")
     return Estimate(value, estimate.se, ci, estimate.p, method, estimate.lam, estimate.n,
                     estimate.population, estimate.n_eff, estimate.df)
 
