@@ -177,3 +177,27 @@ def test_a_difference_of_means_stays_within_the_scales_span(three):
         assert -4 <= row["ci"][0] <= row["ci"][1] <= 4
         assert -4 <= row["estimate"] <= 4
     assert any("clipped to [-4, 4]" in row["method"] for row in rows)
+
+
+def test_an_active_sheet_wider_than_a_random_one_says_so():
+    """Issue 47: an active sheet never ends up wider than a random one of its size
+    unsaid: worth fewer labels than were labelled gives the note; worth more, or a random
+    sheet, none."""
+    from types import SimpleNamespace
+
+    from evaluator.analysis.estimate.estimate import active_wider_note
+
+    active = SimpleNamespace(design=SimpleNamespace(kind="active"))
+    row = SimpleNamespace(criterion="clarity", effective_labels=21.4, n_labelled=40)
+    note = active_wider_note(active, row)
+    assert note is not None and note.startswith("NOTE: on clarity, this active sheet's "
+                                                "interval is as wide as 21 labels")
+    assert "--design random" in note
+    assert active_wider_note(active, SimpleNamespace(criterion="clarity",
+                                                     effective_labels=55.0,
+                                                     n_labelled=40)) is None
+    assert active_wider_note(SimpleNamespace(design=SimpleNamespace(kind="random")),
+                             row) is None
+    assert active_wider_note(active, SimpleNamespace(criterion="clarity",
+                                                     effective_labels=None,
+                                                     n_labelled=12)) is None

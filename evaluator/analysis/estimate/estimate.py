@@ -188,6 +188,20 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         too_few=too_few(len(labelled), MIN_LABELS_ESTIMATE))
 
 
+def active_wider_note(system: System, row: EstimateRow) -> str | None:
+    """On an active sheet, when its PPI++ interval came out wider than the labels alone on
+    a random sheet of the same size would give (worth fewer labels than were labelled):
+    the note saying so and what to do (issue 47; docs/statistics.md, "Few labels"). None
+    otherwise."""
+    worth = row.effective_labels
+    if system.design.kind != "active" or worth is None or worth >= row.n_labelled:
+        return None
+    return (f"NOTE: on {row.criterion}, this active sheet's interval is as wide as "
+            f"{worth:.0f} labels on a random sheet would give, from {row.n_labelled} "
+            "labelled: wider than a random sheet of the same size (the judge's uncertainty "
+            "does not track its errors here); draw the next sheet with --design random")
+
+
 def _paired(a: System, b: System) -> bool:
     """Both labelled on one draw of the same cases: the same population, designs without
     differing probabilities (random, or none), and the same cases drawn (for a plain labels
@@ -325,6 +339,10 @@ def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence
     for key, gate in outcomes:
         per_system = {s.name: estimate_outcome(s, key, gate) for s in systems}
         rows += per_system.values()
+        for system in systems:
+            wider = active_wider_note(system, per_system[system.name])
+            if wider:
+                system.notes.append(wider)
         for i, a in enumerate(systems):
             for b in systems[i + 1:]:
                 differences.append(difference(a, b, key, gate, per_system))
