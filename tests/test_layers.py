@@ -32,10 +32,11 @@ ALLOWED: dict[str, set[str]] = {
                  "tracking"},
     "doctor": {"common", "judges", "run", "doctor"},
     "label": {"common", "rubrics", "data", "analysis", "label"},
+    "study": {"common", "rubrics", "data", "analysis", "study"},
     "api": {"common", "rubrics", "judges", "data", "analysis", "run", "api"},
     "(root)": {"common", "api"},
     "cli": {"common", "rubrics", "judges", "data", "analysis", "run", "report", "tracking",
-            "doctor", "label", "api", "cli"},
+            "doctor", "label", "study", "api", "cli"},
     "__main__": {"cli"},
 }
 ORDER = list(ALLOWED)

@@ -25,6 +25,7 @@ from evaluator.cli import (
     review_cmd,
     rubrics_cmd,
     run_cmd,
+    study_cmd,
     summary_cmd,
     validate_cmd,
 )
@@ -183,5 +184,5 @@ for command in (run_cmd.run_command, rubrics_cmd.rubrics_command, models_cmd.mod
                 summary_cmd.summary_command, review_cmd.review_command,
                 estimate_cmd.estimate_command, compare_cmd.compare_command,
                 export_cmd.export_command, label_cmd.label_command, log_cmd.log_command,
-                doctor_cmd.doctor_command):
+                doctor_cmd.doctor_command, study_cmd.study_command):
     cli.add_command(command)

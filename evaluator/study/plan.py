@@ -1,0 +1,274 @@
+"""A study's plan (issue 48): what a comparison of systems will decide, declared in one YAML
+file before any label is given, so that the decision follows a rule stated in advance
+instead of the figures read on the day.
+
+``STUDY_DIR/study.yaml`` states the rubric; the systems, each with a name and its results
+file; the **primary endpoint** (one criterion, its mean or its pass rate through a gate
+such as ``accuracy>=4``); the **comparison** (superiority, or non-inferiority with a margin
+in the criterion's units, against a reference system); the confidence level; secondary
+endpoints (reported, never decisive); and the labels' design (random or active, cases,
+labellers, overlap, seed). :func:`load_plan` reads it strictly (:mod:`evaluator.common.
+strict_yaml`: no aliases that expand, no duplicate key, bounded size), checks it against
+the rubric and the files, and gives the plan with the SHA-256 of the bytes read: the hash
+the sheet drawn for the study records, so that a later edit is seen. Every problem is one
+line naming the file and the key, never a value from a results file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from evaluator.analysis.gates import Gate, GateError, parse_gate
+from evaluator.common.errors import UserError
+from evaluator.common.readable import NotARegularFile, check_regular_file
+from evaluator.common.record import Record
+from evaluator.common.strict import format_validation_error
+from evaluator.common.strict_yaml import YamlRefused, load_yaml_file
+from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
+
+PLAN_FILE = "study.yaml"
+PLAN_FORMAT = 1
+MAX_SYSTEMS = 2  # a comparison of two systems; more is a later step
+MAX_LABELLERS = 50
+MAX_CASES = 100_000
+MAX_NAME = 40
+MAX_SECONDARY = 10
+
+
+class StudyPlanError(UserError, ValueError):
+    """A study plan that cannot be used: one line naming the file and the key."""
+
+
+class _Strict(Record):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _plain_name(value: str, what: str) -> str:
+    if not value or len(value) > MAX_NAME or not value.isprintable() or value != value.strip():
+        raise ValueError(f"{what} must be 1-{MAX_NAME} printable characters, without leading "
+                         "or trailing spaces")
+    return value
+
+
+class Endpoint(_Strict):
+    """A criterion's ``mean``, or its ``pass_rate`` through ``gate`` (``accuracy>=4``)."""
+
+    criterion: str
+    statistic: Literal["mean", "pass_rate"] = "mean"
+    gate: str | None = None
+
+    @model_validator(mode="after")
+    def _gate_with_a_pass_rate(self) -> Endpoint:
+        if self.statistic == "pass_rate":
+            if self.gate is None:
+                raise ValueError("a pass_rate needs its gate, e.g. gate: accuracy>=4")
+            try:
+                gate = parse_gate(self.gate)
+            except GateError as exc:
+                raise ValueError(str(exc).replace("--pass ", "gate ")) from None
+            if gate.key != self.criterion:
+                raise ValueError(f"the gate {self.gate!r} is on {gate.key!r}, not on the "
+                                 f"endpoint's criterion {self.criterion!r}")
+        elif self.gate is not None:
+            raise ValueError("a mean takes no gate (for a pass rate: statistic: pass_rate)")
+        return self
+
+    @property
+    def parsed_gate(self) -> Gate | None:
+        return parse_gate(self.gate) if self.gate is not None else None
+
+    def describe(self) -> str:
+        """``mean accuracy`` or ``pass rate of accuracy>=4``."""
+        return (f"mean {self.criterion}" if self.statistic == "mean"
+                else f"pass rate of {self.gate}")
+
+
+class Comparison(_Strict):
+    """``superiority`` of the other system over ``reference``, or its ``non-inferiority``:
+    worse by less than ``margin`` (in the endpoint's units: points of the criterion's scale,
+    or a share for a pass rate)."""
+
+    type: Literal["superiority", "non-inferiority"]
+    reference: str
+    margin: float | None = None
+
+    @model_validator(mode="after")
+    def _margin(self) -> Comparison:
+        if self.type == "non-inferiority":
+            if self.margin is None:
+                raise ValueError("non-inferiority needs its margin (how much worse still "
+                                 "counts as not worse, in the endpoint's units)")
+            if not (math.isfinite(self.margin) and self.margin > 0):
+                raise ValueError("the margin must be a positive number (B may be worse than "
+                                 "the reference by less than it)")
+        elif self.margin is not None:
+            raise ValueError("superiority takes no margin (for a margin: type: "
+                             "non-inferiority)")
+        return self
+
+
+class System(_Strict):
+    """A system compared: its ``name`` (how every page calls it) and its ``results`` file
+    (relative to the plan's folder)."""
+
+    name: str
+    results: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _plain_name(value, "a system's name")
+
+
+class LabelsDesign(_Strict):
+    """How the cases clinicians label are drawn and shared (``evaluator review``'s options)."""
+
+    design: Literal["random", "active"] = "random"
+    n: int = Field(ge=1, le=MAX_CASES)
+    labellers: list[str] = Field(min_length=1, max_length=MAX_LABELLERS)
+    overlap: float = Field(0.0, ge=0.0, le=1.0)
+    seed: int = Field(ge=0, le=2 ** 32 - 1)
+
+    @field_validator("labellers")
+    @classmethod
+    def _labellers(cls, value: list[str]) -> list[str]:
+        for name in value:
+            _plain_name(name, "a labeller's name")
+        if len(set(value)) != len(value):
+            raise ValueError("a labeller is named twice")
+        return value
+
+
+class StudyPlan(_Strict):
+    """The plan as declared (see the module docstring)."""
+
+    format: Literal[1] = PLAN_FORMAT
+    title: str = Field(min_length=1, max_length=200)
+    rubric: str
+    systems: list[System] = Field(min_length=MAX_SYSTEMS, max_length=MAX_SYSTEMS)
+    primary: Endpoint
+    comparison: Comparison
+    confidence: float = Field(0.95, ge=0.8, le=0.999)
+    secondary: list[Endpoint] = Field(default=[], max_length=MAX_SECONDARY)
+    labels: LabelsDesign
+
+    @model_validator(mode="after")
+    def _names(self) -> StudyPlan:
+        names = [s.name for s in self.systems]
+        if len(set(names)) != len(names):
+            raise ValueError("two systems have one name; give each its own")
+        if self.comparison.reference not in names:
+            raise ValueError(f"comparison.reference must name one of the systems "
+                             f"({', '.join(names)})")
+        if self.primary in self.secondary:
+            raise ValueError("the primary endpoint is also listed as secondary")
+        return self
+
+    @property
+    def reference(self) -> System:
+        """The system the other is compared with (A)."""
+        return next(s for s in self.systems if s.name == self.comparison.reference)
+
+    @property
+    def candidate(self) -> System:
+        """The system compared with the reference (B)."""
+        return next(s for s in self.systems if s.name != self.comparison.reference)
+
+    def hypothesis(self) -> str:
+        """The question the study answers, in one line."""
+        b, a, what = self.candidate.name, self.reference.name, self.primary.describe()
+        level = f"{100 * self.confidence:g}%"
+        if self.comparison.type == "superiority":
+            return (f"is {b} better than {a} on {what}? (superiority: the {level} CI of "
+                    f"{b} - {a} above 0)")
+        return (f"is {b} not worse than {a} on {what} by {self.comparison.margin:g} or more? "
+                f"(non-inferiority: the {level} CI of {b} - {a} above "
+                f"-{self.comparison.margin:g})")
+
+
+@dataclass(frozen=True)
+class LoadedPlan:
+    """A plan read and checked: ``plan``, its ``path``, the SHA-256 of its bytes, the
+    ``rubric`` it names and each system's results file resolved (``results``, in the
+    plan's order)."""
+
+    plan: StudyPlan
+    path: Path
+    sha256: str
+    rubric: Rubric
+    results: tuple[Path, ...]
+
+
+def plan_path(study: Path) -> Path:
+    """``study`` itself when it is a file, else ``study/study.yaml``."""
+    study = Path(study)
+    return study / PLAN_FILE if study.is_dir() else study
+
+
+def load_plan(study: Path, rubrics_dirs: tuple[Path, ...] = ()) -> LoadedPlan:
+    """Read, validate and check the plan of ``study`` (a study folder or its plan file)."""
+    path = plan_path(study)
+    try:
+        data, raw = load_yaml_file(path, "study plan")
+    except YamlRefused as exc:
+        raise StudyPlanError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise StudyPlanError(f"{path}: a study plan is a mapping of keys (title, rubric, "
+                             "systems, primary, comparison, labels, ...)")
+    try:
+        plan = StudyPlan.model_validate(data)
+    except ValidationError as exc:
+        raise StudyPlanError(format_validation_error(path, "study plan", exc)) from None
+    try:
+        rubric = load_rubric(plan.rubric, rubrics_dirs)
+    except RubricError as exc:
+        raise StudyPlanError(f"{path}: rubric: {exc}") from None
+    for where, endpoint in [("primary", plan.primary)] + [
+            (f"secondary.{i}", e) for i, e in enumerate(plan.secondary)]:
+        _check_endpoint(path, where, endpoint, rubric)
+    results = tuple(_results_file(path, i, system) for i, system in enumerate(plan.systems))
+    return LoadedPlan(plan, path, hashlib.sha256(raw).hexdigest(), rubric, results)
+
+
+def _check_endpoint(path: Path, where: str, endpoint: Endpoint, rubric: Rubric) -> None:
+    """The endpoint's criterion is one the rubric scores (an integer criterion or an
+    aggregate; an alias names its criterion), its gate's threshold on the scale's range."""
+    scored = {f.key: f for f in rubric.output if isinstance(f, IntegerCriterion)}
+    aggregates = {a.name for a in rubric.aggregates}
+    key = rubric.aliases.get(endpoint.criterion, endpoint.criterion)
+    if key not in scored and key not in aggregates:
+        raise StudyPlanError(f"{path}: {where}.criterion: {endpoint.criterion!r} is not a "
+                             f"scored criterion of rubric {rubric.name!r} (it scores: "
+                             f"{', '.join([*scored, *aggregates])})")
+    gate = endpoint.parsed_gate
+    if gate is not None and key in scored:
+        allowed = [float(v) for v in scored[key].allowed]
+        passing = [v for v in allowed if gate.passes(v)]
+        if not passing or len(passing) == len(allowed):
+            raise StudyPlanError(f"{path}: {where}.gate: {endpoint.gate!r} is passed by "
+                                 f"{'no' if not passing else 'every'} value of {key!r}'s "
+                                 f"scale ({', '.join(f'{v:g}' for v in allowed)}): it "
+                                 "cannot tell answers apart")
+
+
+def _results_file(path: Path, index: int, system: System) -> Path:
+    """A system's results file, relative to the plan's folder: a regular file."""
+    target = Path(system.results)
+    target = target if target.is_absolute() else path.parent / target
+    try:
+        check_regular_file(target, "results file")
+    except NotARegularFile as exc:
+        raise StudyPlanError(f"{path}: systems.{index}.results: {exc}") from None
+    except OSError:
+        pass
+    if not target.is_file():
+        raise StudyPlanError(f"{path}: systems.{index}.results: no file {target} (a path "
+                             "relative to the plan's folder)")
+    return target
