@@ -486,3 +486,21 @@ def test_the_default_active_design_covers_where_the_judge_is_confidently_wrong(b
             covered.append(ci is not None and ci[0] <= benchmark.TRUTH <= ci[1])
     for name, covered in hits.items():
         assert np.mean(covered) >= 0.925, (name, np.mean(covered))
+
+
+def test_a_constant_judge_gets_lambda_zero_whatever_the_rounding():
+    """A judge giving 4 on every case carries no information: lambda 0. Its residuals'
+    variance is rounding noise, and the ratio of two noises gave lambda 1.0 for one such
+    judge (issue 48: a constant judge presented as a correction)."""
+    import random
+
+    from evaluator.analysis.estimate.ppi import tuned_lambda
+
+    rng = random.Random(1)
+    for n, big_n in ((30, 70), (29, 71), (7, 93), (60, 540)):
+        y = [float(rng.randint(1, 5)) for _ in range(n)]
+        assert tuned_lambda(y, [4.0] * n, [4.0] * big_n) == 0.0
+        assert tuned_lambda(y, [2.7] * n, [2.7] * big_n) == 0.0
+    # One case off the constant: the judge says something, lambda is computed as before.
+    y = [float(rng.randint(1, 5)) for _ in range(30)]
+    assert tuned_lambda(y, y, [4.0] * 69 + [5.0]) > 0

@@ -713,3 +713,32 @@ def test_an_undecided_sign_says_how_many_more_labels_would_settle_it_and_few_say
                                 "(95% CI 0.200 to 1.000; paired, 4 labelled cases out of "
                                 f"400): {few}.")
     assert decision.paired_line is not None
+
+
+def test_a_constant_judge_is_said_to_add_nothing_the_figure_is_the_labels(tmp_path):
+    """Issue 48 item 4: a judge giving accuracy 4 on every case adds nothing to the
+    clinician-level figure (lambda 0): its sentence says the figure is the labels alone,
+    not the judge corrected; a judge that does add (the three systems' world) is not."""
+    paths = []
+    for name, seed in (("A", 1), ("B", 2)):
+        records, truth = world(100, seed=seed, prefix="q")
+        records = [r.model_copy(update={"scores": {**r.scores, "accuracy": 4}})
+                   for r in records]
+        results = write_results(tmp_path / f"{name}.jsonl", records)
+        draw = random_draw([r.case_id for r in records], 30, seed=3)
+        paths += [results, write_rows(tmp_path / f"{name}.csv", [
+            {"case_id": c, **draw.columns(c), "accuracy.label": truth[c]}
+            for c in draw.chosen])]
+    report = build_report([paths[0], paths[2]],
+                          labels=label_source([paths[1], paths[3]], "accuracy.label"),
+                          agreement_resamples=100, worst_n=0)
+    sentences = [s.sentence for o in report.decision.outcomes for s in o.systems]
+    assert len(sentences) == 2
+    for sentence in sentences:
+        assert ("30 of 100 cases labelled; the labels alone: the judge's scores added "
+                "nothing (weight lambda 0.00)") in sentence, sentence
+
+
+def test_a_judge_that_adds_is_not_said_to_add_nothing(three):
+    sentences = [s.sentence for o in three["report"].decision.outcomes for s in o.systems]
+    assert sentences and not any("the labels alone" in s for s in sentences)

@@ -285,11 +285,29 @@ def _spans_zero(ci: Sequence[float]) -> bool:
     return ci[0] <= 0 <= ci[1] or _zero(ci[0]) or _zero(ci[1])
 
 
+# PPI++'s weight on the judge at or under which the clinician-level figure is said to be the
+# labels' own: the judge's share of it is then within 5% of nothing.
+NO_JUDGE_WEIGHT = 0.05
+
+
+def _labels_alone(row: EstimateRow) -> str | None:
+    """When the judge added nothing to the clinician-level figure (PPI++'s weight on it,
+    lambda, at most :data:`NO_JUDGE_WEIGHT`: a constant judge, or one unrelated to the
+    labels), the words saying the figure is the labels' own (issue 48); else None."""
+    if row.lam is None or row.lam > NO_JUDGE_WEIGHT or row.ppi_estimate is None:
+        return None
+    return (f"the labels alone: the judge's scores added nothing (weight lambda "
+            f"{row.lam:.2f})")
+
+
 def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: Figure,
                      bias: Figure, n_labelled: int, n_cases: int, other_scale: bool,
-                     reasons: Reasons, too_few: str | None = None) -> str:
+                     reasons: Reasons, too_few: str | None = None,
+                     labels_alone: str | None = None) -> str:
     what = _what(criterion, kind)
     basis = f"{n_labelled} of {n_cases} cases labelled"
+    if labels_alone:
+        basis += f"; {labels_alone}"
     if ppi.value is None:
         mark = reasons.mark(ppi.why or "no estimate", f"{what} by clinicians' standard", name)
         head = (f"{name}: no clinician-level estimate of {what} could be made{mark}; "
@@ -595,7 +613,7 @@ def _outcomes(rows: Sequence[EstimateRow], scales: Scales, numbers: Mapping[str,
                 n_labelled=row.n_labelled, n_cases=row.n_cases,
                 sentence=_system_sentence(name, criterion, kind, ppi, judge, bias,
                                           row.n_labelled, row.n_cases, other_scale,
-                                          reasons, row.too_few)))
+                                          reasons, row.too_few, _labels_alone(row))))
         scale, scale_text = scales[(criterion, kind)]
         outcomes.append(Outcome(criterion=criterion, kind=kind, scale=scale,
                                 scale_text=scale_text, systems=systems))

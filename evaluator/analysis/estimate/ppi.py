@@ -148,6 +148,12 @@ def tuned_lambda(y: Sequence[float], yhat: Sequence[float], yhat_all: Sequence[f
 
     y_, f, f_all = (np.asarray(a, dtype=float) for a in (y, yhat, yhat_all))
     n, big_n = len(y_), len(f_all)
+    judged = np.concatenate([f, f_all])
+    if not len(judged) or judged.min() == judged.max():
+        # A constant judge: tested on its scores themselves, since their residuals' variance
+        # is rounding noise (about 1e-32), and the ratio below of two such noises is any
+        # lambda in [0, 1] (it gave 1.0 on one run and 0.02 on another).
+        return 0.0
     point = f_all.mean() + (y_ - f).mean()
     g, h, h_all = y_ - point, f - point, f_all - point
     covariance = float(((g - g.mean()) * (h - h.mean())).sum()) / n
