@@ -201,3 +201,36 @@ def test_an_active_sheet_wider_than_a_random_one_says_so():
     assert active_wider_note(active, SimpleNamespace(criterion="clarity",
                                                      effective_labels=None,
                                                      n_labelled=12)) is None
+
+
+def test_labels_on_another_scale_are_not_bounded_by_the_rubrics(tmp_path):
+    """Labels on 0-100 (--label-scale) against a 1-5 rubric: neither a system's interval
+    nor the difference is clipped to the rubric's span (that gave [20.557, 4.000])."""
+    import csv
+
+    world, _ = _world(tmp_path / "world", 40)
+    labels = []
+    for name in ("A", "B"):
+        with open(world[name].labels_csv, newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        for row in rows:
+            if row["accuracy.label"]:
+                row["accuracy.label"] = str(20 * int(float(row["accuracy.label"])))
+        target = tmp_path / f"{name}.x20.csv"
+        with open(target, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        labels.append(target)
+    shown = [json.loads(line) for line in _invoke(
+        "estimate", world["A"].results, world["B"].results, "--labels", labels[0],
+        "--labels", labels[1], "--label-field", "accuracy.label", "--label-scale", "0-100",
+        "--criterion", "accuracy", "--json").splitlines()]
+    for row in shown:
+        for key in ("ci", "ppi_ci", "classical_ci"):
+            if row.get(key):
+                assert row[key][0] <= row[key][1], row
+        assert "clipped to [-4, 4]" not in str(row.get("method"))
+        assert "over the scale 1-5" not in str(row.get("ppi_method"))
+    estimates = [r for r in shown if r.get("type") == "estimate"]
+    assert all(r["classical_estimate"] > 20 for r in estimates)  # on 0-100, not cut at 5

@@ -736,7 +736,7 @@ def test_a_constant_judge_is_said_to_add_nothing_the_figure_is_the_labels(tmp_pa
     assert len(sentences) == 2
     for sentence in sentences:
         assert ("30 of 100 cases labelled; the labels alone: the judge's scores added "
-                "nothing (weight lambda 0.00)") in sentence, sentence
+                "nothing (weight lambda 0)") in sentence, sentence
 
 
 def test_a_judge_that_adds_is_not_said_to_add_nothing(three):

@@ -285,19 +285,14 @@ def _spans_zero(ci: Sequence[float]) -> bool:
     return ci[0] <= 0 <= ci[1] or _zero(ci[0]) or _zero(ci[1])
 
 
-# PPI++'s weight on the judge at or under which the clinician-level figure is said to be the
-# labels' own: the judge's share of it is then within 5% of nothing.
-NO_JUDGE_WEIGHT = 0.05
-
-
 def _labels_alone(row: EstimateRow) -> str | None:
     """When the judge added nothing to the clinician-level figure (PPI++'s weight on it,
-    lambda, at most :data:`NO_JUDGE_WEIGHT`: a constant judge, or one unrelated to the
-    labels), the words saying the figure is the labels' own (issue 48); else None."""
-    if row.lam is None or row.lam > NO_JUDGE_WEIGHT or row.ppi_estimate is None:
+    lambda, is 0: a constant judge, or one whose scores go against the labels), the words
+    saying the figure is the labels' own (issue 48); else None. Only 0 exactly: lambda is
+    a slope, so a small one on labels of small units can still carry much of the judge."""
+    if row.lam != 0 or row.ppi_estimate is None:
         return None
-    return (f"the labels alone: the judge's scores added nothing (weight lambda "
-            f"{row.lam:.2f})")
+    return "the labels alone: the judge's scores added nothing (weight lambda 0)"
 
 
 def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: Figure,

@@ -92,13 +92,15 @@ def _zero_one(system: System, key: str) -> bool:
 
 def _scale(system: System, key: str) -> tuple[float, float] | None:
     """``key``'s scale (its lowest and highest allowed score) where its criterion has
-    numeric allowed values, else None."""
+    numeric allowed values and every label given is one of them (labels on another scale,
+    ``--label-scale 0-100`` or 0/1 outcomes, are bounded by nothing the rubric says), else
+    None."""
     for field in getattr(system.rubric, "output", ()) or ():
         if getattr(field, "key", None) == key:
-            values = [v for v in getattr(field, "allowed", ()) or ()
+            values = [float(v) for v in getattr(field, "allowed", ()) or ()
                       if isinstance(v, int | float) and not isinstance(v, bool)]
-            if len(values) >= 2:
-                return float(min(values)), float(max(values))
+            if len(values) >= 2 and all(v in values for v in system.label_values):
+                return min(values), max(values)
     return None
 
 
@@ -252,7 +254,8 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
                 + ("; it is conservative when the systems' errors go together on "
                    "the same cases (for a paired comparison, draw both sheets with "
                    "--design random and the same --n and --seed)" if shared else ""))
-    scale = _scale(a, key) if gate is None else (0.0, 1.0)
+    scale = (_scale(a, key) if _scale(b, key) == _scale(a, key) else None) \
+        if gate is None else (0.0, 1.0)
     if scale is not None:  # a difference of two rates, or means on a scale, stays within it
         span = scale[1] - scale[0]
         result, judge = ppi.rate_difference(result, span), ppi.rate_difference(judge, span)

@@ -87,7 +87,8 @@ def format_estimate(report: EstimateReport) -> str:
         lines += wrap(f"{system.system}: {system.file} with {system.labels}", "")
         lines += wrap(system.design_text, "  ")
         for note in system.notes:
-            lines += wrap(note if note.startswith("WARNING") else f"note: {note}", "  ")
+            lines += wrap(note if note.startswith(("WARNING", "NOTE")) else f"note: {note}",
+                          "  ")
     if report.scale_note:
         lines += wrap(f"note: {report.scale_note}", "")
     for row in report.estimates:
