@@ -92,15 +92,16 @@ def _zero_one(system: System, key: str) -> bool:
 
 def _scale(system: System, key: str) -> tuple[float, float] | None:
     """``key``'s scale (its lowest and highest allowed score) where its criterion has
-    numeric allowed values and every label given is one of them (labels on another scale,
-    ``--label-scale 0-100`` or 0/1 outcomes, are bounded by nothing the rubric says), else
-    None."""
+    numeric allowed values and every label given lies between them (a mean of labellers'
+    labels may fall between two values; labels on another scale, ``--label-scale 0-100``
+    or 0/1 outcomes on a 1-5 rubric, are bounded by nothing the rubric says), else None."""
     for field in getattr(system.rubric, "output", ()) or ():
         if getattr(field, "key", None) == key:
             values = [float(v) for v in getattr(field, "allowed", ()) or ()
                       if isinstance(v, int | float) and not isinstance(v, bool)]
-            if len(values) >= 2 and all(v in values for v in system.label_values):
-                return min(values), max(values)
+            low, high = (min(values), max(values)) if len(values) >= 2 else (0.0, 0.0)
+            if low < high and all(low <= v <= high for v in system.label_values):
+                return low, high
     return None
 
 
