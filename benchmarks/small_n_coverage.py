@@ -9,7 +9,8 @@ cases (clipped at the scale's top), then:
   `estimate` computes a random sheet: labels only (ppi.classical_mean), PPI++ (ppi.ppi_mean),
   the judge's bias (judge - label, ppi.classical_mean), the gate's pass rate (labels only:
   ppi.classical_rate, Wilson; PPI++: ppi.ppi_rate), and B - A paired (ppi.ppi_mean on the
-  per-case differences; the gate's: ppi.rate_difference of it);
+  per-case differences; the gate's: paired_rate.paired_rate_difference, Tango's score
+  interval);
 * an active sheet of an expected n labels per system (Poisson, designs.inclusion_probabilities
   at the default floor, from each system's uncertainty): labels only and PPI++
   (ppi.ipw_mean, lambda 0 / tuned), the bias (ipw, lambda 0), the gate's pass rate
@@ -57,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.bench_common import rerun_command
 from evaluator.analysis.designs import inclusion_probabilities
 from evaluator.analysis.estimate import ppi
+from evaluator.analysis.estimate.paired_rate import paired_rate_difference
 
 POPULATION = 1000
 NS = (10, 15, 20, 30, 60)
@@ -210,7 +212,7 @@ def replicate(name: str, n: int, seed: int, size: int = POPULATION) -> dict[tupl
            ("random", "rate PPI++"): ppi.ppi_rate(ga[drawn], gja[drawn], gja[rest]),
            ("random", "B - A paired"): ppi.ppi_mean(d[drawn], g[drawn], g[rest]),
            ("random", "rate B - A paired"): ppi.rate_difference(
-               ppi.ppi_mean(gd[drawn], gg[drawn], gg[rest]))}
+               paired_rate_difference(gd[drawn], gg[drawn], gg[rest]))}
     active_a = _active(s, "a", n, rng, scale)
     active_b = _active(s, "b", n, rng, scale)
     for what, value in active_a.items():

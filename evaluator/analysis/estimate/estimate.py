@@ -37,6 +37,7 @@ from pathlib import Path
 
 from evaluator.analysis.designs import DesignError
 from evaluator.analysis.estimate import ppi
+from evaluator.analysis.estimate.paired_rate import paired_rate_difference
 from evaluator.analysis.estimate.inputs import (
     GATE_DRAW_SEED,
     GATE_RULE,
@@ -234,14 +235,20 @@ def difference(a: System, b: System, key: str, gate: Gate | None,
              for c in both]
         labelled_both = set(both)
         unlabelled = [g_all[position[c]] for c in a.population if c not in labelled_both]
-        result = (ppi.ppi_mean(d, [g_all[position[c]] for c in both], unlabelled) if both else
+        # A pass rate's per-case differences are -1, 0 or 1: Tango's score interval
+        # (paired_rate), not the t interval, which such differences defeat.
+        fit = ppi.ppi_mean if gate is None else paired_rate_difference
+        result = (fit(d, [g_all[position[c]] for c in both], unlabelled) if both else
                   ppi.Estimate(None, None, None, None, "no case labelled for both"))
         judge = ppi.judge_mean(g_all)
         mode, n_labelled, n_cases = "paired", len(both), len(g_all)
         note = (f"paired: both systems labelled on the same {len(both)} case(s); "
                 "PPI++ on the per-case differences")
     else:
-        ea, eb = (ppi.Estimate(e.ppi_estimate, e.ppi_se, e.ppi_ci, None, "", n=e.n_labelled)
+        # The method carries a withheld interval's reason (too few labels on an active
+        # sheet): the difference is withheld with it (ppi.independent_difference).
+        ea, eb = (ppi.Estimate(e.ppi_estimate, e.ppi_se, e.ppi_ci, None, e.ppi_method or "",
+                               n=e.n_labelled)
                   for e in (estimates[a.name], estimates[b.name]))
         result = ppi.independent_difference(ea, eb)
         ja, jb = (ppi.Estimate(e.judge_mean, _se(e.judge_ci), e.judge_ci, None, "")

@@ -1,0 +1,65 @@
+"""Issue 47: a paired pass-rate difference gets Tango's score interval (a known case, and an
+interval where every labelled pair agrees), and two active sheets' independent difference is
+withheld where either side's interval is."""
+
+from __future__ import annotations
+
+import pytest
+
+np = pytest.importorskip("numpy", reason="needs the stats extra")
+
+from evaluator.analysis.estimate import ppi
+from evaluator.analysis.estimate.paired_rate import paired_rate_difference
+from evaluator.analysis.intervals import Z95, tango_ci
+
+
+def test_tangos_interval_is_the_published_one():
+    # Fagerland, Lydersen & Laake (2017), Statistical Analysis of Contingency Tables, ch. 8:
+    # Bentur et al. (2009), 1 and 7 discordant pairs of 21: Tango -0.5173 to -0.0260.
+    result = tango_ci(1, 7, 21)
+    assert result["ci95"] == pytest.approx([-0.5173, -0.0260], abs=1e-4)
+    assert result["p"] < 0.05
+    # Every pair agrees: +-z^2 / (n + z^2), not a point and not withheld.
+    assert tango_ci(0, 0, 10)["ci95"] == pytest.approx([-Z95 ** 2 / (10 + Z95 ** 2),
+                                                        Z95 ** 2 / (10 + Z95 ** 2)])
+
+
+def test_a_paired_rate_difference_where_every_pair_agrees_has_an_interval_and_says_why():
+    """The t interval on per-case differences gave none here (every difference 0)."""
+    d = [0.0] * 30
+    g = [0.0] * 20 + [1.0] * 5 + [-1.0] * 5
+    result = paired_rate_difference(d, g, [0.0, 1.0] * 200)
+    assert result.ci95 == pytest.approx(tango_ci(0, 0, 30)["ci95"])
+    assert "every labelled pair agrees" in result.method
+    assert ppi.ppi_mean(d, g, [0.0, 1.0] * 200).ci95 is None  # the old one: none
+    with pytest.raises(ValueError, match="-1, 0 or 1"):
+        paired_rate_difference([0.5], [0.0], [0.0])
+
+
+def test_a_paired_rate_difference_keeps_ppi_plus_plus_where_the_judge_is_worth_it():
+    rng = np.random.default_rng(3)
+    a = (rng.random(2000) < 0.4).astype(float)
+    b = np.maximum(a, (rng.random(2000) < 0.2).astype(float))
+    ja, jb = a.copy(), b.copy()
+    flip = rng.random(2000) < 0.05
+    ja[flip] = 1 - ja[flip]
+    drawn = rng.choice(2000, 60, replace=False)
+    rest = np.setdiff1d(np.arange(2000), drawn)
+    d, g = b - a, jb - ja
+    result = paired_rate_difference(d[drawn], g[drawn], g[rest])
+    point = ppi.ppi_mean(d[drawn], g[drawn], g[rest])
+    assert result.estimate == pytest.approx(point.estimate)
+    assert result.n_eff >= 60 and "Tango" in result.method
+    assert -1 <= result.ci95[0] < result.estimate < result.ci95[1] <= 1
+
+
+def test_an_independent_difference_is_withheld_where_a_side_is():
+    method = "active PPI++; " + ppi.ACTIVE_TOO_FEW.format(n=12, minimum=ppi.ACTIVE_MIN_LABELS)
+    a = ppi.Estimate(3.0, 0.2, None, None, method, n=12)
+    b = ppi.Estimate(3.4, 0.2, [3.0, 3.8], 0.01, "active PPI++", n=40, df=39.0)
+    result = ppi.independent_difference(a, b)
+    assert result.ci95 is None and result.p is None
+    assert "12 labels on an active sheet, at least 30 needed" in result.method
+    both = ppi.independent_difference(ppi.Estimate(3.0, 0.2, [2.6, 3.4], 0.01, "", n=40,
+                                                   df=39.0), b)
+    assert both.ci95 is not None
