@@ -307,20 +307,20 @@ def test_a_gate_is_refused_on_labels_off_the_criterions_scale(tmp_path, two_syst
 
 
 def test_few_labels_are_warned(tmp_path, two_systems):
-    """Under the minimum (20 per system): "too few labels to decide", the old warning not
-    repeated; from 20 to 30 labels a note on the two floors (a difference needs 30)."""
+    """Under the minimum (15 per system): "too few labels to decide", the old warning not
+    repeated; from 15 to 20 labels a note on the two floors (a difference needs 20)."""
     results, truth = two_systems["A"]
     sheet = review(results, tmp_path / "s", "--design", "random", "--n", "12")
     filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
     run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label")
     assert run.exit_code == 0 and "WARNING: 12 labelled case(s)" not in run.output
-    assert "too few labels to decide: 12 labelled, at least 20 needed" in flat(run.output)
-    sheet = review(results, tmp_path / "s25", "--design", "random", "--n", "25")
+    assert "too few labels to decide: 12 labelled, at least 15 needed" in flat(run.output)
+    sheet = review(results, tmp_path / "s17", "--design", "random", "--n", "17")
     filled = fill_sheet(sheet, tmp_path / "b.csv", truth)
     run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label")
     assert run.exit_code == 0 and "too few labels" not in run.output
-    assert ("NOTE: 25 labelled case(s): enough for this system's figures (at least 20); a "
-            "difference between systems needs 30 labelled for both") in flat(run.output)
+    assert ("NOTE: 17 labelled case(s): enough for this system's figures (at least 15); a "
+            "difference between systems needs 20 labelled for both") in flat(run.output)
 
 
 def test_a_label_too_large_to_be_a_score_is_refused(tmp_path, two_systems):

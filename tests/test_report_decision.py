@@ -559,7 +559,7 @@ def test_a_reason_and_a_warning_are_each_said_once_naming_what_they_are_about(tm
     # Each figure's sentence carries the reason's mark.
     assert all("no interval could be made¹" in s for s in items(html, "decision-system"))
     assert "between B (#2) and A (#1)¹" in items(html, "decision-difference")[0]
-    # 20 labels per system are the minimum for a system's figures (issue 47): no warning
+    # 20 labels per system are above the minimum for a system's figures (issue 47): no warning
     # about them any more (a difference's own sentence says whether its pairs are enough).
     assert re.findall(r"Warning[^:]*: 20 labelled case\(s\)", text) == []
 

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from evaluator.cli.main import cli
 from evaluator.study.plan import PLAN_FILE, StudyPlanError, load_plan
+from tests.label_world import SECRET, world, write_results
 
 PLAN = {
     "title": "New eligibility assistant vs the current one",
@@ -25,14 +26,16 @@ PLAN = {
     "labels": {"design": "random", "n": 60, "labellers": ["ana", "ben"], "overlap": 0.2,
                "seed": 7},
 }
-SECRET = "PHI-SECRET-PLAN-7"
 
 
-def write(folder, plan=PLAN, text=None):
+def write(folder, plan=PLAN, text=None, cases=80):
+    """A study folder: the plan, and two results files of trial_eligibility sharing
+    ``cases`` ok cases."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "A.jsonl").write_text(f'{{"case_id": "{SECRET}"}}\n', encoding="utf-8")
     (folder / "runs").mkdir(exist_ok=True)
-    (folder / "runs" / "B.jsonl").write_text("{}\n", encoding="utf-8")
+    for seed, target in ((1, folder / "A.jsonl"), (2, folder / "runs" / "B.jsonl")):
+        records, _ = world(cases, seed=seed, prefix="q")
+        write_results(target, records)
     path = folder / PLAN_FILE
     path.write_text(text if text is not None else yaml.safe_dump(plan, sort_keys=False),
                     encoding="utf-8")
@@ -56,15 +59,23 @@ def test_a_plan_is_read_with_its_hash_and_its_systems_resolved(tmp_path):
     assert loaded.results == (study / "A.jsonl", study / "runs" / "B.jsonl")
     plan = loaded.plan
     assert (plan.reference.name, plan.candidate.name) == ("Current", "New")
-    assert plan.hypothesis() == ("is New not worse than Current on mean accuracy by 0.25 or "
-                                 "more? (non-inferiority: the 95% CI of New - Current above "
-                                 "-0.25)")
+    assert plan.hypothesis() == ("is New at worst 0.25 below Current on mean accuracy (higher "
+                                 "is better)? non-inferiority: the lower end of the 95% CI of "
+                                 "New - Current above -0.25 (one-sided 2.5%)")
     assert plan.secondary[1].describe() == "pass rate of accuracy>=4"
     assert load_plan(study / PLAN_FILE).sha256 == loaded.sha256  # the folder or the file
     superiority = load_plan(write(tmp_path / "sup", changed(
         comparison={"type": "superiority", "reference": "Current", "margin": None})))
-    assert superiority.plan.hypothesis().startswith("is New better than Current on mean "
-                                                   "accuracy?")
+    assert superiority.plan.hypothesis() == (
+        "is New better than Current on mean accuracy (higher is better)? superiority: the "
+        "lower end of the 95% CI of New - Current above 0 (one-sided 2.5%)")
+    lower = load_plan(write(tmp_path / "low", changed(
+        primary={"criterion": "hallucination", "statistic": "pass_rate",
+                 "gate": "hallucination<=2", "better": "lower"}, secondary=[])))
+    assert lower.plan.hypothesis() == (
+        "is New at worst 0.25 above Current on pass rate of hallucination<=2 (lower is "
+        "better)? non-inferiority: the upper end of the 95% CI of New - Current below +0.25 "
+        "(one-sided 2.5%)")
 
 
 @pytest.mark.parametrize("plan, needles", [
@@ -96,13 +107,36 @@ def test_a_plan_is_read_with_its_hash_and_its_systems_resolved(tmp_path):
     (changed(labels={"n": 10 ** 9}), ["labels.n"]),
     (changed(labels={"labellers": ["ana", "ana"]}), ["a labeller is named twice"]),
     (changed(labels={"labellers": ["ana\x07"]}), ["printable"]),
-    (changed(confidence=0.5), ["confidence"]),
+    (changed(confidence=0.9), ["confidence"]),  # 95% only: the figures are 95% CIs
+    (changed(comparison={"type": "non-inferiority", "reference": "Current", "margin": 4.0}),
+     ["comparison.margin: 4 is not below 'accuracy''s span (4)"]),
+    (changed(primary={"criterion": "accuracy", "statistic": "pass_rate",
+                      "gate": "accuracy>=4"}, secondary=[]), []),  # margin 0.25 of a rate: ok
+    (changed(title="x\x1b]0;owned\x07"), ["title", "printable"]),
+    (changed(title=" "), ["title"]),
+    (changed(systems=[{"name": "Current", "results": "A.jsonl"},
+                      {"name": "Current - New", "results": "runs/B.jsonl"}]), ["' - '"]),
+    (changed(systems=[{"name": "Current", "results": "A.jsonl"},
+                      {"name": "CURRENT", "results": "runs/B.jsonl"}]), ["ignoring case"]),
+    (changed(systems=[{"name": "Current", "results": "A.jsonl"},
+                      {"name": "New", "results": "A.jsonl"}]), ["one results file"]),
+    (changed(systems=[{"name": "Current", "results": "A.jsonl"},
+                      {"name": "New", "results": "runs/B\x00.jsonl"}]), ["systems.1.results"]),
+    (changed(labels={"labellers": ["ana"]}), ["overlap needs two or more labellers"]),
+    (changed(labels={"n": 81}), ["labels.n: 81 case(s)", "share 80 case(s)"]),
+    (changed(rubric="ecg_interpretation", primary={"criterion": "DiagnosisAccuracy"},
+             comparison={"type": "superiority", "reference": "Current", "margin": None},
+             secondary=[]), ["not of the plan's rubric 'ecg_interpretation'",
+                             "trial_eligibility"]),
     (changed(labels={"n": "60"}), ["labels.n"]),  # strict: "60" is no number
     (changed(rubric="no_such_rubric"), ["rubric:"]),
     ({**PLAN, "extra": 1}, ["extra"]),
 ])
 def test_each_problem_is_one_line_naming_the_file_and_the_key(tmp_path, plan, needles):
     study = write(tmp_path / "study", plan)
+    if not needles:  # a plan that is fine
+        load_plan(study)
+        return
     with pytest.raises(StudyPlanError) as caught:
         load_plan(study)
     message = str(caught.value)

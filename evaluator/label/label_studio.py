@@ -101,11 +101,11 @@ def write_label_studio(sheet_dir: Path, out_dir: Path, *, overwrite: bool = Fals
         info = read_sheet_info(sheet_dir)
     except SheetError as exc:
         raise LabelError(str(exc)) from None
-    if info.kind == "pairwise":
+    rubric = checked_rubric(sheet_dir, info, rubrics_dirs)
+    if rubric.candidates is not None:  # two answers side by side: the page's own layout
         raise LabelError(f"{show_path(sheet_dir)} is a pairwise sheet: Label Studio tasks are "
                          "written for single-answer sheets only; label it with evaluator "
                          "label (the page shows the two answers in a random order)")
-    rubric = checked_rubric(sheet_dir, info, rubrics_dirs)
     criteria = label_criteria(rubric, info.criteria)
     clash = sorted(set(rubric.inputs) & ({c.key for c in criteria} | {CASE_ID, FINGERPRINT}))
     if clash:

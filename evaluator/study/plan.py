@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -30,6 +31,8 @@ from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.common.record import Record
 from evaluator.common.strict import format_validation_error
 from evaluator.common.strict_yaml import YamlRefused, load_yaml_file
+from evaluator.data.files import same_file, show_path
+from evaluator.data.results import ResultsFileDamaged, read_results
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
 
@@ -50,19 +53,23 @@ class _Strict(Record):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-def _plain_name(value: str, what: str) -> str:
-    if not value or len(value) > MAX_NAME or not value.isprintable() or value != value.strip():
-        raise ValueError(f"{what} must be 1-{MAX_NAME} printable characters, without leading "
+def _plain_name(value: str, what: str, limit: int = MAX_NAME) -> str:
+    if (not value.strip() or len(value) > limit or not value.isprintable()
+            or value != value.strip()):
+        raise ValueError(f"{what} must be 1-{limit} printable characters, without leading "
                          "or trailing spaces")
     return value
 
 
 class Endpoint(_Strict):
-    """A criterion's ``mean``, or its ``pass_rate`` through ``gate`` (``accuracy>=4``)."""
+    """A criterion's ``mean``, or its ``pass_rate`` through ``gate`` (``accuracy>=4``);
+    ``better``: which way is better (``higher``, as on the built-in rubrics' scales, 5
+    best; ``lower`` for a gate whose pass is a bad answer, e.g. ``hallucination<=2``)."""
 
     criterion: str
     statistic: Literal["mean", "pass_rate"] = "mean"
     gate: str | None = None
+    better: Literal["higher", "lower"] = "higher"
 
     @model_validator(mode="after")
     def _gate_with_a_pass_rate(self) -> Endpoint:
@@ -124,7 +131,11 @@ class System(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        return _plain_name(value, "a system's name")
+        _plain_name(value, "a system's name")
+        if any(mark in value for mark in ("(", ")", " - ", "#")):
+            raise ValueError("a system's name may not hold '(', ')', '#' or ' - ' (pages "
+                             "write 'B - A' and '(reference)' around it)")
+        return value
 
 
 class LabelsDesign(_Strict):
@@ -150,20 +161,32 @@ class StudyPlan(_Strict):
     """The plan as declared (see the module docstring)."""
 
     format: Literal[1] = PLAN_FORMAT
-    title: str = Field(min_length=1, max_length=200)
+    title: str
     rubric: str
     systems: list[System] = Field(min_length=MAX_SYSTEMS, max_length=MAX_SYSTEMS)
     primary: Endpoint
     comparison: Comparison
-    confidence: float = Field(0.95, ge=0.8, le=0.999)
+    # 95% only for now: the figures the decision reads (estimate, report) are 95% intervals.
+    confidence: Literal[0.95] = 0.95
     secondary: list[Endpoint] = Field(default=[], max_length=MAX_SECONDARY)
     labels: LabelsDesign
+
+    @field_validator("title")
+    @classmethod
+    def _title(cls, value: str) -> str:
+        return _plain_name(value, "the title", 200)
 
     @model_validator(mode="after")
     def _names(self) -> StudyPlan:
         names = [s.name for s in self.systems]
-        if len(set(names)) != len(names):
-            raise ValueError("two systems have one name; give each its own")
+        folded = {unicodedata.normalize("NFKC", n).casefold() for n in names}
+        if len(folded) != len(names):
+            raise ValueError("two systems have one name (ignoring case); give each its own")
+        if len({s.results for s in self.systems}) != len(self.systems):
+            raise ValueError("two systems name one results file")
+        if self.labels.overlap > 0 and len(self.labels.labellers) < 2:
+            raise ValueError("labels.overlap needs two or more labellers (the share of cases "
+                             "every labeller labels)")
         if self.comparison.reference not in names:
             raise ValueError(f"comparison.reference must name one of the systems "
                              f"({', '.join(names)})")
@@ -182,15 +205,21 @@ class StudyPlan(_Strict):
         return next(s for s in self.systems if s.name != self.comparison.reference)
 
     def hypothesis(self) -> str:
-        """The question the study answers, in one line."""
+        """The question the study answers, in one line, with the rule that decides it."""
         b, a, what = self.candidate.name, self.reference.name, self.primary.describe()
         level = f"{100 * self.confidence:g}%"
+        higher = self.primary.better == "higher"
+        side, end = ("above", "lower") if higher else ("below", "upper")
         if self.comparison.type == "superiority":
-            return (f"is {b} better than {a} on {what}? (superiority: the {level} CI of "
-                    f"{b} - {a} above 0)")
-        return (f"is {b} not worse than {a} on {what} by {self.comparison.margin:g} or more? "
-                f"(non-inferiority: the {level} CI of {b} - {a} above "
-                f"-{self.comparison.margin:g})")
+            return (f"is {b} better than {a} on {what} ({self.primary.better} is better)? "
+                    f"superiority: the {end} end of the {level} CI of {b} - {a} {side} 0 "
+                    "(one-sided 2.5%)")
+        margin = self.comparison.margin
+        bound = f"-{margin:g}" if higher else f"+{margin:g}"
+        worse = "below" if higher else "above"
+        return (f"is {b} at worst {margin:g} {worse} {a} on {what} ({self.primary.better} is "
+                f"better)? non-inferiority: the {end} end of the {level} CI of {b} - {a} "
+                f"{side} {bound} (one-sided 2.5%)")
 
 
 @dataclass(frozen=True)
@@ -230,11 +259,62 @@ def load_plan(study: Path, rubrics_dirs: tuple[Path, ...] = ()) -> LoadedPlan:
         rubric = load_rubric(plan.rubric, rubrics_dirs)
     except RubricError as exc:
         raise StudyPlanError(f"{path}: rubric: {exc}") from None
+    if rubric.candidates is not None:
+        raise StudyPlanError(f"{path}: rubric: {rubric.name!r} is pairwise (two answers "
+                             "compared side by side); a study compares each system's answers "
+                             "scored on their own: give a pointwise rubric")
     for where, endpoint in [("primary", plan.primary)] + [
             (f"secondary.{i}", e) for i, e in enumerate(plan.secondary)]:
         _check_endpoint(path, where, endpoint, rubric)
+    _check_margin(path, plan, rubric)
     results = tuple(_results_file(path, i, system) for i, system in enumerate(plan.systems))
+    _check_results(path, plan, rubric, results, rubrics_dirs)
     return LoadedPlan(plan, path, hashlib.sha256(raw).hexdigest(), rubric, results)
+
+
+def _check_margin(path: Path, plan: StudyPlan, rubric: Rubric) -> None:
+    """A non-inferiority margin below the endpoint's span (a pass rate's: 1; a mean on an
+    integer criterion's scale: highest - lowest): one as wide declares B non-inferior
+    whatever it does."""
+    margin = plan.comparison.margin
+    if margin is None:
+        return
+    if plan.primary.statistic == "pass_rate":
+        span, what = 1.0, "a pass rate's span (1)"
+    else:
+        key = rubric.aliases.get(plan.primary.criterion, plan.primary.criterion)
+        scored = {f.key: f for f in rubric.output if isinstance(f, IntegerCriterion)}
+        if key not in scored:
+            return  # an aggregate: its span is not declared
+        values = [float(v) for v in scored[key].allowed]
+        span, what = max(values) - min(values), f"{key!r}'s span ({max(values) - min(values):g})"
+    if margin >= span:
+        raise StudyPlanError(f"{path}: comparison.margin: {margin:g} is not below {what}: "
+                             "any result would be non-inferior")
+
+
+def _check_results(path: Path, plan: StudyPlan, rubric: Rubric, results: tuple[Path, ...],
+                   rubrics_dirs: tuple[Path, ...]) -> None:
+    """Each results file is a results file of the plan's rubric, the two are not one file,
+    and they share at least ``labels.n`` ok cases (the cases a paired sheet draws from)."""
+    if same_file(results[0], results[1]):
+        raise StudyPlanError(f"{path}: systems: both systems' results are one file")
+    judged = []
+    for index, target in enumerate(results):
+        try:
+            records = read_results(target, rubrics_dirs)
+        except (ResultsFileDamaged, UserError) as exc:
+            raise StudyPlanError(f"{path}: systems.{index}.results: {exc}") from None
+        names = {r.rubric for r in records}
+        if names != {rubric.name}:
+            shown = ", ".join(sorted(names)) or "no record"
+            raise StudyPlanError(f"{path}: systems.{index}.results: {target} holds results of "
+                                 f"{shown}, not of the plan's rubric {rubric.name!r}")
+        judged.append({r.case_id for r in records if r.status == "ok"})
+    common = len(judged[0] & judged[1])
+    if plan.labels.n > common:
+        raise StudyPlanError(f"{path}: labels.n: {plan.labels.n} case(s) to label, but the "
+                             f"two systems share {common} case(s) judged ok")
 
 
 def _check_endpoint(path: Path, where: str, endpoint: Endpoint, rubric: Rubric) -> None:
@@ -266,9 +346,13 @@ def _results_file(path: Path, index: int, system: System) -> Path:
         check_regular_file(target, "results file")
     except NotARegularFile as exc:
         raise StudyPlanError(f"{path}: systems.{index}.results: {exc}") from None
-    except OSError:
+    except (OSError, ValueError):  # missing, a loop, a NUL byte: said below
         pass
-    if not target.is_file():
-        raise StudyPlanError(f"{path}: systems.{index}.results: no file {target} (a path "
+    try:
+        found = target.is_file()
+    except (OSError, ValueError):
+        found = False
+    if not found:
+        raise StudyPlanError(f"{path}: systems.{index}.results: no file {show_path(target)} (a path "
                              "relative to the plan's folder)")
     return target
