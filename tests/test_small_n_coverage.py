@@ -55,10 +55,10 @@ def test_ten_labels_on_a_random_sheet_cover_and_the_normal_interval_did_not(benc
     assert ppi_cell["normal"] <= ppi_cell["coverage"], ppi_cell
 
 
-def test_the_minimum_is_read_with_the_monte_carlo_error_over_the_stated_cells(bench):
-    """The benchmark's minimum: the smallest n at and above which every random-sheet cell
-    is in 93-97% up to the Monte Carlo error, the edge scenario and the paired rate
-    difference left out (as docs/statistics.md states)."""
+def test_the_minimum_is_read_with_the_monte_carlo_error_over_every_scenario(bench):
+    """The benchmark's minimum: the smallest n at and above which no random-sheet cell, in
+    any scenario, covers under 93% beyond the Monte Carlo error; a cell above the band (too
+    wide) and an active sheet's cell do not count against it."""
     key, rate = ("random", "PPI++"), ("random", "rate B - A paired")
     active = ("active", "PPI++")
 
@@ -66,12 +66,12 @@ def test_the_minimum_is_read_with_the_monte_carlo_error_over_the_stated_cells(be
         return {"coverage": coverage}
 
     table = {("decent", 10): {key: cell(0.91), rate: cell(1.0), active: cell(0.5)},
-             ("decent", 20): {key: cell(0.921), rate: cell(1.0), active: cell(0.5)},
-             ("decent", 30): {key: cell(0.95), rate: cell(0.89), active: cell(None)},
-             ("edge", 30): {key: cell(0.89), rate: cell(0.9), active: cell(0.5)}}
+             ("decent", 20): {key: cell(0.912), rate: cell(1.0), active: cell(0.5)},
+             ("decent", 30): {key: cell(0.95), rate: cell(0.99), active: cell(None)},
+             ("edge", 30): {key: cell(0.96), rate: cell(1.0), active: cell(0.5)}}
     slack = bench.monte_carlo_slack(500)
     assert slack == pytest.approx(0.0191, abs=1e-4)
-    assert bench.minimum(table, [key, rate, active], slack) == 20  # 92.1% is within 1.9
+    assert bench.minimum(table, [key, rate, active], slack) == 20  # 91.2% is within 1.9
     assert bench.minimum(table, [key, rate, active]) == 30  # strictly: only from 30
-    table[("decent", 60)] = {key: cell(0.90), rate: cell(1.0), active: cell(0.5)}
+    table[("edge", 60)] = {key: cell(0.90), rate: cell(1.0), active: cell(0.5)}
     assert bench.minimum(table, [key], slack) is None  # a miss above undoes every n below
