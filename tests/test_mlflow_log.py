@@ -314,7 +314,8 @@ def test_labels_log_the_agreement_and_estimate_figures(here, finished):
     for name in ("spearman", "kappa_quadratic", "krippendorff_alpha_ordinal", "exact"):
         assert metrics[f"{prefix}/{name}"] == stats[name]["value"]
         assert metrics[f"{prefix}/{name}_ci95_low"] == stats[name]["ci95"][0]
-    assert metrics[f"{prefix}/spearman_p"] == stats["spearman"]["p"]
+    # 13 joined cases are under the minimum for a p-value (issue 47): none, and none logged.
+    assert stats["spearman"]["p"] is None and f"{prefix}/spearman_p" not in metrics
     [gate_row] = report.gates
     rule = [k for k in metrics if k.startswith("agreement_gate/")][0].split("/")[1]
     assert rule.startswith("critical_finding_concordance_ge_3-")
