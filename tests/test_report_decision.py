@@ -522,19 +522,27 @@ def test_too_few_overlap_cases_are_said_as_such_not_as_none(tmp_path):
         {"accuracy": 2, "clarity": 2}] * 2
 
 
-def _one_value(tmp_path: Path) -> list[Path]:
-    """Two systems whose judge gives accuracy 4 on every case and whose 20 labels are all 3
-    (random sheets, paired): every figure of accuracy is a point, for the same reason."""
+def _constant_judge(tmp_path: Path, labelled: int, label=None) -> list[Path]:
+    """Two systems (A, B: results file and labels CSV each, in that order) whose judge
+    gives accuracy 4 on every case, ``labelled`` cases of each on a random sheet (paired),
+    labelled ``label`` (None: the world's true label)."""
     paths = []
     for name, seed in (("A", 1), ("B", 2)):
-        records, _ = world(100, seed=seed, prefix="q")
+        records, truth = world(100, seed=seed, prefix="q")
         records = [r.model_copy(update={"scores": {**r.scores, "accuracy": 4}})
                    for r in records]
         results = write_results(tmp_path / f"{name}.jsonl", records)
-        draw = random_draw([r.case_id for r in records], 20, seed=3)
+        draw = random_draw([r.case_id for r in records], labelled, seed=3)
         paths += [results, write_rows(tmp_path / f"{name}.csv", [
-            {"case_id": c, **draw.columns(c), "accuracy.label": 3} for c in draw.chosen])]
+            {"case_id": c, **draw.columns(c),
+             "accuracy.label": truth[c] if label is None else label} for c in draw.chosen])]
     return paths
+
+
+def _one_value(tmp_path: Path) -> list[Path]:
+    """Two systems whose judge gives accuracy 4 on every case and whose 20 labels are all 3
+    (random sheets, paired): every figure of accuracy is a point, for the same reason."""
+    return _constant_judge(tmp_path, 20, label=3)
 
 
 def test_a_reason_and_a_warning_are_each_said_once_naming_what_they_are_about(tmp_path):
@@ -719,16 +727,7 @@ def test_a_constant_judge_is_said_to_add_nothing_the_figure_is_the_labels(tmp_pa
     """Issue 48 item 4: a judge giving accuracy 4 on every case adds nothing to the
     clinician-level figure (lambda 0): its sentence says the figure is the labels alone,
     not the judge corrected; a judge that does add (the three systems' world) is not."""
-    paths = []
-    for name, seed in (("A", 1), ("B", 2)):
-        records, truth = world(100, seed=seed, prefix="q")
-        records = [r.model_copy(update={"scores": {**r.scores, "accuracy": 4}})
-                   for r in records]
-        results = write_results(tmp_path / f"{name}.jsonl", records)
-        draw = random_draw([r.case_id for r in records], 30, seed=3)
-        paths += [results, write_rows(tmp_path / f"{name}.csv", [
-            {"case_id": c, **draw.columns(c), "accuracy.label": truth[c]}
-            for c in draw.chosen])]
+    paths = _constant_judge(tmp_path, 30)
     report = build_report([paths[0], paths[2]],
                           labels=label_source([paths[1], paths[3]], "accuracy.label"),
                           agreement_resamples=100, worst_n=0)

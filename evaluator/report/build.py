@@ -35,8 +35,6 @@ from evaluator.analysis.labels.labelset import LabelSet, LabelSetError
 from evaluator.analysis.labels.readers import (
     FIELD_NEEDED,
     field_needed,
-    names_criteria,
-    rated,
     read_labels,
 )
 from evaluator.analysis.score_mode import (
@@ -356,16 +354,16 @@ def _labels_per_file(labels: Sequence[Path], files: Sequence[Any]) -> list[Path]
     return [Path(p) for p in labels]
 
 
-def _sheet_criteria(labels: LabelSource, criteria: Sequence[str]) -> list[str] | None:
-    """Without --label-field, sheet folders' criteria (those every sheet rates, in the first
-    sheet's order; ``criteria`` narrows them): each gets its own estimate, as ``agree``
-    compares every criterion of a sheet. None: a --label-field, or labels files."""
-    if labels.field or not labels.paths or not all(names_criteria(p) for p in labels.paths):
+def _sheet_criteria(labels: LabelSource, criteria: Sequence[str],
+                    label_sets: Mapping[Path, LabelSet]) -> list[str] | None:
+    """Without --label-field, the criteria of labels that name theirs (those every one
+    rates, in the first one's order; ``criteria`` narrows them): each gets its own
+    estimate, as ``agree`` compares every criterion of a sheet. None: a --label-field, or
+    labels files. ``label_sets``: each path's labels, as read for the report."""
+    sets = [label_sets[Path(p)] for p in labels.paths]
+    if labels.field or not sets or not all(s.named for s in sets):
         return None
-    try:
-        each = [rated(Path(p)) for p in labels.paths]
-    except LabelSetError:
-        return None  # estimate says what is wrong with the labels
+    each = [s.criteria for s in sets]
     shared = [key for key in each[0] if all(key in other for other in each[1:])]
     return [key for key in shared if not criteria or key in criteria]
 
@@ -378,7 +376,7 @@ def _estimates(files: list[ReportFile], labels: LabelSource, criteria: Sequence[
     that cannot be made is a note on the page, never a failed report. Sheet folders without
     --label-field: one estimate per criterion of the sheets (:func:`_sheet_criteria`)."""
     per_file = replace(labels, paths=tuple(_labels_per_file(labels.paths, files)))
-    keys = _sheet_criteria(labels, criteria)
+    keys = _sheet_criteria(labels, criteria, label_sets)
     runs = ([(per_file, criteria)] if keys is None else
             [(replace(per_file, field=key), (key,)) for key in keys])
     results, failed = [], []

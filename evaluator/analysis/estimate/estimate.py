@@ -37,7 +37,6 @@ from pathlib import Path
 
 from evaluator.analysis.designs import DesignError
 from evaluator.analysis.estimate import ppi
-from evaluator.analysis.estimate.paired_rate import paired_rate_difference
 from evaluator.analysis.estimate.inputs import (
     GATE_DRAW_SEED,
     GATE_RULE,
@@ -51,6 +50,7 @@ from evaluator.analysis.estimate.inputs import (
     sheet_field,
     system_names,
 )
+from evaluator.analysis.estimate.paired_rate import paired_rate_difference
 from evaluator.analysis.estimate.records import (
     DifferenceRow,
     EstimateReport,
@@ -316,7 +316,7 @@ def estimate(results: Sequence[Path], labels: LabelSource, *, criteria: Sequence
                                     "(to compare two sheets of one system, estimate each "
                                     "on its own)")
     names = system_names(results)
-    field = sheet_field(labels, criteria)
+    field = sheet_field(labels, criteria, label_sets)
     if field is not None:  # sheet folders: the criterion's KEY.label, as a worksheet's
         labels, label_field = replace(labels, field=field), field
     try:

@@ -9,7 +9,7 @@ A labels file whose design cannot give an unbiased estimate is refused
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -250,13 +250,16 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
     return system
 
 
-def sheet_field(source: LabelSource, criteria: Sequence[str]) -> str | None:
+def sheet_field(source: LabelSource, criteria: Sequence[str],
+                label_sets: Mapping[Path, LabelSet] | None = None) -> str | None:
     """The label field of ``--labels`` that name their criteria (a sheet folder, an
     export): ``KEY.label`` of ``--label-field`` (KEY or KEY.label), else of the one
     ``--criterion``, else of the labels' one criterion; None when no labels path names its
     criteria. Labels of several criteria need one named: an estimate is of one criterion's
-    labels."""
-    named = [p for p in source.paths if names_criteria(p)]
+    labels. ``label_sets``: the paths' labels where read already (not read again)."""
+    known = label_sets or {}
+    named = [p for p in source.paths
+             if (known[p].named if p in known else names_criteria(p))]
     if not named:
         return None
     if len(named) != len(source.paths):
@@ -266,7 +269,7 @@ def sheet_field(source: LabelSource, criteria: Sequence[str]) -> str | None:
         return source.field if source.field.endswith(".label") else f"{source.field}.label"
     if len(criteria) == 1:
         return f"{criteria[0]}.label"
-    keys = rated(named[0])
+    keys = known[named[0]].criteria if named[0] in known else rated(named[0])
     if len(keys) == 1:
         return f"{keys[0]}.label"
     raise EstimateError(f"{named[0]} rates {', '.join(keys)}: give --label-field KEY, the "
