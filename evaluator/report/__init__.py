@@ -9,5 +9,6 @@ extra, imported inside the functions; its columns in :mod:`.export_columns`), an
 :mod:`.targets` says where either may be written.
 
 May import :mod:`evaluator.common`, :mod:`evaluator.rubrics`, :mod:`evaluator.data`,
-:mod:`evaluator.analysis` and, for the manifests beside the results, :mod:`evaluator.run`.
+:mod:`evaluator.analysis`, for the manifests beside the results :mod:`evaluator.run`, and
+for a study's block (first on its page) :mod:`evaluator.study`.
 """

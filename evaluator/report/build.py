@@ -30,6 +30,7 @@ from evaluator.analysis.agreement.agreement import (
     load_labels,
 )
 from evaluator.analysis.estimate.estimate import estimate
+from evaluator.analysis.gates import Gate
 from evaluator.analysis.kinds import analysis_kind
 from evaluator.analysis.labels.labelset import LabelSet, LabelSetError
 from evaluator.analysis.labels.readers import (
@@ -370,20 +371,24 @@ def _sheet_criteria(labels: LabelSource, criteria: Sequence[str],
 
 def _estimates(files: list[ReportFile], labels: LabelSource, criteria: Sequence[str],
                score_mode: str, rubrics_dirs: Sequence[Path],
-               label_sets: Mapping[Path, LabelSet]) -> ReportEstimates:
+               label_sets: Mapping[Path, LabelSet], gates: Sequence[Gate] = ()
+               ) -> ReportEstimates:
     """Clinician-level estimates (:func:`evaluator.analysis.estimate.estimate.estimate`) beside each
     file's judge-only mean, and with one labels file per file, the differences; an estimate
     that cannot be made is a note on the page, never a failed report. Sheet folders without
-    --label-field: one estimate per criterion of the sheets (:func:`_sheet_criteria`)."""
+    --label-field: one estimate per criterion of the sheets (:func:`_sheet_criteria`), each
+    with the ``gates`` on its criterion (a pass rate's figures)."""
     per_file = replace(labels, paths=tuple(_labels_per_file(labels.paths, files)))
     keys = _sheet_criteria(labels, criteria, label_sets)
     runs = ([(per_file, criteria)] if keys is None else
             [(replace(per_file, field=key), (key,)) for key in keys])
     results, failed = [], []
+    aliases = files[0].rubric.aliases
     for source, wanted in runs:
+        on = [g for g in gates if keys is None or aliases.get(g.key, g.key) in wanted]
         try:
             results.append(estimate([Path(f.path) for f in files], source,
-                                    criteria=wanted, score_mode=score_mode,
+                                    criteria=wanted, gates=on, score_mode=score_mode,
                                     rubrics_dirs=rubrics_dirs, label_sets=label_sets))
         except (AgreementError, ScoreModeError) as exc:
             failed.append(f"no clinician-level estimate{f' of {wanted[0]}' if keys else ''}: "
@@ -435,7 +440,9 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
                  agreement_resamples: int = 1000, common_cases: bool = False,
                  by: str | None = None, text_field: str | None = None,
                  score_mode: str = "argmax",
-                 low_confidence: int = DEFAULT_LOW_CONFIDENCE) -> ReportData:
+                 low_confidence: int = DEFAULT_LOW_CONFIDENCE,
+                 gates: Sequence[Gate] = (),
+                 names: Sequence[str] | None = None) -> ReportData:
     """Gather everything the HTML report shows for ``results`` (files of one rubric).
 
     ``labels`` (one file for all results files, or one per file in order: several systems,
@@ -450,7 +457,10 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
     ``cases`` and ``text_field`` are passed to
     :func:`evaluator.analysis.agreement.agreement.agreement`. ``score_mode`` (``argmax`` or
     ``expected``, see :mod:`evaluator.analysis.score_mode`) says which scores every figure uses;
-    ``low_confidence`` how many lowest-confidence scores are listed per file. Raises
+    ``low_confidence`` how many lowest-confidence scores are listed per file. ``gates``:
+    pass rules whose rates the clinician-level estimates add (a study's pass-rate
+    endpoints). ``names``: each file's system name (a study's), in place of its file
+    name on the page. Raises
     :class:`ReportError` for unusable input (and
     :class:`evaluator.analysis.score_mode.ScoreModeError` for expected scores of a file
     without distributions)."""
@@ -458,6 +468,9 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
     if field_needed(labels):
         raise ReportError(FIELD_NEEDED)
     rubric, files = _load(results, rubrics_dirs, score_mode, low_confidence)
+    if names is not None:
+        for entry, name in zip(files, names, strict=True):
+            entry.label = name
     case_sets = _case_sets(files)
     common = _restrict_to_common(rubric, files) if common_cases else None
     worst_key = resolve_worst_key(rubric, worst_by) if worst_n > 0 else None
@@ -487,10 +500,12 @@ def build_report(results: Sequence[Path], *, rubrics_dirs: Sequence[Path] = (),
                                                  "cases": cases, "text_field": text_field},
             label_sets)
         report.estimates = _estimates(files, labels, estimate_criteria, score_mode,
-                                      rubrics_dirs, label_sets)
+                                      rubrics_dirs, label_sets, gates)
     # The page's first section: built from the figures above, never from case text.
     report.decision = build_decision(rubric, [f.path for f in files], report.estimates,
-                                     report.agreement)
+                                     report.agreement,
+                                     None if names is None else
+                                     {f.path: name for f, name in zip(files, names)})
     if show_text:
         attach_text(report, cases)
     else:

@@ -17,6 +17,7 @@ from evaluator.data.results import ResultRecord
 from evaluator.report.decision import Decision
 from evaluator.report.figures import ReportAgreement, ReportEstimates
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric
+from evaluator.study.summary import StudySummary
 
 # A case's text or the judge's own words: (field name, text) pairs.
 TextPairs = list[tuple[str, str]]
@@ -168,3 +169,4 @@ class ReportData:
     agreement: ReportAgreement | None = None
     estimates: ReportEstimates | None = None
     decision: Decision | None = None
+    study: StudySummary | None = None  # a study's block, first on the page

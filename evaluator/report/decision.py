@@ -560,12 +560,23 @@ def _rests_on(estimates: ReportEstimates, agreement: ReportAgreement | None,
     return lines
 
 
-def _numbers(paths: Sequence[str]) -> dict[str, int]:
-    return {str(path): index for index, path in enumerate(paths, start=1)}
+class Numbers(dict[str, int]):
+    """Each results file's number on the page (1, 2, ...), and the systems' names where a
+    study gave them (``names``: file -> name)."""
+
+    def __init__(self, paths: Sequence[str], names: Mapping[str, str] | None = None):
+        super().__init__({str(path): index for index, path in enumerate(paths, start=1)})
+        self.names = {str(k): v for k, v in (names or {}).items()}
+
+
+def _numbers(paths: Sequence[str], names: Mapping[str, str] | None = None) -> Numbers:
+    return Numbers(paths, names)
 
 
 def _short(file: str, numbers: Mapping[str, int]) -> str:
-    return f"{Path(file).stem} (#{numbers.get(str(file), '?')})"
+    """How the page calls a system: its study name, else its file's stem and number."""
+    named = getattr(numbers, "names", {}).get(str(file))
+    return named or f"{Path(file).stem} (#{numbers.get(str(file), '?')})"
 
 
 Scales = dict[tuple[str, str], tuple[tuple[float, float], str]]
@@ -645,10 +656,12 @@ def _differences(differences: Sequence[DifferenceRow], rows: Sequence[EstimateRo
 
 
 def build_decision(rubric: Rubric, paths: Sequence[str], estimates: ReportEstimates | None,
-                   agreement: ReportAgreement | None) -> Decision:
+                   agreement: ReportAgreement | None,
+                   names: Mapping[str, str] | None = None) -> Decision:
     """The Decision section of a report on the results files at ``paths`` (in the page's
     order) of ``rubric``: its clinician-level ``estimates`` and ``agreement`` with the
-    labels (both None without labels; see :func:`evaluator.report.build.build_report`)."""
+    labels (both None without labels; see :func:`evaluator.report.build.build_report`).
+    ``names``: path -> the system's name (a study's), in place of the file's stem."""
     how = list(HOW_TO_LABEL)
     if estimates is None:
         return Decision(labelled=False, without_labels=list(WITHOUT_LABELS), how_to_label=how)
@@ -656,7 +669,7 @@ def build_decision(rubric: Rubric, paths: Sequence[str], estimates: ReportEstima
         return Decision(labelled=False, notes=[estimates.note or
                                                "no clinician-level estimate could be made"],
                         without_labels=list(NO_ESTIMATE), how_to_label=how)
-    numbers = _numbers(paths)
+    numbers = _numbers(paths, names)
     rows = estimates.rows
     scales, reasons = _scales(rows, rubric), Reasons()
     # The differences first: the page states them first, so their reasons get the first

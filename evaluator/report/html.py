@@ -8,7 +8,7 @@ has no JavaScript, and embeds its plots as SVG data URIs: opened offline it need
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,19 +146,22 @@ REPORT_TARGET = Target("report", "--html", REPORT_SUFFIXES, is_report_file)
 
 
 def write_report(results: Sequence[Path], output: Path, *, overwrite: bool = False,
-                 **options: Any) -> Path:
+                 finish: Callable[[ReportData], Any] | None = None, **options: Any) -> Path:
     """Build the report for ``results`` (see :func:`evaluator.report.build.build_report` for
     the options) and write it to ``output`` (mode 0600: with ``show_text`` it holds case
     text). ``output`` must end in .html or .htm. An existing ``output`` is replaced only when
     it is a report (:func:`is_report_file`) or with ``overwrite``; never when it is one of
     ``results``, a labels file or a case file the records name, or a symbolic link
-    (:class:`evaluator.data.files.OutputRefused`)."""
+    (:class:`evaluator.data.files.OutputRefused`). ``finish`` completes the built report
+    before it is rendered (a study adds its block)."""
     output = Path(output)
     labels, cases = options.get("labels"), options.get("cases")
     sources = ([Path(p) for p in results] + list(labels.paths if labels else ())
                + ([cases.path] if cases and cases.path else []))
     check_target(output, sources, overwrite, REPORT_TARGET)
     report = build_report(results, **options)
+    if finish is not None:
+        finish(report)
     # The case files the runs read (named in the records) are inputs too.
     named = set().union(*(case_files(Path(entry.path),
                                      {r.input_file for r in entry.records if r.input_file})

@@ -30,7 +30,7 @@ from evaluator.common.errors import UserError
 from evaluator.common.readable import NotARegularFile, check_regular_file
 from evaluator.common.record import Record
 from evaluator.common.strict import format_validation_error
-from evaluator.common.strict_yaml import YamlRefused, load_yaml_file
+from evaluator.common.strict_yaml import YamlRefused, load_yaml_file, parse_yaml
 from evaluator.data.files import same_file, show_path
 from evaluator.data.results import ResultsFileDamaged, read_results
 from evaluator.rubrics.load import load_rubric
@@ -248,6 +248,22 @@ def load_plan(study: Path, rubrics_dirs: tuple[Path, ...] = ()) -> LoadedPlan:
         data, raw = load_yaml_file(path, "study plan")
     except YamlRefused as exc:
         raise StudyPlanError(str(exc)) from None
+    return _checked(data, raw, path, rubrics_dirs)
+
+
+def load_plan_bytes(raw: bytes, path: Path, rubrics_dirs: tuple[Path, ...] = ()) -> LoadedPlan:
+    """A plan from its bytes (the copy frozen when the study's sheets were drawn), read and
+    checked as :func:`load_plan` reads the file; ``path`` is where it stood (the results
+    files are relative to its folder)."""
+    try:
+        data = parse_yaml(raw, path)
+    except YamlRefused as exc:
+        raise StudyPlanError(str(exc)) from None
+    return _checked(data, raw, path, rubrics_dirs)
+
+
+def _checked(data: object, raw: bytes, path: Path, rubrics_dirs: tuple[Path, ...],
+             ) -> LoadedPlan:
     if not isinstance(data, dict):
         raise StudyPlanError(f"{path}: a study plan is a mapping of keys (title, rubric, "
                              "systems, primary, comparison, labels, ...)")
