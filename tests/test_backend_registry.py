@@ -171,13 +171,13 @@ def test_a_judge_is_checked_by_its_own_backends_settings_alone(tmp_path):
     path = tmp_path / "models.yaml"
     for judge, message in [
         ({"backend": "transformers", "path": "m", "engine": {"tensor_parallel_size": 2}},
-         ("judges.j: Value error, engine holds vLLM's engine settings; this backend runs no "
+         ("judges.j: engine holds vLLM's engine settings; this backend runs no "
           "vLLM engine: remove 'engine' from this judge")),
         ({"backend": "vllm", "path": "m", "engine": {"tensor_paralel_size": 2}},
-         ("judges.j: Value error, engine: unknown vLLM setting 'tensor_paralel_size' (did "
+         ("judges.j: engine: unknown vLLM setting 'tensor_paralel_size' (did "
           "you mean 'tensor_parallel_size'?)")),
         ({"backend": "vllm", "path": "m", "fill_threads": 2},
-         ("judges.j: Value error, fill_threads sets the transformers backend's mask fill; "
+         ("judges.j: fill_threads sets the transformers backend's mask fill; "
           "vLLM fills its own: remove 'fill_threads' from this judge")),
         ({"backend": "fake", "sampling": {"temprature": 1}},
          "judges.j.sampling.temprature: Extra inputs are not permitted"),

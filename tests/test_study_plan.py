@@ -173,3 +173,13 @@ def test_the_cli_prints_the_plan_or_one_line_and_exit_2(tmp_path):
     bad = CliRunner().invoke(cli, ["study", "check", str(study)])
     assert bad.exit_code == 2 and "Traceback" not in bad.output
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_margin_yaml_reads_as_text_is_refused_with_how_to_write_it(tmp_path):
+    study = write(tmp_path / "s", text=yaml.safe_dump(PLAN, sort_keys=False).replace(
+        "margin: 0.25", "margin: 1e-1"))
+    with pytest.raises(StudyPlanError) as caught:
+        load_plan(study)
+    message = str(caught.value)
+    assert "comparison.margin: '1e-1' is text, not a number: write it as 0.25" in message
+    assert "Value error" not in message and "\n" not in message

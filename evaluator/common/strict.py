@@ -19,7 +19,8 @@ def format_validation_error(path: Path, what: str, error: ValidationError) -> st
     problems = []
     for item in error.errors(include_input=False, include_url=False):
         where = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        problems.append(f"{where}: {item['msg']}")
+        # A validator's own words, without pydantic's "Value error, " before them.
+        problems.append(f"{where}: {item['msg'].removeprefix('Value error, ')}")
     shown = "; ".join(problems[:5])
     more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
     return " ".join(f"{path}: invalid {what}: {shown}{more}".split())

@@ -106,6 +106,15 @@ class Comparison(_Strict):
     reference: str
     margin: float | None = None
 
+    @field_validator("margin", mode="before")
+    @classmethod
+    def _a_number(cls, value: object) -> object:
+        if isinstance(value, str):
+            raise ValueError(f"{value!r} is text, not a number: write it as 0.25 (YAML reads "
+                             "a quoted value, and an exponent without a point such as 1e-1, "
+                             "as text)")
+        return value
+
     @model_validator(mode="after")
     def _margin(self) -> Comparison:
         if self.type == "non-inferiority":
