@@ -183,3 +183,15 @@ def test_a_margin_yaml_reads_as_text_is_refused_with_how_to_write_it(tmp_path):
     message = str(caught.value)
     assert "comparison.margin: '1e-1' is text, not a number: write it as 0.25" in message
     assert "Value error" not in message and "\n" not in message
+
+
+def test_a_name_mixing_scripts_is_refused(tmp_path):
+    # "Nеw" with a Cyrillic е reads as "New".
+    plan = {**PLAN, "systems": [{"name": "Current", "results": "A.jsonl"},
+                                {"name": "N\u0435w", "results": "runs/B.jsonl"}],
+            }
+    with pytest.raises(StudyPlanError) as caught:
+        load_plan(write(tmp_path / "s", plan=plan))
+    assert "mixes letters of several scripts (Latin and Cyrillic)" in str(caught.value)
+    plan["systems"][1]["name"] = "Новая"  # one script: a name like any other
+    assert load_plan(write(tmp_path / "t", plan=plan)).plan.candidate.name == "Новая"

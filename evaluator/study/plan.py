@@ -53,11 +53,23 @@ class _Strict(Record):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+def _scripts(value: str) -> list[str]:
+    """The scripts of the letters in ``value`` (LATIN, CYRILLIC, GREEK, ...), by their
+    Unicode names, in order of first use."""
+    found = [unicodedata.name(ch, "UNKNOWN").split(" ")[0] for ch in value if ch.isalpha()]
+    return list(dict.fromkeys(found))
+
+
 def _plain_name(value: str, what: str, limit: int = MAX_NAME) -> str:
     if (not value.strip() or len(value) > limit or not value.isprintable()
             or value != value.strip()):
         raise ValueError(f"{what} must be 1-{limit} printable characters, without leading "
                          "or trailing spaces")
+    scripts = _scripts(value)
+    if len(scripts) > 1:
+        # A Cyrillic "а" in a Latin name looks like "a": two names would read alike.
+        raise ValueError(f"{what} mixes letters of several scripts "
+                         f"({' and '.join(s.title() for s in scripts[:2])}): write it in one")
     return value
 
 
