@@ -9,8 +9,10 @@ import json
 import re
 
 import pytest
+from click.testing import CliRunner
 from starlette.testclient import TestClient
 
+from evaluator.cli.main import cli
 from evaluator.data.sheet import latest_labels, read_journal
 from evaluator.data.study_draw import labels_dir, sheet_folders, study_draw_path
 from evaluator.label.app import STATIC, build_app
@@ -43,10 +45,6 @@ def leaks(text: str) -> list[str]:
 
 @pytest.fixture
 def study(tmp_path):
-    from click.testing import CliRunner
-
-    from evaluator.cli.main import cli
-
     folder = make_study(tmp_path / "study")
     run = CliRunner().invoke(cli, ["study", "draw", str(folder)])
     assert run.exit_code == 0, run.output
@@ -180,3 +178,12 @@ def test_a_folder_without_a_draw_is_refused_in_one_line(tmp_path):
     with pytest.raises(LabelError, match="holds no study draw") as caught:
         StudySession(tmp_path)
     assert "\n" not in str(caught.value)
+
+
+def test_a_systems_sheet_of_a_study_is_not_labelled_on_its_own(study):
+    for extra in ([], ["--label-studio", str(study / "ls")]):
+        run = CliRunner().invoke(cli, ["label", str(labels_dir(study) / "system-1"),
+                                       "--labeller", "ana", *extra])
+        assert run.exit_code == 2 and "Traceback" not in run.output
+        assert "evaluator study label STUDY_DIR" in run.output
+        assert len(run.output.strip().splitlines()) == 1

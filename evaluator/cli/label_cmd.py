@@ -9,6 +9,7 @@ import click
 
 from evaluator.cli.options import listen_options, rubrics_dir_option
 from evaluator.data.files import show_path
+from evaluator.data.study_draw import study_draw_path
 from evaluator.label.label_studio import write_label_studio
 from evaluator.label.serve import Listen, check_listen, require_extra, serve
 from evaluator.label.session import LabelError, LabelSession
@@ -39,6 +40,11 @@ def label_command(sheet_dir: Path, labellers: tuple[str, ...], listen: Listen, s
     the judge by default); every save is appended to SHEET_DIR/journal.jsonl. Prints one
     URL per labeller; stop with Ctrl-C. With --label-studio, write the sheet as Label
     Studio tasks instead (docs/labelling.md, "Label Studio")."""
+    if study_draw_path(sheet_dir.resolve().parent).exists():
+        # One system's sheet on its own page tells the clinician which system she rates.
+        raise LabelError(f"{show_path(sheet_dir)} is one system's sheet of a study: label "
+                         "the study with `evaluator study label STUDY_DIR` (one blind queue "
+                         "per clinician)")
     if label_studio is not None:
         if labellers or show_judge:
             raise LabelError("--label-studio writes tasks for Label Studio's own users: "
