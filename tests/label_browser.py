@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # The docs' screenshots: written by the browser tests with EVALUATOR_DOC_SCREENSHOTS=1.
 IMAGES = ROOT / "docs" / "images"
 URL = re.compile(r"^\s+(https?://\S+/l/[A-Za-z0-9_-]+/)$")
-NAME = re.compile(r"^  (\S.*) \((\d+) cases?\):$")  # "  ana (13 cases):"
+# "  ana (13 cases):"; a study's "  ana (26 items):"
+NAME = re.compile(r"^  (\S.*) \((\d+) (?:cases?|items?)\):$")
 
 
 class Server:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from evaluator.cli.options import rubrics_dir_option
+from evaluator.cli.options import listen_options, rubrics_dir_option
 from evaluator.data.files import show_path
+from evaluator.data.study_draw import study_draw_path
 from evaluator.label.label_studio import write_label_studio
 from evaluator.label.serve import Listen, check_listen, require_extra, serve
 from evaluator.label.session import LabelError, LabelSession
@@ -19,15 +20,7 @@ from evaluator.label.session import LabelError, LabelSession
 @click.option("--labeller", "labellers", multiple=True, metavar="NAME",
               help="Who labels (repeatable, at least one): each gets a URL with a token of "
                    "her own.")
-@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
-              help="Port to serve on (0: a free one).")
-@click.option("--host", default="127.0.0.1", show_default=True, metavar="ADDRESS",
-              help="Address or host name to serve on (one address, never all of them); "
-                   "any other than loopback needs --tls-cert and --tls-key (HTTPS only).")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="The site's certificate (PEM) for --host.")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="Its private key (PEM).")
+@listen_options
 @click.option("--show-judge", is_flag=True,
               help="On a sheet that is not blind: show the judge's verdict for a case once "
                    "the labeller has saved her own label (each label records it).")
@@ -40,14 +33,18 @@ from evaluator.label.session import LabelError, LabelSession
 @click.option("--overwrite", is_flag=True,
               help="With --label-studio: replace OUT_DIR's tasks.json and config.xml.")
 @rubrics_dir_option
-def label_command(sheet_dir: Path, labellers: tuple[str, ...], port: int, host: str,
-                  tls_cert: Path | None, tls_key: Path | None, show_judge: bool,
+def label_command(sheet_dir: Path, labellers: tuple[str, ...], listen: Listen, show_judge: bool,
                   label_studio: Path | None, overwrite: bool,
                   rubrics_dirs: tuple[Path, ...]) -> None:
     """Serve a local page where clinicians label SHEET_DIR's cases one at a time (blind to
     the judge by default); every save is appended to SHEET_DIR/journal.jsonl. Prints one
     URL per labeller; stop with Ctrl-C. With --label-studio, write the sheet as Label
     Studio tasks instead (docs/labelling.md, "Label Studio")."""
+    if study_draw_path(sheet_dir.resolve().parent).exists():
+        # One system's sheet on its own page tells the clinician which system she rates.
+        raise LabelError(f"{show_path(sheet_dir)} is one system's sheet of a study: label "
+                         "the study with `evaluator study label STUDY_DIR` (one blind queue "
+                         "per clinician)")
     if label_studio is not None:
         if labellers or show_judge:
             raise LabelError("--label-studio writes tasks for Label Studio's own users: "
@@ -63,7 +60,6 @@ def label_command(sheet_dir: Path, labellers: tuple[str, ...], port: int, host: 
     if overwrite:
         raise LabelError("--overwrite goes with --label-studio OUT_DIR")
     require_extra()
-    listen = Listen(host, port, tls_cert, tls_key)
     check_listen(listen)  # before the cases are read
     session = LabelSession(sheet_dir, labellers, show_judge=show_judge,
                            rubrics_dirs=rubrics_dirs)
@@ -78,14 +74,17 @@ def label_command(sheet_dir: Path, labellers: tuple[str, ...], port: int, host: 
         counts = {p.name: len(p.cases) for p in session.labellers.values()}
         click.echo(f"Labelling {sheet_dir.name} ({info.kind}, {blind}): "
                    f"{len(session.case_ids)} cases in the sheet.")
-        click.echo("Open each link in that labeller's own browser (new links each start):")
-        for name, url in links:
-            click.echo(f"  {name} ({_cases(counts[name])}):")
-            click.echo(f"    {url}")
-        click.echo("Stop with Ctrl-C; every saved label is already on disk.")
+        echo_links(links, counts, "case")
 
     serve(session, listen, announce)
 
 
-def _cases(n: int) -> str:
-    return f"{n} case" if n == 1 else f"{n} cases"
+def echo_links(links: list[tuple[str, str]], counts: dict[str, int], unit: str) -> None:
+    """Each labeller's link, under her name and how many ``unit``s she is given, and how
+    to stop."""
+    click.echo("Open each link in that labeller's own browser (new links each start):")
+    for name, url in links:
+        count = counts[name]
+        click.echo(f"  {name} ({count} {unit if count == 1 else unit + 's'}):")
+        click.echo(f"    {url}")
+    click.echo("Stop with Ctrl-C; every saved label is already on disk.")

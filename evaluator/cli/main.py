@@ -26,6 +26,7 @@ from evaluator.cli import (
     rubrics_cmd,
     run_cmd,
     study_cmd,
+    study_report_cmd,
     summary_cmd,
     validate_cmd,
 )
@@ -186,3 +187,4 @@ for command in (run_cmd.run_command, rubrics_cmd.rubrics_command, models_cmd.mod
                 export_cmd.export_command, label_cmd.label_command, log_cmd.log_command,
                 doctor_cmd.doctor_command, study_cmd.study_command):
     cli.add_command(command)
+study_cmd.study_command.add_command(study_report_cmd.study_report_command)

@@ -14,6 +14,7 @@ from evaluator.analysis.labels.readers import FIELD_NEEDED, field_needed
 from evaluator.analysis.score_mode import SCORE_MODES
 from evaluator.data.sources import CaseSource, LabelSource
 from evaluator.judges.models_file import JudgeConfigError
+from evaluator.label.serve import Listen
 
 # Control and format characters (terminal escape sequences, bidi overrides, line and
 # paragraph separators): config text printed with them could rewrite the terminal.
@@ -199,3 +200,28 @@ def case_options(purpose: str, *, path_type: click.Path = EXISTING_FILE, old_id:
                                      _id_column(kwargs, "--case-id-column", "--id-column"))
         return kwargs
     return option_group(build, *(options if old_id else options[:-1]))
+
+
+def listen_options(command):
+    """``--port``, ``--host``, ``--tls-cert`` and ``--tls-key`` of a labelling page, handed to
+    the command as ``listen``: a :class:`~evaluator.label.serve.Listen`."""
+    options = [
+        click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+                     help="Port to serve on (0: a free one)."),
+        click.option("--host", default="127.0.0.1", show_default=True, metavar="ADDRESS",
+                     help="Address or host name to serve on (one address, never all of "
+                          "them); any other than loopback needs --tls-cert and --tls-key "
+                          "(HTTPS only)."),
+        click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False,
+                                                   path_type=Path),
+                     default=None, help="The site's certificate (PEM) for --host."),
+        click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     default=None, help="Its private key (PEM)."),
+    ]
+
+    def build(kwargs: dict) -> dict:
+        kwargs["listen"] = Listen(kwargs.pop("host"), kwargs.pop("port"),
+                                  kwargs.pop("tls_cert"), kwargs.pop("tls_key"))
+        return kwargs
+    return option_group(build, *options)(command)
+

@@ -18,7 +18,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from evaluator.label.session import STOPPED, Labeller, LabelSession
+from evaluator.label.labelling import Labelling, Person
+from evaluator.label.session import STOPPED
 
 # ASGI's shapes (starlette.types names them; not imported here, to keep starlette lazy).
 Scope = dict[str, Any]
@@ -52,7 +53,7 @@ STATIC = {"label.js": "text/javascript; charset=utf-8", "label.css": "text/css; 
 class Guard:
     """ASGI middleware: the Host, token and origin checks, and the security headers."""
 
-    def __init__(self, app: ASGIApp, session: LabelSession, hosts: Iterable[str],
+    def __init__(self, app: ASGIApp, session: Labelling[Any], hosts: Iterable[str],
                  scheme: str):
         self.app, self.session = app, session
         # Host names are compared without regard to case, and a browser leaves the scheme's
@@ -141,7 +142,7 @@ def _templates() -> Environment:
                        trim_blocks=True, lstrip_blocks=True)
 
 
-def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http") -> ASGIApp:
+def build_app(session: Labelling[Any], hosts: Iterable[str], scheme: str = "http") -> ASGIApp:
     """The application serving ``session`` to requests whose Host is one of ``hosts``."""
     # starlette: the label extra, loaded only when the page is served.
     from starlette.applications import Starlette
@@ -159,15 +160,15 @@ def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http")
     case_page, done_page = env.get_template("case.html.j2"), env.get_template("done.html.j2")
     static = {name: (HERE / "static" / name).read_bytes() for name in STATIC}
 
-    def person_of(request: Request) -> Labeller:
+    def person_of(request: Request) -> Person:
         person = session.by_token(request.path_params["token"])
         assert person is not None  # Guard refused every other token
         return person
 
-    def base(person: Labeller) -> str:
+    def base(person: Person) -> str:
         return f"/l/{person.token}"
 
-    def index_of(request: Request, person: Labeller) -> int | None:
+    def index_of(request: Request, person: Person) -> int | None:
         index = case_number(request.path_params["index"])
         return index if index is not None and 1 <= index <= len(person.cases) else None
 
@@ -190,7 +191,7 @@ def build_app(session: LabelSession, hosts: Iterable[str], scheme: str = "http")
                 return None
         return bytes(body)
 
-    def page(person: Labeller, index: int, error: str | None = None,
+    def page(person: Person, index: int, error: str | None = None,
              status: int = 200, form: dict[str, str] | None = None) -> Response:
         view = session.view(person, index, error, form)
         html = case_page.render(v=view, base=base(person), labeller=person.name,

@@ -14,10 +14,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evaluator.common.errors import UserError
 from evaluator.label.app import build_app
-from evaluator.label.session import LabelError, LabelSession
+from evaluator.label.labelling import Labelling
+from evaluator.label.session import LabelError
 
 LOOPBACK = "127.0.0.1"
 LABEL_EXTRA_HINT = "pip install 'evaluator[label]'"
@@ -212,12 +214,12 @@ def host_names(address: Address, port: int) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def urls(session: LabelSession, scheme: str, name: str) -> list[tuple[str, str]]:
+def urls(session: Labelling[Any], scheme: str, name: str) -> list[tuple[str, str]]:
     """(labeller, her URL) for each labeller of the session."""
     return [(p.name, f"{scheme}://{name}/l/{p.token}/") for p in session.labellers.values()]
 
 
-def serve(session: LabelSession, listen: Listen,
+def serve(session: Labelling[Any], listen: Listen,
           announce: Callable[[list[tuple[str, str]]], None]) -> None:
     """Serve ``session`` until interrupted; ``announce`` gets each labeller's URL once the
     port is bound."""
