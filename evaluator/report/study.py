@@ -24,7 +24,7 @@ from evaluator.data.study_draw import labels_dir, read_study_draw, sheet_folders
 from evaluator.report.data import ReportData
 from evaluator.report.html import write_report
 from evaluator.study.plan import load_plan_bytes, plan_path
-from evaluator.study.summary import Drawn, outcome_name, study_summary
+from evaluator.study.summary import Drawn, study_summary
 
 
 class StudyReportError(UserError, ValueError):
@@ -69,13 +69,11 @@ def write_study_report(study: Path, output: Path, *, overwrite: bool = False,
 
     def attach(report: ReportData) -> None:
         differences = report.estimates.differences if report.estimates else []
-        summary = study_summary(plan, frozen.rubric, differences, str(results[0]),
-                                str(results[1]), drawn)
-        primary = outcome_name(plan.primary, frozen.rubric)
+        primary = plan.primary.criterion
         validity = [v.line for v in (report.decision.validity if report.decision else [])
-                    if v.criterion == primary]
-        summary.rests_on += [f"Agreement, {line}" for line in validity]
-        report.study = summary
+                    if v.criterion == frozen.rubric.aliases.get(primary, primary)]
+        report.study = study_summary(plan, frozen.rubric, differences, str(results[0]),
+                                     str(results[1]), drawn, validity)
 
     built: list[ReportData] = []
     write_report(results, output, overwrite=overwrite, rubrics_dirs=tuple(rubrics_dirs),

@@ -104,9 +104,11 @@ def _judge_line(row: DifferenceRow) -> str | None:
 
 
 def study_summary(plan: StudyPlan, rubric: Rubric, differences: Sequence[DifferenceRow],
-                  a_file: str, b_file: str, drawn: Drawn) -> StudySummary:
+                  a_file: str, b_file: str, drawn: Drawn, agreement: Sequence[str] = (),
+                  ) -> StudySummary:
     """The block for ``plan`` from the report's difference rows (b - a: ``b_file`` the
-    candidate's results, ``a_file`` the reference's)."""
+    candidate's results, ``a_file`` the reference's); ``agreement``: the primary
+    criterion's line of the judge's and the clinicians' agreement (the ceiling)."""
     a, b = plan.reference.name, plan.candidate.name
     primary = plan.primary
     rule = Rule(plan.comparison.type, primary.better, plan.comparison.margin,
@@ -139,6 +141,7 @@ def study_summary(plan: StudyPlan, rubric: Rubric, differences: Sequence[Differe
          f"(seed {labels.seed}), each case labelled for both systems (paired)."),
         f"{BLIND}.",
         f"Labellers: {', '.join(labels.labellers)}{overlap}.",
+        *(f"Agreement, {line}" for line in agreement),
     ]
     return StudySummary(title=plan.title, question=plan.hypothesis(), verdict=verdict,
                         sentence=sentence, judge_line=judge, secondary=secondary,
