@@ -280,7 +280,7 @@ def test_slices_quick(run_quick):
                                   "overhead", "schema_compile", "mask_cost", "parse_rate",
                                   "real_vocab_run", "vllm_structured_backends", "slices",
                                   "random_judge", "streaming", "step_profile",
-                                  "threads_under_load"])
+                                  "threads_under_load", "study_decision"])
 def test_scripts_say_how_to_re_run_them(name):
     text = (BENCHMARKS / f"{name}.py").read_text(encoding="utf-8")
     assert "Re-run" in text and f"benchmarks/{name}.py" in text
