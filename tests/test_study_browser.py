@@ -77,7 +77,7 @@ def test_two_clinicians_label_a_study_blind_and_the_paired_difference_is_their_l
                     page.keyboard.press("Enter")
                 typed[system][(name, case_id)] = float(keys[0])
             assert page.url.endswith("/done")
-            assert f"All {len(items)} cases labelled" in page.locator("h1").inner_text()
+            assert f"All {len(items)} answers labelled" in page.locator("h1").inner_text()
             context.close()
     assert len(seen) > 2 * len(draw.queues["ana"])
     for url, text in seen:

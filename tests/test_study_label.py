@@ -82,7 +82,7 @@ def test_two_clinicians_label_their_queues_blind_and_each_label_goes_to_its_syst
         for index, (system, case_id) in enumerate(items, start=1):
             page = client.get(f"{base}/case/{index}")
             keep(page)
-            assert f"Case {index} of {len(items)}" in page.text
+            assert f"Answer {index} of {len(items)}" in page.text
             # The answer of the item's system, and not the other's.
             number = int(case_id[2:])
             assert ANSWERS[system].format(i=number) in page.text
@@ -101,7 +101,7 @@ def test_two_clinicians_label_their_queues_blind_and_each_label_goes_to_its_syst
         assert "saved" in again.text and f"{len(items)} of {len(items)} labelled" in again.text
         done = client.get(f"{base}/done")
         keep(done)
-        assert f"All {len(items)} cases labelled" in done.text
+        assert f"All {len(items)} answers labelled" in done.text
         for name in STATIC:
             keep(client.get(f"{base}/static/{name}"))
         assert session.first_unlabelled(person) is None

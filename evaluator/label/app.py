@@ -195,7 +195,7 @@ def build_app(session: Labelling[Any], hosts: Iterable[str], scheme: str = "http
              status: int = 200, form: dict[str, str] | None = None) -> Response:
         view = session.view(person, index, error, form)
         html = case_page.render(v=view, base=base(person), labeller=person.name,
-                                title=session.rubric.title)
+                                title=session.rubric.title, unit=session.unit)
         return HTMLResponse(html, status_code=status)
 
     async def start(request: Request) -> Response:
@@ -249,7 +249,7 @@ def build_app(session: Labelling[Any], hosts: Iterable[str], scheme: str = "http
         html = done_page.render(labeller=person.name, done=len(person.done),
                                 total=len(person.cases), base=base(person),
                                 next_unlabelled=session.first_unlabelled(person),
-                                title=session.rubric.title)
+                                title=session.rubric.title, unit=session.unit)
         return HTMLResponse(html)
 
     async def asset(request: Request) -> Response:

@@ -51,6 +51,12 @@ class Labelling(Protocol[P]):
     def show_judge(self) -> bool: ...
 
     @property
+    def unit(self) -> str:
+        """What one page rates, as its pages count them: "case", or "answer" (a study's
+        queue holds each case's answers as separate items)."""
+        ...
+
+    @property
     def broken(self) -> str | None: ...
 
     @property

@@ -223,6 +223,8 @@ def shown_left(info: SheetInfo, labeller: str, case_id: str) -> str:
 class LabelSession:
     """A sheet opened for labelling by ``labellers`` (each gets a new random token)."""
 
+    unit = "case"  # what one page rates, as the pages count them
+
     def __init__(self, sheet_dir: Path, labellers: Sequence[str], *, show_judge: bool = False,
                  rubrics_dirs: Sequence[Path] = ()):
         self.sheet_dir = Path(sheet_dir)

@@ -59,6 +59,7 @@ class StudySession:
     labeller of the draw); each gets a new random token."""
 
     show_judge = False  # a study's sheets are blind
+    unit = "answer"  # each case's answers are separate items of the queue
 
     def __init__(self, labels: Path, labellers: Sequence[str] = (), *,
                  rubrics_dirs: Sequence[Path] = ()):
