@@ -25,7 +25,7 @@ DOC = ROOT / "docs" / "study.md"
 
 def _block(marker: str) -> str:
     text = DOC.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- {marker} -->\n```\w*\n(.*?)```", text, re.S)
+    found = re.search(rf"<!-- {marker} -->\n```\w*\n(.*?)```", text, re.DOTALL)
     assert found, f"docs/study.md has no block after <!-- {marker} -->"
     return found.group(1)
 

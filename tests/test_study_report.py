@@ -88,7 +88,7 @@ def _report(study: Path, out: Path) -> tuple[str, str]:
 
 
 def _text(html: str, element_id: str) -> str:
-    found = re.search(rf'id="{element_id}"[^>]*>(.*?)</p>', html, re.S)
+    found = re.search(rf'id="{element_id}"[^>]*>(.*?)</p>', html, re.DOTALL)
     assert found, element_id
     return " ".join(unescape(re.sub(r"<[^>]+>", " ", found.group(1))).split())
 
@@ -96,9 +96,9 @@ def _text(html: str, element_id: str) -> str:
 def _table_difference(html: str, outcome: str) -> tuple[str, str]:
     """The differences table's PPI++ estimate and CI for ``outcome`` (as printed)."""
     table = html.split('id="estimate-differences"', 1)[1].split("</table>", 1)[0]
-    for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
+    for row in re.findall(r"<tr>(.*?)</tr>", table, re.DOTALL):
         cells = [unescape(re.sub(r"<[^>]+>", "", c)).strip()
-                 for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+                 for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)]
         if cells and cells[0] == outcome:
             return cells[2], cells[3]
     raise AssertionError(f"no differences row for {outcome!r}")

@@ -121,8 +121,8 @@ class Comparison(_Strict):
     @field_validator("margin", mode="before")
     @classmethod
     def _a_number(cls, value: object) -> object:
-        if isinstance(value, str):
-            raise ValueError(f"{value!r} is text, not a number: write it as 0.25 (YAML reads "
+        if isinstance(value, str):  # a ValueError: pydantic reports it (not a TypeError)
+            raise ValueError(f"{value!r} is text, not a number: write it as 0.25 (YAML reads "  # noqa: TRY004
                              "a quoted value, and an exponent without a point such as 1e-1, "
                              "as text)")
         return value
