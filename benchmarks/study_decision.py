@@ -20,7 +20,7 @@ reference) and B, then a study as `evaluator estimate` and the study's rule read
   in-memory systems of the trial_eligibility rubric (its `accuracy` criterion, 1-5): PPI++
   on per-case differences clipped to the scale's span (a mean), or paired_rate's Tango
   interval (a pass rate);
-* the verdict: `evaluator.study.rule.decide(Rule(...), estimate, ci, n_labelled, left)`,
+* the verdict: `evaluator.study.rule.decide(Rule(...), estimate, ci, n_labelled, cases)`,
   "shown", "not shown" or "too few labels" (no interval, or under the minimum of 20 pairs).
 The intervals are made for an infinite population (no finite-population correction): with
 n of 300 cases labelled the verdict is, if anything, conservative about the finite truth.
@@ -181,9 +181,8 @@ def study(setting: Setting, scenario: str, n: int, seed: int) -> list[str]:
     row = difference(a, b, CRITERION, gate, {})
     assert row.mode == "paired", row.note
     what = f"mean {CRITERION}" if gate is None else f"pass rate of {GATE.rule}"
-    left = (row.n_cases or 0) - (row.n_labelled or 0)
     return [decide(Rule(kind, "higher", margin, what, "A", "B"), row.estimate, row.ci,
-                   row.n_labelled or 0, left).verdict  # type: ignore[arg-type]
+                   row.n_labelled or 0, row.n_cases or 0).verdict  # type: ignore[arg-type]
             for kind, margin in setting.rules]
 
 

@@ -89,10 +89,14 @@ def test_both_sheets_draw_the_same_cases_and_each_queue_holds_both_answers_once(
     assert stat.S_IMODE(study_draw_path(labels).stat().st_mode) == 0o600
 
 
-def test_the_queues_are_seeded_and_differ_between_labellers(tmp_path):
+def test_the_queues_are_seeded_with_a_secret_and_differ_between_labellers(tmp_path):
     first = read_study_draw(labels_dir(_drawn(make_study(tmp_path / "one"))))
     second = read_study_draw(labels_dir(_drawn(make_study(tmp_path / "two"))))
-    assert first.queues == second.queues and first.cases == second.cases
+    # The same cases and items, in another order: the plan and results alone (which a
+    # clinician may have) do not give the order; the draw's own record does.
+    assert first.cases == second.cases and first.queues != second.queues
+    assert {k: sorted(v) for k, v in first.queues.items()} == {
+        k: sorted(v) for k, v in second.queues.items()}
     # Shuffled: not each case's two answers side by side in system order.
     for items in first.queues.values():
         in_order = [(k, c) for c in dict.fromkeys(c for _, c in items) for k in (0, 1)]
@@ -101,6 +105,7 @@ def test_the_queues_are_seeded_and_differ_between_labellers(tmp_path):
     assert queue(7, "ana", cases, 2) == queue(7, "ana", cases, 2)
     assert queue(7, "ana", cases, 2) != queue(7, "ben", cases, 2)
     assert queue(7, "ana", cases, 2) != queue(8, "ana", cases, 2)
+    assert queue(7, "ana", cases, 2, "s1") != queue(7, "ana", cases, 2, "s2")
 
 
 def _drawn(study):
@@ -127,8 +132,8 @@ def test_a_draw_stopped_before_its_record_is_drawn_again_unless_a_sheet_has_labe
     labels = labels_dir(study)
     first = read_study_draw(labels)
     study_draw_path(labels).unlink()  # as if the draw stopped after writing the sheets
-    again = _drawn(study)
-    assert read_study_draw(labels_dir(again)).queues == first.queues
+    again = read_study_draw(labels_dir(_drawn(study)))
+    assert again.cases == first.cases  # drawn again: the same cases (the queues' secret is new)
     study_draw_path(labels).unlink()
     sheet = sheet_folders(labels, first)[1]
     info = read_sheet_info(sheet)
@@ -150,8 +155,10 @@ def test_systems_that_judged_different_cases_ok_are_refused(tmp_path):
     write_results(target, changed)
     line = _refused(_draw(study))
     assert "Zephyrix has 2 that Quorvane has not, Quorvane 0 that Zephyrix has not" in line
-    assert "judge them again so that both systems are compared on the same cases" in line
+    assert "a study compares both on the same cases; judge them again" in line
     assert not labels_dir(study).exists()
+    # study check says so too (it ran the same check before the draw would)
+    assert _refused(CliRunner().invoke(cli, ["study", "check", str(study)])) == line
 
 
 def test_an_active_design_is_refused(tmp_path):

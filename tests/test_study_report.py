@@ -249,3 +249,67 @@ def test_numbers_are_written_as_the_tables_write_them(value):
     from evaluator.study.summary import fmt
 
     assert fmt(value) == format_number(value, 3)
+
+
+def _refused(study: Path, out: Path) -> str:
+    run = CliRunner().invoke(cli, ["study", "report", str(study), "--html", str(out)])
+    assert run.exit_code == 2, run.output
+    assert "Traceback" not in run.output and SECRET not in run.output
+    lines = run.output.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_a_frozen_plan_edited_by_hand_is_refused(tmp_path):
+    plan = _plan({"criterion": "accuracy"}, {"type": "non-inferiority", "margin": 0.25})
+    study = _study(tmp_path, plan, _better)
+    record = labels_dir(study) / "study-draw.json"
+    record.write_text(record.read_text().replace("margin: 0.25", "margin: 0.05"))
+    line = _refused(study, tmp_path / "r.html")
+    assert "the frozen plan is not the text whose SHA-256 is plan_sha256" in line
+
+
+def test_a_sheet_folder_that_is_not_its_systems_is_refused(tmp_path):
+    import shutil
+
+    plan = _plan({"criterion": "accuracy"}, {"type": "superiority"})
+    study = _study(tmp_path, plan, _better)
+    labels = labels_dir(study)
+    shutil.rmtree(labels / "system-2")
+    shutil.copytree(labels / "system-1", labels / "system-2")
+    line = _refused(study, tmp_path / "r.html")
+    assert f"(the sheet of {SYSTEMS[1][0]}) is not the sheet the study drew for it" in line
+    shutil.rmtree(labels / "system-2")
+    (labels / "system-2").symlink_to(labels / "system-1")
+    assert "is missing or not a folder" in _refused(study, tmp_path / "r.html")
+    (labels / "system-2").unlink()
+    assert "is missing or not a folder" in _refused(study, tmp_path / "r.html")
+
+
+def test_a_study_without_a_label_yet_says_so(tmp_path):
+    study = make_study(tmp_path / "study", cases=30,
+                       plan=_plan({"criterion": "accuracy"}, {"type": "superiority"}, n=20))
+    assert CliRunner().invoke(cli, ["study", "draw", str(study)]).exit_code == 0
+    line = _refused(study, tmp_path / "r.html")
+    assert "no label is saved yet" in line and "evaluator study label" in line
+
+
+def test_a_results_path_of_the_frozen_plan_is_named_as_the_frozen_plans(tmp_path):
+    plan = _plan({"criterion": "accuracy"}, {"type": "superiority"})
+    study = _study(tmp_path, plan, _better)
+    (study / "moved").mkdir()
+    (study / SYSTEMS[1][1]).rename(study / "moved" / SYSTEMS[1][1])
+    line = _refused(study, tmp_path / "r.html")
+    assert line.startswith("error: the plan frozen at the draw (")
+    assert "study-draw.json) cannot be applied" in line
+
+
+def test_identical_labels_give_no_verdict_and_say_why(tmp_path):
+    plan = _plan({"criterion": "accuracy"}, {"type": "non-inferiority", "margin": 0.25})
+    _, html = _report(_study(tmp_path, plan, lambda k, i: 3 + i % 2), tmp_path / "r.html")
+    sentence = _text(html, "study-primary")
+    assert 'data-verdict="no interval"' in html
+    assert sentence.startswith(f"No verdict: the difference {SYSTEMS[1][0]} - {SYSTEMS[0][0]} "
+                               "on mean accuracy has no interval from its 30 labelled cases")
+    assert "nothing is decided" in sentence and "Too few" not in sentence
+    assert 'id="study-judge"' not in html  # no figure read, so nothing said the judge added

@@ -16,6 +16,7 @@ The report reads it with :func:`read_study_draw` and finds each system's labels 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -25,7 +26,8 @@ from pydantic import ConfigDict, ValidationError, model_validator
 
 from evaluator.common.errors import UserError
 from evaluator.common.record import Record
-from evaluator.data.files import show_path, write_bytes_atomic
+from evaluator.data.files import sha256_file, show_path, write_bytes_atomic
+from evaluator.data.sheet import REVIEW_JSONL, SheetError, read_sheet_info
 
 LABELS_DIR = "labels"  # STUDY_DIR/labels: the draw and the systems' sheets
 STUDY_DRAW_JSON = "study-draw.json"
@@ -77,6 +79,11 @@ class StudyDraw(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> StudyDraw:
+        if hashlib.sha256(self.plan_text.encode("utf-8")).hexdigest() != self.plan_sha256:
+            # The frozen plan is what a report applies: an edit to it would change the
+            # decision under the hash the page cites.
+            raise ValueError("plan_text: the frozen plan is not the text whose SHA-256 is "
+                             "plan_sha256 (edited since the draw)")
         for index, system in enumerate(self.systems):
             if system.sheet != sheet_name(index):
                 raise ValueError(f"systems.{index}.sheet must be {sheet_name(index)!r}")
@@ -107,6 +114,31 @@ def sheet_folders(labels: Path, draw: StudyDraw) -> list[Path]:
     """Each system's sheet folder, in the plan's order (``labels/system-1``, ...): the
     folder :class:`~evaluator.data.sources.LabelSource` and the labelling page read."""
     return [Path(labels) / system.sheet for system in draw.systems]
+
+
+def checked_sheet_folders(labels: Path, draw: StudyDraw) -> list[Path]:
+    """:func:`sheet_folders`, each checked to be the sheet drawn for its system: there, its
+    ``sheet.json`` recording the fingerprint ``study-draw.json`` has for it, its
+    ``review.jsonl`` unchanged (that fingerprint is its SHA-256), drawn from the results
+    file drawn from. :class:`StudyDrawError` in one line otherwise (a folder removed,
+    copied over from the other system's, or a link to it, would put one system's labels
+    under the other's name)."""
+    folders = sheet_folders(labels, draw)
+    for system, folder in zip(draw.systems, folders, strict=True):
+        where = f"{show_path(folder)} (the sheet of {system.name})"
+        if folder.is_symlink() or not folder.is_dir():
+            raise StudyDrawError(f"{where} is missing or not a folder; restore it as drawn")
+        try:
+            info = read_sheet_info(folder)
+            review = sha256_file(folder / REVIEW_JSONL)
+        except (SheetError, OSError):
+            raise StudyDrawError(f"{where} cannot be read as the sheet drawn; restore it as "
+                                 "drawn") from None
+        if (info.fingerprint != system.fingerprint or review != system.fingerprint
+                or [r.sha256 for r in info.results] != [system.results_sha256]):
+            raise StudyDrawError(f"{where} is not the sheet the study drew for it (its "
+                                 "fingerprint is not study-draw.json's); restore it as drawn")
+    return folders
 
 
 def write_study_draw(labels: Path, draw: StudyDraw) -> Path:

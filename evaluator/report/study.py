@@ -18,12 +18,17 @@ from pathlib import Path
 
 from evaluator.common.errors import UserError
 from evaluator.data.files import sha256_file, show_path
-from evaluator.data.sheet import read_sheet_info
+from evaluator.data.sheet import journal_with_labels, read_sheet_info
 from evaluator.data.sources import LabelSource
-from evaluator.data.study_draw import labels_dir, read_study_draw, sheet_folders
+from evaluator.data.study_draw import (
+    checked_sheet_folders,
+    labels_dir,
+    read_study_draw,
+    study_draw_path,
+)
 from evaluator.report.data import ReportData
 from evaluator.report.html import write_report
-from evaluator.study.plan import load_plan_bytes, plan_path
+from evaluator.study.plan import StudyPlanError, load_plan_bytes, plan_path
 from evaluator.study.summary import Drawn, study_summary
 
 
@@ -47,7 +52,12 @@ def write_study_report(study: Path, output: Path, *, overwrite: bool = False,
     path = plan_path(Path(study))
     labels = labels_dir(path.parent)
     draw = read_study_draw(labels)
-    frozen = load_plan_bytes(draw.plan_text.encode("utf-8"), path, tuple(rubrics_dirs))
+    try:
+        frozen = load_plan_bytes(draw.plan_text.encode("utf-8"), path, tuple(rubrics_dirs))
+    except StudyPlanError as exc:
+        # The paths and keys are the frozen copy's, not what study.yaml says now.
+        raise StudyReportError(f"the plan frozen at the draw ({show_path(study_draw_path(labels))}"
+                               f") cannot be applied: {exc}") from None
     plan = frozen.plan
     order = [plan.systems.index(plan.reference), plan.systems.index(plan.candidate)]
     results = [frozen.results[i] for i in order]
@@ -58,8 +68,12 @@ def write_study_report(study: Path, output: Path, *, overwrite: bool = False,
                 f"{show_path(frozen.results[i])} ({recorded.name}) has changed since the "
                 f"study's labels were drawn ({draw.drawn}): the decision must rest on the "
                 "answers the clinicians labelled; restore that results file")
-    folders = sheet_folders(labels, draw)
+    folders = checked_sheet_folders(labels, draw)
     sheets = tuple(folders[i] for i in order)
+    if not any(journal_with_labels(folder) for folder in folders):
+        raise StudyReportError(f"no label is saved yet in {show_path(labels)}: have the "
+                               "clinicians label the study first (evaluator study label "
+                               f"{show_path(path.parent)})")
     gates = [g for g in (e.parsed_gate for e in (plan.primary, *plan.secondary))
              if g is not None]
     drawn = Drawn(plan_path=show_path(path), plan_sha256=draw.plan_sha256, drawn=draw.drawn,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -83,7 +84,10 @@ def draw_study(loaded: LoadedPlan, cases: Sequence[CasesRef],
         write_review(sheet, folder, force=True, inputs=[path])
         fingerprints.append(read_sheet_info(folder).fingerprint)
     assignment = sheets[0].assignment
-    queues = {name: queue(design.seed, name, assignment.cases[name], len(sheets))
+    # A secret of this draw seeds the queues with the plan's seed: the plan and the results
+    # alone (which a clinician may have) do not tell which item is which system's.
+    salt = secrets.token_hex(16)
+    queues = {name: queue(design.seed, name, assignment.cases[name], len(sheets), salt)
               for name in assignment.labellers}
     draw = StudyDraw(
         plan_sha256=loaded.sha256, plan_text=plan_text, drawn=now(),
@@ -97,12 +101,14 @@ def draw_study(loaded: LoadedPlan, cases: Sequence[CasesRef],
     return draw
 
 
-def queue(seed: int, labeller: str, cases: Sequence[str], systems: int) -> list[tuple[int, str]]:
+def queue(seed: int, labeller: str, cases: Sequence[str], systems: int, salt: str = "",
+          ) -> list[tuple[int, str]]:
     """``labeller``'s items: every system's answer for each of her ``cases``, as
-    ``(system index, case id)``, shuffled by a generator seeded from the study's seed and
-    her name (stable across draws, different between labellers)."""
+    ``(system index, case id)``, shuffled by a generator seeded from the study's seed, the
+    draw's secret ``salt`` and her name (different between labellers and between draws;
+    the order drawn is recorded in ``study-draw.json``)."""
     items = [(system, case_id) for case_id in cases for system in range(systems)]
-    digest = hashlib.sha256(f"{seed}\0{labeller}".encode()).digest()
+    digest = hashlib.sha256(f"{seed}\0{salt}\0{labeller}".encode()).digest()
     random.Random(int.from_bytes(digest, "big")).shuffle(items)
     return items
 

@@ -333,7 +333,8 @@ def _check_margin(path: Path, plan: StudyPlan, rubric: Rubric) -> None:
 def _check_results(path: Path, plan: StudyPlan, rubric: Rubric, results: tuple[Path, ...],
                    rubrics_dirs: tuple[Path, ...]) -> None:
     """Each results file is a results file of the plan's rubric, the two are not one file,
-    and they share at least ``labels.n`` ok cases (the cases a paired sheet draws from)."""
+    they judged the same cases ok (each case is drawn once for both) and at least
+    ``labels.n`` of them."""
     if same_file(results[0], results[1]):
         raise StudyPlanError(f"{path}: systems: both systems' results are one file")
     judged = []
@@ -348,6 +349,15 @@ def _check_results(path: Path, plan: StudyPlan, rubric: Rubric, results: tuple[P
             raise StudyPlanError(f"{path}: systems.{index}.results: {target} holds results of "
                                  f"{shown}, not of the plan's rubric {rubric.name!r}")
         judged.append({r.case_id for r in records if r.status == "ok"})
+    if judged[0] != judged[1]:
+        first, second = (s.name for s in plan.systems)
+        a, b = judged
+        raise StudyPlanError(
+            f"{path}: systems: the systems judged different cases ok ({first} has "
+            f"{len(a - b)} that {second} has not, {second} {len(b - a)} that {first} has "
+            "not): a study compares both on the same cases; judge them again (evaluator run "
+            "into the same --output judges again the cases missing or with a backend_error; "
+            "other failures need --force-new)")
     common = len(judged[0] & judged[1])
     if plan.labels.n > common:
         raise StudyPlanError(f"{path}: labels.n: {plan.labels.n} case(s) to label, but the "

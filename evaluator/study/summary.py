@@ -119,9 +119,11 @@ def study_summary(plan: StudyPlan, rubric: Rubric, differences: Sequence[Differe
         sentence = ("No clinician-level figure could be made for the primary endpoint (why: "
                     "in the estimates below); nothing is decided.")
     else:
-        left = (row.n_cases or 0) - (row.n_labelled or 0)
-        decision = decide(rule, row.estimate, row.ci, row.n_labelled or 0, left, fmt)
-        verdict, sentence, judge = decision.verdict, decision.sentence, _judge_line(row)
+        decision = decide(rule, row.estimate, row.ci, row.n_labelled or 0, row.n_cases or 0,
+                          fmt, why_no_ci=row.method or None)
+        verdict, sentence = decision.verdict, decision.sentence
+        # What the judge added to a figure the sentence reads; none where it reads none.
+        judge = _judge_line(row) if verdict in ("shown", "not shown") else None
     secondary = [_secondary(e, _row(differences, outcome_name(e, rubric), a_file, b_file),
                             a, b) for e in plan.secondary]
     labels = plan.labels
