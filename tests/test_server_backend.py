@@ -410,3 +410,45 @@ def test_samples_and_the_loaded_backend_work_from_models_yaml(server, trial_rows
     loaded = load_backend("site", load_models_file(models).judges["site"])
     assert isinstance(loaded, ServerBackend) and SECRET not in repr(vars(loaded))
     loaded.close()
+
+
+def test_the_cli_runs_a_jury_and_a_pairwise_rubric_through_servers(tmp_path):
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import cli
+    from tests.conftest import EXAMPLES
+
+    with FakeJudgeServer(served_model="a") as one, FakeJudgeServer(served_model="b") as two:
+        models = tmp_path / "models.yaml"
+        models.write_text(yaml.safe_dump({"default": "a", "judges": {
+            "a": {"backend": "server", "base_url": one.url, "served_model": "a"},
+            "b": {"backend": "server", "base_url": two.url, "served_model": "b",
+                  "structured_output": "openai"}}}))
+        jury = CliRunner().invoke(cli, [
+            "run", "-r", "trial_eligibility", "-i", str(EXAMPLES / "trial_eligibility.jsonl"),
+            "-o", str(tmp_path / "jury.jsonl"), "--models-file", str(models), "-m", "a",
+            "-m", "b", "--no-progress"])
+        assert jury.exit_code == 0, jury.output
+        assert "response_format" in two.bodies[0] and "structured_outputs" in one.bodies[0]
+        pairwise = CliRunner().invoke(cli, [
+            "run", "-r", "trial_eligibility_pairwise", "-i",
+            str(EXAMPLES / "trial_eligibility_pairwise.jsonl"), "-o",
+            str(tmp_path / "pairs.jsonl"), "--models-file", str(models), "--no-progress"])
+        assert pairwise.exit_code == 0, pairwise.output
+        records = _records(tmp_path / "pairs.jsonl")
+        assert records and all(r["status"] == "ok" for r in records)
+        assert len(one.bodies) == 4 + 2 * len(records)  # the jury's 4, each pair's 2 orders
+
+
+def test_parsing_a_server_judge_imports_no_http_client():
+    import subprocess
+    import sys
+
+    code = ("import sys; from evaluator.judges.models_file import JudgeSpec; "
+            "JudgeSpec(backend='server', base_url='http://127.0.0.1:8000/v1', "
+            "served_model='m'); import evaluator.run.manifest; "
+            "loaded = [m for m in ('requests', 'urllib3') if m in sys.modules]; "
+            "print(loaded); sys.exit(1 if loaded else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr

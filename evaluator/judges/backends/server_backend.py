@@ -75,7 +75,8 @@ class CappedRetry(Retry):
 
 
 def retry_policy(retries: int, backoff_s: float) -> CappedRetry:
-    """Bounded retries with exponential backoff (``backoff_s`` × 2^(n-1)) on connection and
+    """Bounded retries with exponential backoff (urllib3's: the first retry at once, the
+    n-th after ``backoff_s`` × 2^(n-1) seconds, at most :data:`BACKOFF_MAX_S`) on connection and
     read errors and :data:`RETRIED_STATUSES`, for any method (POST too); no redirects. When
     the statuses' retries are spent the last answer is returned (its status is reported)."""
     return CappedRetry(total=retries, connect=retries, read=retries, status=retries,
