@@ -20,6 +20,8 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from typing_extensions import Self
+
 from evaluator.judges.backends.fake import minimal_instance
 
 REDIRECT_TARGET = "http://8.8.8.8/v1/chat/completions"
@@ -68,7 +70,7 @@ class FakeJudgeServer:
         """Queue faults for the next chat requests, one each."""
         self.faults.extend(faults)
 
-    def __enter__(self) -> FakeJudgeServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -105,14 +107,14 @@ class FakeJudgeServer:
                 except OSError:  # the client gave up (a slow answer)
                     pass
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:  # http.server's name
                 if self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [
                         {"id": fake.served_model, "object": "model"}]})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:

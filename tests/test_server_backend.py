@@ -252,7 +252,8 @@ def test_an_answer_is_parsed_and_a_bad_one_never_quoted():
 
 def test_retry_after_is_capped():
     class Answer:
-        headers = {"Retry-After": "3600"}
+        def __init__(self):
+            self.headers = {"Retry-After": "3600"}
 
         def getheader(self, name, default=None):
             return self.headers.get(name, default)

@@ -229,7 +229,7 @@ class ServerBackend:
                                       timeout=self._timeout,
                                       allow_redirects=False) as response:
                 status, content = response.status_code, response.content
-        except Exception as exc:  # every failure is this request's record, never the run's
+        except Exception as exc:  # noqa: BLE001 - a failure is this request's record, not the run's
             return Generation(text=None, finish_reason="error",
                               detail=failure_detail(exc, where, self.tries))
         finally:
@@ -270,7 +270,7 @@ class ServerBackend:
                 while not exhausted and len(running) < width:
                     try:
                         request = next(source, None)
-                    except Exception as exc:  # raised after the requests in flight end
+                    except Exception as exc:  # noqa: BLE001 - raised once those in flight end
                         failure, request = exc, None
                     if request is None:
                         exhausted = True
