@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from evaluator.common.errors import UserError
+
 # RFC 1918 and IPv6 unique local addresses: a site's own network.
 PRIVATE_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
     "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"))
@@ -36,7 +38,7 @@ _HOST_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)"
 _UNSAFE = re.compile(r"[\x00-\x20\x7f\\]")
 
 
-class AddressRefused(ValueError):
+class AddressRefused(UserError, ValueError):
     """A server address the PHI guard does not take (the message is one line)."""
 
 
