@@ -352,9 +352,12 @@ def main(argv: list[str] | None = None) -> dict:
                         help="60 replicates, n 10 and 30, three scenarios")
     parser.add_argument("--scenarios", nargs="+", choices=tuple(SCENARIOS),
                         help="only these scenarios (the minimum is then over them alone)")
+    parser.add_argument("--ns", nargs="+", type=int,
+                        help="only these label counts (e.g. a recheck of some cells with "
+                             "more replicates)")
     args = parser.parse_args(argv)
     replicates = 60 if args.quick else args.replicates
-    ns = (10, 30) if args.quick else NS
+    ns = tuple(args.ns) if args.ns else (10, 30) if args.quick else NS
     names = (("decent", "confidently_wrong", "edge") if args.quick else tuple(SCENARIOS))
     if args.scenarios:
         names = tuple(args.scenarios)
