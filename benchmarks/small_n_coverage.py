@@ -46,6 +46,7 @@ Synthetic numbers only. Re-run (about 10 minutes on 2 cores; --quick: about 30 s
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -59,6 +60,7 @@ from benchmarks.bench_common import rerun_command
 from evaluator.analysis.designs import inclusion_probabilities
 from evaluator.analysis.estimate import ppi
 from evaluator.analysis.estimate.paired_rate import paired_rate_difference
+from evaluator.analysis.intervals import tango_ci
 
 POPULATION = 1000
 NS = (10, 15, 20, 30, 60)
@@ -145,7 +147,47 @@ def truths(name: str, seed: int = 12345) -> dict[str, float]:
     s = systems(name, np.random.default_rng(seed), TRUTH_DRAWS)
     return {"mean": float(s["la"].mean()), "bias": float((s["ja"] - s["la"]).mean()),
             "rate": float(s["ga"].mean()), "diff": float((s["lb"] - s["la"]).mean()),
-            "rate diff": float((s["gb"] - s["ga"]).mean())}
+            "rate diff": float((s["gb"] - s["ga"]).mean()),
+            "B only": float((s["gb"] > s["ga"]).mean()),
+            "A only": float((s["gb"] < s["ga"]).mean())}
+
+
+@functools.cache
+def _tango_table(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every (x, y) of n pairs with Tango's interval's ends: the labels' own interval."""
+    xy = [(x, y) for x in range(n + 1) for y in range(n + 1 - x)]
+    ends = np.array([tango_ci(x, y, n)["ci95"] for x, y in xy])
+    x, y = (np.array(v, dtype=float) for v in zip(*xy, strict=True))
+    return x, y, ends[:, 0], ends[:, 1]
+
+
+def tango_exact_coverage(n: int, b_only: float, a_only: float) -> float:
+    """The exact coverage of the labels' own paired interval (Tango's,
+    :func:`~evaluator.analysis.intervals.tango_ci`) at n pairs where a pair passes B only
+    with probability ``b_only`` and A only with ``a_only``: the trinomial probability of
+    every (x, y) whose interval holds b_only - a_only, summed (the exact computation by
+    which Newcombe 1998 and Fagerland, Lydersen & Laake 2013 compared paired intervals)."""
+    from scipy.stats import multinomial
+
+    x, y, low, high = _tango_table(n)
+    truth = b_only - a_only
+    mass = multinomial.pmf(np.column_stack([x, y, n - x - y]), n,
+                           [b_only, a_only, 1.0 - b_only - a_only])
+    return float(mass[(low - 1e-12 <= truth) & (truth <= high + 1e-12)].sum())
+
+
+def tango_exact_grid(n: int, step: float = 0.04) -> dict[str, float]:
+    """:func:`tango_exact_coverage` over a grid of (B only, A only) shares (A only <= B only,
+    both in steps of ``step``): the least coverage anywhere, and the mean where at least 6
+    and where fewer than 3 discordant pairs are expected."""
+    cells = [(a, b, (a + b) * n, tango_exact_coverage(n, a, b))
+             for a in np.arange(step, 0.61, step) for b in np.arange(0.0, a + 1e-9, step)
+             if a + b < 0.95]
+    many = [c for *_, d, c in cells if d >= 6]
+    few = [c for *_, d, c in cells if d < 3]
+    return {"least": min(c for *_, c in cells),
+            "many": float(np.mean(many)) if many else float("nan"),
+            "few": float(np.mean(few)) if few else float("nan")}
 
 
 # The intervals: (design, what) -> the truth it is checked against.
@@ -310,9 +352,12 @@ def main(argv: list[str] | None = None) -> dict:
                         help="60 replicates, n 10 and 30, three scenarios")
     parser.add_argument("--scenarios", nargs="+", choices=tuple(SCENARIOS),
                         help="only these scenarios (the minimum is then over them alone)")
+    parser.add_argument("--ns", nargs="+", type=int,
+                        help="only these label counts (e.g. a recheck of some cells with "
+                             "more replicates)")
     args = parser.parse_args(argv)
     replicates = 60 if args.quick else args.replicates
-    ns = (10, 30) if args.quick else NS
+    ns = tuple(args.ns) if args.ns else (10, 30) if args.quick else NS
     names = (("decent", "confidently_wrong", "edge") if args.quick else tuple(SCENARIOS))
     if args.scenarios:
         names = tuple(args.scenarios)
@@ -332,6 +377,9 @@ def main(argv: list[str] | None = None) -> dict:
         for key in INTERVALS:
             print(f"  {key[0] + ' ' + key[1]:<32}"
                   + "".join(f"{_cell(table[(name, n)][key]):>24}" for n in ns))
+        print(f"  {'(rate B - A: labels alone, exact)':<32}" + "".join(
+            f"{format(100 * tango_exact_coverage(n, truth['B only'], truth['A only']), '.1f') + ' / ' + format(n * (truth['B only'] + truth['A only']), '.1f') + ' disc.':>24}"
+            for n in ns))
         print(f"  {'(normal quantile: coverage)':<32}" + "".join(
             f"{'PPI++ ' + format(100 * (table[(name, n)][('random', 'PPI++')]['normal'] or 0), '.1f'):>24}"
             for n in ns))
@@ -365,8 +413,15 @@ def main(argv: list[str] | None = None) -> dict:
     print("\nrange of coverage per interval over every scenario and n:")
     for key, (lo, hi) in worst.items():
         print(f"  {key[0] + ' ' + key[1]:<32} {100 * lo:.1f} - {100 * hi:.1f}%")
+    print("\nthe labels' own paired pass-rate interval (Tango's) by exact enumeration over "
+          "(B only, A only) shares 0.04-0.60 in steps of 0.04: least coverage anywhere / mean "
+          "where >= 6 discordant pairs are expected / mean where < 3 are")
+    exact = {n: tango_exact_grid(n) for n in ns}
+    print("  " + "".join(f"{'n ' + str(n) + ': ' + format(100 * e['least'], '.1f') + ' / ' + format(100 * e['many'], '.1f') + ' / ' + format(100 * e['few'], '.1f'):>26}"
+                         for n, e in exact.items()))
     print(f"\n{time.perf_counter() - started:.1f} s")
-    return {"table": table, "ratios": ratios, "minimum": (low_est, low_diff), "range": worst}
+    return {"table": table, "ratios": ratios, "minimum": (low_est, low_diff), "range": worst,
+            "exact": exact}
 
 
 if __name__ == "__main__":

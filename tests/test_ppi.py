@@ -447,6 +447,23 @@ def test_a_rate_at_0_keeps_half_a_case_from_the_edge_in_its_effective_n():
     assert near.n_eff == pytest.approx(rate.n_eff)
 
 
+def test_a_mean_near_the_scales_top_is_kept_half_a_point_of_one_label_from_it():
+    """Nine 5s and a 4 on 1-5: the mean 4.9 is 0.025 of the scale from its top, a quarter
+    of a label's worth. Kept half a *label* from the edge (0.05) it was read as 4.8 in
+    p (1 - p), n_eff doubled and the interval [4.58, 4.98] missed a truth of 4.579 in 11% of
+    ten-label draws (small_n_coverage ``edge``: 86.4%); half a scale point of one label
+    (0.0125) leaves it where it is: n_eff = p (1 - p) / se^2 on the unit scale, df-adjusted."""
+    labels = [4.0] + [5.0] * 9
+    mean = ppi.bounded_mean(ppi.classical_mean(labels), 1.0, 5.0, 10)
+    unit_se = 0.1 / 4  # sd 0.316 / sqrt(10) on a span of 4
+    expected = 0.975 * 0.025 / unit_se ** 2 * (ppi.Z95 / t_quantile(9)) ** 2
+    assert mean.n_eff == pytest.approx(expected, rel=1e-9)
+    assert mean.ci95[0] == pytest.approx(4.3733, abs=1e-3) and mean.ci95[1] < 5
+    # A pass rate keeps half a case: one step of a 0/1 outcome is the unit itself.
+    assert ppi.bounded_rate(ppi.Estimate(0.975, 0.025, None, None, "test"), 10).n_eff == (
+        pytest.approx(0.95 * 0.05 / 0.025 ** 2))
+
+
 @pytest.mark.parametrize("judge", ["good", "confidently wrong"])
 def test_pass_rate_cis_stay_in_0_1_and_cover_a_rare_pass_with_20_labels(benchmark, judge,
                                                                          monkeypatch):
