@@ -329,6 +329,13 @@ class ServerBackend:
         """One chat sent to the least busy replica; never raises (a failure is an
         ``error`` generation)."""
         replica = self._take()
+        try:
+            return self._send(replica, chat, schema, sampling, chat_template_kwargs)
+        finally:
+            self._release(replica)
+
+    def _send(self, replica: _Replica, chat: Chat, schema: Mapping[str, Any],
+              sampling: Sampling, chat_template_kwargs: Mapping[str, Any] | None) -> Generation:
         where = replica.address.url
         try:
             body = chat_request(chat, schema, sampling, served_model=self.spec.served_model,
@@ -342,13 +349,29 @@ class ServerBackend:
         except Exception as exc:  # noqa: BLE001 - a failure is this request's record, not the run's
             return Generation(text=None, finish_reason="error",
                               detail=failure_detail(exc, where, self.tries))
-        finally:
-            self._release(replica)
         generation = parse_answer(status, content, where)
         if generation.finish_reason == "error" and status in RETRIED_STATUSES:
             generation = Generation(text=None, finish_reason="error",
                                     detail=f"{generation.detail} ({self.tries} tries)")
         return generation
+
+    @property
+    def addresses(self) -> list[str]:
+        """The replicas' base URLs, in the order of models.yaml."""
+        return [r.address.url for r in self._replicas]
+
+    def ask_models(self, index: int) -> tuple[int, bytes]:
+        """(status, body) of replica ``index``'s ``GET /models`` (``evaluator doctor``);
+        raises what ``requests`` raises (see :func:`failure_detail`)."""
+        replica = self._replicas[index]
+        with replica.session.get(replica.address.endpoint("models"), timeout=self._timeout,
+                                 allow_redirects=False) as response:
+            return response.status_code, response.content
+
+    def ask_chat(self, index: int, chat: Chat, schema: Mapping[str, Any],
+                 sampling: Sampling) -> Generation:
+        """One chat sent to replica ``index`` (``evaluator doctor``); never raises."""
+        return self._send(self._replicas[index], chat, schema, sampling, None)
 
     def generate(self, chats: Sequence[Chat], json_schema: str, sampling: Sampling,
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
