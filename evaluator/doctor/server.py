@@ -9,9 +9,11 @@ finding, not a crash); :func:`check_server` turns its findings into one line per
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass, field
 
+from evaluator.common.errors import UserError
 from evaluator.doctor.report import Check, failed, ok, warning
 from evaluator.judges.backends.base import Sampling, ScoreAnchor
 from evaluator.judges.backends.server_guard import AddressRefused
@@ -63,14 +65,15 @@ def probe_server(name: str, spec: JudgeSpec) -> ServerFindings:
         spec.addresses()  # type: ignore[attr-defined]
     except AddressRefused as exc:
         return ServerFindings(refused=str(exc))
+    # The backend's module (it imports requests) is loaded by name, as load_backend does:
+    # the doctor itself stays light, and a missing extra is a finding.
     try:
-        from evaluator.judges.backends.server_backend import ServerBackend, failure_detail
+        module = importlib.import_module(spec.backend_info.factory.partition(":")[0])
     except ImportError:
         return ServerFindings(install=spec.backend_info.install)
-    from evaluator.common.errors import UserError
-
+    failure_detail = module.failure_detail
     try:
-        backend = ServerBackend(name, spec, check_models=False)  # type: ignore[arg-type]
+        backend = module.ServerBackend(name, spec, check_models=False)
     except UserError as exc:
         return ServerFindings(refused=str(exc))
     findings = ServerFindings()
