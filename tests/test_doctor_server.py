@@ -21,9 +21,9 @@ def spec_for(url: str, **settings):
                         **settings})
 
 
-def server_checks(spec, probes: Probes = Probes()) -> dict[str, tuple[str, str]]:
+def server_checks(spec, probes: Probes | None = None) -> dict[str, tuple[str, str]]:
     """The server's lines of the doctor's report: name -> (status, message)."""
-    report = diagnose("site", spec, probes=probes)
+    report = diagnose("site", spec, probes=probes or Probes())
     names = [c.name for c in report.checks]
     assert "torch" not in names and not any("CPU" in c.message for c in report.checks)
     return {c.name: (c.status, c.message) for c in report.checks if c.name.startswith(

@@ -48,6 +48,7 @@ from urllib3.exceptions import (
 )
 from urllib3.util.retry import Retry
 
+from evaluator.common.record import Record
 from evaluator.judges.backends.base import (
     BackendUnavailable,
     Chat,
@@ -58,7 +59,6 @@ from evaluator.judges.backends.base import (
     ValueDistribution,
 )
 from evaluator.judges.backends.grammar import constraint_schema
-from evaluator.common.record import Record
 from evaluator.judges.backends.server_guard import AddressRefused, ServerAddress, check_server_url
 from evaluator.judges.backends.server_logprobs import EXACT_COVERAGE, distributions
 from evaluator.judges.backends.server_protocol import chat_request, parse_answer
