@@ -9,11 +9,25 @@ Faults, one per chat request in the order queued (:meth:`FakeJudgeServer.enqueue
 length), ``no_content``, ``redirect`` (307 to a public address), ``context`` (a 400 saying
 the prompt is longer than the context). ``down_after``: after that many verdicts every
 request is dropped (a server gone away) until it is set back to None.
+
+Log-probabilities (when a request asks for them), as :attr:`FakeJudgeServer.logprobs` says:
+``masked`` (the top entries at a score's value are exactly the allowed values, as vLLM's
+grammar-masked ones: coverage 1), ``unmasked`` (the allowed values share 1 -
+:attr:`outside_mass`, the rest is on a token the grammar forbids), ``split`` (every digit
+is its own token, as in Qwen's vocabulary: a value of several digits cannot be read from
+one position), ``none`` (no log-probabilities at all). The verdict is cut into tokens: a
+run of digits (one digit each under ``split``), else one character. At a value the judge
+puts probability on the allowed values in proportion 1, 2, 3, ... (the written one
+included); elsewhere the written token has probability 1. ``/models`` lists the served
+model with ``max_model_len``, ``owned_by`` and ``root``; ``/version`` answers
+:attr:`version` (None: 404).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import threading
 import time
 from collections import deque
@@ -25,6 +39,53 @@ from typing_extensions import Self
 from evaluator.judges.backends.fake import minimal_instance
 
 REDIRECT_TARGET = "http://8.8.8.8/v1/chat/completions"
+
+
+def _integer_enums(schema: Any) -> list[list[int]]:
+    """Every enum of integers anywhere in a schema (its criteria's allowed values)."""
+    found: list[list[int]] = []
+    if isinstance(schema, dict):
+        enum = schema.get("enum")
+        if isinstance(enum, list) and enum and all(isinstance(v, int) for v in enum):
+            found.append(list(enum))
+        for value in schema.values():
+            found += _integer_enums(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            found += _integer_enums(value)
+    return found
+
+
+def verdict_logprobs(text: str, schema: dict[str, Any], mode: str, top: int,
+                     outside_mass: float) -> list[dict[str, Any]]:
+    """The OpenAI ``logprobs.content`` of a verdict, as :class:`FakeJudgeServer` describes."""
+    enums = _integer_enums(schema)
+    pieces = re.findall(r"[0-9]|[^0-9]" if mode == "split" else r"[0-9]+|[^0-9]", text)
+    content = []
+    for i, piece in enumerate(pieces):
+        entries = [(piece, 0.0)]
+        value_start = piece[0].isdigit() and (i == 0 or not pieces[i - 1][-1].isdigit())
+        written = re.match(r"[0-9]+", text[sum(map(len, pieces[:i])):])
+        allowed = next((e for e in enums if written and int(written.group()) in e), None)
+        if value_start and allowed is not None:
+            texts = [str(v)[0] if mode == "split" else str(v) for v in allowed]
+            weights = [float(n) for n in range(1, len(texts) + 1)]
+            inside = 1.0 - (outside_mass if mode == "unmasked" else 0.0)
+            total = sum(weights)
+            merged: dict[str, float] = {}
+            for token, weight in zip(texts, weights):
+                merged[token] = merged.get(token, 0.0) + inside * weight / total
+            if mode == "unmasked" and outside_mass > 0:
+                merged[" "] = outside_mass
+            entries = sorted(((t, math.log(p)) for t, p in merged.items()),
+                             key=lambda e: -e[1])[:top]
+            entries = [(piece, dict(entries).get(piece, -30.0))] + [
+                e for e in entries if e[0] != piece]
+        content.append({"token": piece, "logprob": entries[0][1],
+                        "bytes": list(piece.encode()),
+                        "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())}
+                                         for t, lp in sorted(entries, key=lambda e: -e[1])]})
+    return content
 
 
 def _schema_of(body: dict[str, Any]) -> dict[str, Any]:
@@ -41,8 +102,14 @@ class FakeJudgeServer:
     """The server; use as a context manager. ``bodies``: every chat request's JSON body;
     ``headers``: their headers; ``max_open``: the most chat requests open at once."""
 
-    def __init__(self, served_model: str = "judge", port: int = 0, slow_s: float = 2.0):
+    def __init__(self, served_model: str = "judge", port: int = 0, slow_s: float = 2.0,
+                 logprobs: str = "masked"):
         self.served_model = served_model
+        self.logprobs = logprobs
+        self.outside_mass = 0.005
+        self.root = "/models/judge-7b"
+        self.version: str | None = "0.32.0"
+        self.models_listed = True
         self.slow_s = slow_s
         self.faults: deque[str] = deque()
         self.bodies: list[dict[str, Any]] = []
@@ -108,9 +175,12 @@ class FakeJudgeServer:
                     pass
 
             def do_GET(self) -> None:  # http.server's name
-                if self.path.rstrip("/") == "/v1/models":
+                if self.path.rstrip("/") == "/v1/models" and fake.models_listed:
                     self._send(200, {"object": "list", "data": [
-                        {"id": fake.served_model, "object": "model"}]})
+                        {"id": fake.served_model, "object": "model", "owned_by": "vllm",
+                         "root": fake.root, "max_model_len": 4096}]})
+                elif self.path == "/version" and fake.version is not None:
+                    self._send(200, {"version": fake.version})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 
@@ -161,9 +231,14 @@ class FakeJudgeServer:
                     message.pop("content")
                 with fake._lock:
                     fake.answered += 1
+                choice: dict[str, Any] = {"index": 0, "message": message,
+                                          "finish_reason": finish}
+                if body.get("logprobs") and fake.logprobs != "none" and "content" in message:
+                    choice["logprobs"] = {"content": verdict_logprobs(
+                        text, _schema_of(body), fake.logprobs, int(body.get("top_logprobs") or 0),
+                        fake.outside_mass)}
                 self._send(200, {"id": "x", "object": "chat.completion", "model": fake.served_model,
-                                 "choices": [{"index": 0, "message": message,
-                                              "finish_reason": finish}],
+                                 "choices": [choice],
                                  "usage": {"prompt_tokens": 11, "completion_tokens": 7,
                                            "total_tokens": 18}})
 

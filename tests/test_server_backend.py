@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluator.judges.backends import BackendUnavailable, Sampling, load_backend
+from evaluator.judges.backends import BackendUnavailable, Sampling, ScoreAnchor, load_backend
 from evaluator.judges.backends.server_backend import (
     RETRY_AFTER_CAP_S,
     CappedRetry,
@@ -453,3 +453,109 @@ def test_parsing_a_server_judge_imports_no_http_client():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- score distributions and provenance (issue 49, items 3 and 7) ----------------------------
+
+DIST_SCHEMA = json.dumps({"type": "object", "properties": {
+    "a": {"enum": [1, 2, 3]}, "b": {"enum": [1, 10, 20]}}, "required": ["a", "b"]})
+
+
+def _distributions(server, mode: str, text_anchors, **settings):
+    server.logprobs = mode
+    backend = ServerBackend("site-judge", spec_for(server.url, **settings), backoff_s=0.01)
+    [generation] = backend.generate([CHAT], DIST_SCHEMA, Sampling(max_new_tokens=32))
+    assert generation.text == '{"a":1,"b":1}'
+    out = backend.score_distributions(DIST_SCHEMA, [generation], [text_anchors])
+    return out[0], backend
+
+
+ANCHORS = [ScoreAnchor("a", 5, (1, 2, 3)), ScoreAnchor("b", 11, (1, 10, 20))]
+
+
+def test_masked_log_probabilities_give_exact_distributions(server):
+    (a, b), backend = _distributions(server, "masked", ANCHORS)
+    assert server.bodies[-1]["logprobs"] is True and server.bodies[-1]["top_logprobs"] == 20
+    assert a is not None and a.coverage >= 0.999
+    assert a.probabilities == pytest.approx({1: 1 / 6, 2: 2 / 6, 3: 3 / 6})
+    # "1" may be 1 or the start of 10 in one vocabulary: not readable from one position
+    assert b is None
+    assert backend.provenance()["distributions"] == {"exact": 1, "partial": 0, "absent": 1}
+
+
+def test_unmasked_log_probabilities_give_partial_coverage_or_none(server):
+    (a, _), backend = _distributions(server, "unmasked", ANCHORS)
+    assert a is not None and a.coverage == pytest.approx(0.995)
+    assert sum(a.probabilities.values()) == pytest.approx(1.0)
+    assert backend.provenance()["distributions"]["partial"] == 1
+    server.outside_mass = 0.3  # most of the mass off the grammar: below min_coverage
+    (a, _), _ = _distributions(server, "unmasked", ANCHORS)
+    assert a is None
+
+
+def test_no_log_probabilities_or_a_split_value_give_none(server):
+    (a, b), _ = _distributions(server, "none", ANCHORS)
+    assert a is None and b is None
+    (a, b), _ = _distributions(server, "split", ANCHORS)
+    assert a is not None and b is None
+    (a, b), _ = _distributions(server, "masked", ANCHORS, top_logprobs=0)
+    assert "logprobs" not in server.bodies[-1] and a is None and b is None
+
+
+def test_a_run_writes_distributions_that_score_expected_reads(server, trial_rows, tmp_path):
+    from evaluator.analysis.score_mode import score_view
+    from evaluator.data.results import ResultRecord
+    from evaluator.rubrics.load import load_rubric
+
+    rows = trial_rows[:6]
+    spec = spec_for(server.url, in_flight=2, api_key_env="SERVER_TEST_KEY")
+    import os
+    os.environ["SERVER_TEST_KEY"] = SECRET
+    try:
+        _run(rows, tmp_path, ServerBackend("site-judge", spec, backoff_s=0.01), spec)
+    finally:
+        del os.environ["SERVER_TEST_KEY"]
+    records = [ResultRecord.model_validate(r) for r in _records(tmp_path / "results.jsonl")]
+    assert [r.status for r in records] == ["ok"] * len(rows)
+    assert all(r.distributions and all(d.coverage >= 0.999 for d in r.distributions.values())
+               for r in records)
+    view = score_view(load_rubric("trial_eligibility"), records, "expected", "results.jsonl")
+    assert view.left_out == 0 and len(view.values) == len(rows)
+    manifest_text = (tmp_path / "results.manifest.json").read_text()
+    backend = json.loads(manifest_text)["runs"][-1]["backend"]
+    assert backend["replicas"] == [{
+        "address": server.url, "model_id": "judge", "max_model_len": 4096, "owned_by": "vllm",
+        "root": "/models/judge-7b", "version": "0.32.0"}]
+    assert backend["distributions"]["exact"] > 0 and backend["distributions"]["absent"] == 0
+    # no key and no case text in the manifest
+    assert SECRET not in manifest_text
+    for row in rows:
+        for value in row.values():
+            if isinstance(value, str) and len(value) > 20:
+                assert value not in manifest_text
+
+
+def test_a_server_without_version_is_recorded_without_one(server):
+    server.version = None
+    backend = ServerBackend("site-judge", spec_for(server.url), backoff_s=0.01)
+    [replica] = backend.provenance()["replicas"]
+    assert replica["version"] is None and replica["root"] == "/models/judge-7b"
+
+
+def test_a_resume_against_another_model_under_the_same_name_is_refused(server, trial_rows,
+                                                                        tmp_path):
+    from evaluator.run.resume import ResumeConflict
+
+    rows = trial_rows[:4]
+    spec = spec_for(server.url)
+    server.down_after = 2
+    _run(rows, tmp_path, ServerBackend("site-judge", spec, backoff_s=0.01), spec)
+    server.down_after = None
+    server.root = "/models/another-13b"
+    sent = len(server.bodies)
+    with pytest.raises(ResumeConflict, match="another-13b"):
+        _run(rows, tmp_path, ServerBackend("site-judge", spec, backoff_s=0.01), spec)
+    # nothing judged by the new model; the first model's verdicts kept (the failed cases
+    # are left to a resume against the first model, or a --force-new run)
+    assert len(server.bodies) == sent
+    assert [r["status"] for r in _records(tmp_path / "results.jsonl")] == ["ok", "ok"]

@@ -9,6 +9,10 @@ libcuda, torch and vLLM imported in a subprocess with a timeout, disk, memory, t
 environment, installed package metadata) is one small function in :mod:`probes`, bundled in
 :class:`~evaluator.doctor.probes.Probes` so that tests replace any of them.
 
+A server judge (its backend record says ``server``) gets the checks of
+:mod:`evaluator.doctor.server` instead of torch, the GPUs, the weights and memory: its model
+runs on its server.
+
 Sits above ``run`` (it reuses the run's model-folder check): it may import common, judges,
 run and itself; nothing imports it but the CLI. No torch or vLLM is imported in this
 process.

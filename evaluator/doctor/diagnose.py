@@ -25,6 +25,7 @@ from evaluator.doctor.judge_files import check_weights, judge_folder
 from evaluator.doctor.memory import check_memory
 from evaluator.doctor.probes import Probes
 from evaluator.doctor.report import DoctorReport, failed
+from evaluator.doctor.server import check_server
 from evaluator.judges.models_file import JudgeSpec
 from evaluator.judges.weights import Progress
 
@@ -65,14 +66,20 @@ def diagnose(name: str, spec: JudgeSpec, options: DoctorOptions = DoctorOptions(
     update). Raises :class:`LockError` only for an unreadable ``options.lock``."""
     use = JudgeUse(name=name, backend=spec.backend, device=spec.device)
     lock, requirements, note = _packages(options, probes)
+    packages = check_packages(requirements, lock, probes.installed_version, note)
+    if lock is not None and requirements is None:  # the bundle's own lock is unreadable
+        packages = failed("packages", note or f"cannot read {lock}")
+    if spec.backend_info.server:  # its model runs on its server: no torch, GPU or weights here
+        return DoctorReport.of(name, spec.backend, [
+            check_python(probes.python_version(), lock), packages,
+            *check_server(spec, probes.server(name, spec)),
+            check_disk(options.output_dir, probes.disk_free, probes.writable,
+                       options.min_free_disk)])
     smi, torch, vllm = probes.nvidia_smi(), probes.torch(), probes.vllm()
     driver_cuda = probes.driver_cuda()
     on = runs_on(use, torch, vllm)
     gpus = visible_gpus(smi, torch)
     folder, why = judge_folder(spec)
-    packages = check_packages(requirements, lock, probes.installed_version, note)
-    if lock is not None and requirements is None:  # the bundle's own lock is unreadable
-        packages = failed("packages", note or f"cannot read {lock}")
     checks = [
         check_python(probes.python_version(), lock),
         packages,

@@ -6,7 +6,7 @@ set-up can hang an import or abort the process, and the doctor must still print 
 report. The NVIDIA driver is asked through ``nvidia-smi`` (GPUs, memory, driver version)
 and libcuda's ``cuDriverGetVersion`` (the highest CUDA version the driver supports: what
 torch itself compares its build against; it needs no GPU context), with the header of plain
-``nvidia-smi`` as the fallback. Nothing here reaches the network.
+``nvidia-smi`` as the fallback. Nothing here reaches the network but :func:`evaluator.doctor.server.probe_server`, for a server judge, after the PHI guard.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator.doctor.server import ServerFindings, probe_server
 from evaluator.judges.offline import inherited_offline_env
 
 #: Seconds an import of torch or vLLM may take (vLLM's takes 10-30 s on a busy CPU).
@@ -296,3 +297,6 @@ class Probes:
     environ: Callable[[], Mapping[str, str]] = _environ
     inherited_env: Callable[[], Mapping[str, str | None]] = inherited_offline_env
     hub_offline: Callable[[], bool | None] = hub_offline_in_process
+    # A server judge's replicas, asked over HTTP (the only probe that reaches the network,
+    # and only addresses the PHI guard takes).
+    server: Callable[[str, Any], ServerFindings] = probe_server

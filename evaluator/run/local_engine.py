@@ -33,14 +33,16 @@ from evaluator.run.streaming import judge_stream
 def judge_all(setup: RunSetup, plan: ResumePlan, items: Iterator[Case | InputProblem],
               output_path: Path, size: int, progress: ProgressCallback | None, strict: bool,
               backend: Backend | None = None,
-              on_threads: Callable[[ThreadChoice], None] | None = None) -> None:
+              on_threads: Callable[[ThreadChoice], None] | None = None,
+              on_loaded: Callable[[Backend], None] | None = None) -> None:
     """Write the input problems' records, then judge ``plan.todo`` (streamed from
     ``items``) ``size`` at a time: streamed with ``size`` requests in flight where the
     backend can (:func:`streams`), else in batches of ``size``. ``backend``: a ready backend (kept open), else the
     judge's own is loaded here and closed at the end. ``strict``: the first case too long
     for the judge stops the run (:class:`evaluator.run.judging.InputRejected`).
     ``on_threads`` is told the judge's torch thread count once it has loaded, when it
-    computes on the CPU."""
+    computes on the CPU; ``on_loaded`` is given the backend once it is ready (the
+    manifest records what it reports about itself)."""
     owned_backend = backend is None
     with ResultWriter(output_path) as writer:
         write_problems(writer, setup, plan, progress)
@@ -49,6 +51,8 @@ def judge_all(setup: RunSetup, plan: ResumePlan, items: Iterator[Case | InputPro
         if backend is None:
             backend = load_backend(setup.judge_name, setup.spec)
         try:
+            if on_loaded is not None:
+                on_loaded(backend)
             if (on_threads is not None and isinstance(backend, CpuThreadsBackend)
                     and backend.threads is not None):
                 on_threads(backend.threads)

@@ -9,7 +9,11 @@ A manifest (``<results stem>.manifest.json``, mode 0600) names its results file
   record. Two runs are comparable exactly when their ``settings_hash`` values are equal; a
   resumed run must have the same one.
 - ``runs``: one entry per invocation that wrote to the file (resumes append), with host,
-  package versions, input file hash and start/end times. These describe, not decide.
+  package versions, input file hash and start/end times, and ``backend``: what a backend
+  reported about its runtime (a server judge's replicas: model id, context length, root,
+  version; :meth:`evaluator.judges.backends.DescribedBackend.provenance`). These describe,
+  not decide, except that a resume whose server now reports another ``root`` (the model it
+  loaded) under the same served name is refused (:func:`served_model_changed`).
 
 No case text is ever written here.
 """
@@ -339,3 +343,24 @@ def save_manifest(path: Path, manifest: Mapping[str, Any], *, spare: int = 0) ->
             handle.write(data.ljust(path.stat().st_size, b" "))
             handle.flush()
             os.fsync(handle.fileno())
+
+
+def served_model_changed(runs: Any, provenance: Mapping[str, Any]) -> str | None:
+    """Why a resume must not go on: a replica that an earlier run of the file recorded as
+    serving one ``root`` (the model a vLLM server loaded) now reports another under the
+    same served name, so the file would mix two models' verdicts under one settings hash.
+    None when nothing changed, or nothing comparable was recorded."""
+    before: dict[str, Any] = {}
+    for run in runs if isinstance(runs, list) else ():
+        backend = run.get("backend") if isinstance(run, Mapping) else None
+        replicas = backend.get("replicas") if isinstance(backend, Mapping) else None
+        for replica in replicas if isinstance(replicas, list) else ():
+            if isinstance(replica, Mapping) and replica.get("root") is not None:
+                before[str(replica.get("address"))] = replica["root"]
+    for replica in provenance.get("replicas") or ():
+        was = before.get(str(replica.get("address")))
+        now_root = replica.get("root")
+        if was is not None and now_root is not None and was != now_root:
+            return (f"server {replica.get('address')} now serves {now_root!r} where this "
+                    f"file's earlier runs were judged by {was!r}")
+    return None

@@ -31,7 +31,7 @@ from evaluator.data.cases import Case, InputProblem, UniqueIds, iter_cases
 from evaluator.data.files import check_path_name, exclusive_lock
 from evaluator.data.pairs import iter_pairs
 from evaluator.data.results import iter_records, one_rubric
-from evaluator.judges.backends import Sampling
+from evaluator.judges.backends import Backend, DescribedBackend, Sampling
 from evaluator.judges.backends.base import BackendUnavailable
 from evaluator.judges.backends.torch_threads import ThreadChoice
 from evaluator.judges.models_file import MAX_SEED, JudgeConfigError, resolve_judge, with_threads
@@ -53,10 +53,12 @@ from evaluator.run.manifest import (
     read_manifest,
     run_entry,
     save_manifest,
+    served_model_changed,
     settings_hash,
 )
 from evaluator.run.preflight import check_model_folder, check_output_path, template_errors
 from evaluator.run.resume import (
+    ResumeConflict,
     apply_plan,
     check_output_paths,
     move_aside,
@@ -304,11 +306,28 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
     manifest["runs"].append(entry)
     with _stop_on_full_disk(output_path):
         save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)
+    described: list[DescribedBackend] = []
+
+    def on_loaded(backend: Backend) -> None:
+        # What a backend reports about its runtime (a server's model id, version) is saved
+        # before any case is judged, and again at the end with its distributions' tally.
+        if isinstance(backend, DescribedBackend):
+            described.append(backend)
+            entry["backend"] = backend.provenance()
+            changed = served_model_changed(manifest["runs"][:-1], entry["backend"])
+            if changed is not None:
+                raise ResumeConflict(f"{output_path} cannot be resumed: {changed}. Results "
+                                     "of two models are never mixed in one file: pass "
+                                     "--force-new or choose another --output.")
+            with _stop_on_full_disk(output_path):
+                save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)
+
     try:
         size = run.batch_size or setup.spec.batch_size
         if ray_engine is None:
             local_engine.judge_all(setup, plan, items(), output_path, size, run.progress,
-                                   run.strict, judge.backend, _told_threads(judge, run))
+                                   run.strict, judge.backend, _told_threads(judge, run),
+                                   on_loaded)
         else:
             ray_engine.judge_all(setup, plan, items, output_path, size, run.progress,
                                  run.strict, run.ray or RayOptions())
@@ -320,6 +339,8 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
         raise
     finally:
         entry["ended"] = now()
+        for backend in described:
+            entry["backend"] = backend.provenance()
         if entry["status"] == "finished":
             with _stop_on_full_disk(output_path):
                 save_manifest(manifest_path, manifest)

@@ -11,12 +11,14 @@ from evaluator.judges.backends.base import (
     BackendUnavailable,
     Chat,
     CpuThreadsBackend,
+    DescribedBackend,
     Generation,
     Request,
     Sampling,
     ScoreAnchor,
     ScoringBackend,
     StreamingBackend,
+    TokenLogprob,
     ValueDistribution,
 )
 from evaluator.judges.backends.registry import BACKENDS
@@ -44,6 +46,7 @@ def load_backend(judge_name: str, spec: JudgeSpec) -> Backend:
     return operator.attrgetter(attr)(module)(judge_name, spec)
 
 
-__all__ = ["BACKENDS", "Backend", "BackendUnavailable", "Chat", "CpuThreadsBackend", "Generation",
-           "Request", "Sampling", "ScoreAnchor", "ScoringBackend", "StreamingBackend",
-           "ValueDistribution", "load_backend"]
+__all__ = ["BACKENDS", "Backend", "BackendUnavailable", "Chat", "CpuThreadsBackend",
+           "DescribedBackend", "Generation", "Request", "Sampling", "ScoreAnchor",
+           "ScoringBackend", "StreamingBackend", "TokenLogprob", "ValueDistribution",
+           "load_backend"]

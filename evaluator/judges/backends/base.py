@@ -28,6 +28,17 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token as a server returned it (OpenAI ``logprobs.content``): its bytes,
+    its log-probability and the ``top`` alternatives at its position, (bytes, log-prob)
+    each, most likely first."""
+
+    text: bytes
+    logprob: float
+    top: tuple[tuple[bytes, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Generation:
     """One generation: the text, why it stopped, and token counts.
 
@@ -50,6 +61,10 @@ class Generation:
     # kept while generating so score distributions need no second pass (transformers).
     step_logits: Mapping[int, Mapping[int, float]] | None = field(default=None, repr=False,
                                                                  compare=False)
+    # Per generated token, the top log-probabilities a server returned with the verdict
+    # (for score distributions read at the value's token; never written).
+    token_logprobs: tuple[TokenLogprob, ...] | None = field(default=None, repr=False,
+                                                            compare=False)
 
 
 @dataclass(frozen=True)
@@ -178,3 +193,14 @@ class CpuThreadsBackend(Backend, Protocol):
     when the model is on an accelerator."""
 
     threads: ThreadChoice | None
+
+
+@runtime_checkable
+class DescribedBackend(Backend, Protocol):
+    """A backend whose runtime reports an identity of its own (a server: its model id,
+    context length, version), recorded in the run's manifest."""
+
+    def provenance(self) -> dict[str, Any]:
+        """What the backend found about what runs the judge, as JSON values: never a key,
+        never case text."""
+        ...

@@ -28,6 +28,9 @@ class BackendRecord:
     # What gives its model: path or embedded, path only, built (judges/tiny_random.py), none.
     weights: Literal["path or embedded", "path", "built", "none"] = "none"
     streams: bool = False  # takes stream: true
+    # Reached over HTTP (a server the site runs): doctor checks the server, not this host's
+    # torch, GPUs and memory (evaluator.doctor.server).
+    server: bool = False
     # "module:Class" of its judges' settings in models.yaml: a JudgeSpec subclass that adds
     # the settings only it takes (named, not imported: a settings module imports JudgeSpec,
     # which reads the names here; unlike a factory's module, it imports nothing heavy).
@@ -56,5 +59,6 @@ BACKENDS: dict[str, BackendRecord] = {record.name: record for record in (
     # A judge the site serves over HTTP (vllm serve, SGLang, llama.cpp, TGI): no local model.
     BackendRecord("server", _MODULE + "server_backend:ServerBackend",
                   "pip install 'evaluator[server]'", model=False, weights="none", streams=True,
+                  server=True,
                   settings=_MODULE + "server_settings:ServerSettings"),
 )}

@@ -17,6 +17,13 @@ as it ends, reading the next request only as a slot frees. A request that still 
 (retries spent, a timeout, a 4xx, invalid JSON, a missing field) becomes an ``error``
 generation with a one-line detail that names the server and the status, never the answer's
 text; the run writes it as a ``backend_error`` record, judged again on resume.
+
+Score distributions: with ``top_logprobs`` set, each request asks for the top
+log-probabilities at every token, and :meth:`ServerBackend.score_distributions` reads each
+score's distribution at its value's token (:mod:`evaluator.judges.backends.server_logprobs`:
+exact, partial, or absent). :meth:`ServerBackend.provenance` is what the replicas reported
+at start (model id, context length, owner, root, version) and how many distributions were
+exact, partial or absent, for the run's manifest.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -40,15 +48,19 @@ from urllib3.exceptions import (
 )
 from urllib3.util.retry import Retry
 
+from evaluator.common.record import Record
 from evaluator.judges.backends.base import (
     BackendUnavailable,
     Chat,
     Generation,
     Request,
     Sampling,
+    ScoreAnchor,
+    ValueDistribution,
 )
 from evaluator.judges.backends.grammar import constraint_schema
 from evaluator.judges.backends.server_guard import AddressRefused, ServerAddress, check_server_url
+from evaluator.judges.backends.server_logprobs import EXACT_COVERAGE, distributions
 from evaluator.judges.backends.server_protocol import chat_request, parse_answer
 
 if TYPE_CHECKING:
@@ -86,12 +98,58 @@ def retry_policy(retries: int, backoff_s: float) -> CappedRetry:
                        raise_on_redirect=False, respect_retry_after_header=True)
 
 
+class ReplicaIdentity(Record):
+    """What one replica reported about itself at start: ``model_id`` (the served model's
+    id in ``/models``: always ``served_model``, else the judge does not start; None when
+    the server has no ``/models``), ``max_model_len``, ``owned_by`` and ``root`` (vLLM: the
+    model it loaded) where listed, and ``version`` from the server's ``/version`` (vLLM;
+    None when it has none). Never a key, never case text."""
+
+    address: str
+    model_id: str | None = None
+    max_model_len: int | None = None
+    owned_by: str | None = None
+    root: str | None = None
+    version: str | None = None
+
+
+class DistributionTally(Record):
+    """How many score distributions were read exact (coverage >= 0.999), partial (written,
+    with coverage below that) or absent (none: see ``server_logprobs``)."""
+
+    exact: int = 0
+    partial: int = 0
+    absent: int = 0
+
+
+class ServerProvenance(Record):
+    """A server judge's runtime identity, for the run's manifest."""
+
+    replicas: list[ReplicaIdentity]
+    top_logprobs: int
+    min_coverage: float
+    distributions: DistributionTally
+
+
+def _reported(value: Any) -> str | None:
+    """A string a server reported, kept when short and printable (it goes in the manifest)."""
+    if isinstance(value, str) and 0 < len(value) <= 512 and value.isprintable():
+        return value
+    return None
+
+
+def _reported_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None
+
+
 @dataclass
 class _Replica:
     address: ServerAddress
     session: requests.Session
     open: int = 0
     sent: int = field(default=0)
+    identity: ReplicaIdentity | None = None
 
 
 def failure_detail(exc: BaseException, where: str, tries: int) -> str:
@@ -152,6 +210,7 @@ class ServerBackend:
         self._lock = threading.Lock()
         self._schemas: dict[str, dict[str, Any]] = {}
         self._timeout = (spec.connect_timeout_s, spec.timeout_s)
+        self._tally = DistributionTally()
         if check_models:
             for replica in self._replicas:
                 self._check_models(replica)
@@ -183,12 +242,14 @@ class ServerBackend:
                                      f"{failure_detail(exc, where, self.tries)}") from None
         if status == 404:
             log.warning("server %s has no /models; served_model is not checked", where)
+            replica.identity = ReplicaIdentity(address=where, version=self._version(replica))
             return
         if status != 200:
             raise BackendUnavailable(f"judge {self.judge_name!r}: server {where} answered "
                                      f"HTTP {status} to GET /models")
         try:
-            ids = [m.get("id") for m in json.loads(body)["data"]]
+            listed = json.loads(body)["data"]
+            ids = [m.get("id") for m in listed]
         except (ValueError, KeyError, TypeError, AttributeError):
             raise BackendUnavailable(f"judge {self.judge_name!r}: server {where}'s /models "
                                      "answer is not an OpenAI model list") from None
@@ -197,6 +258,54 @@ class ServerBackend:
             raise BackendUnavailable(f"judge {self.judge_name!r}: server {where} does not "
                                      f"serve {self.spec.served_model!r} (it serves: {shown}); "
                                      "set served_model")
+        entry = next(m for m in listed if m.get("id") == self.spec.served_model)
+        replica.identity = ReplicaIdentity(
+            address=where, model_id=self.spec.served_model,
+            max_model_len=_reported_int(entry.get("max_model_len")),
+            owned_by=_reported(entry.get("owned_by")), root=_reported(entry.get("root")),
+            version=self._version(replica))
+
+    def _version(self, replica: _Replica) -> str | None:
+        """The server's ``/version`` (at the address's root: vLLM answers there), or None
+        when it has none or does not answer it (never a reason to stop)."""
+        parts = urlsplit(replica.address.url)
+        try:
+            with replica.session.get(f"{parts.scheme}://{parts.netloc}/version",
+                                     timeout=self._timeout, allow_redirects=False) as response:
+                if response.status_code != 200:
+                    return None
+                answer = json.loads(response.content)
+        except (requests.RequestException, ValueError):
+            return None
+        return _reported(answer.get("version")) if isinstance(answer, dict) else None
+
+    def provenance(self) -> dict[str, Any]:
+        """What the replicas reported at start and the distributions' tally (a
+        :class:`ServerProvenance`, as JSON), for the run's manifest."""
+        with self._lock:
+            tally = self._tally
+        return ServerProvenance(
+            replicas=[r.identity or ReplicaIdentity(address=r.address.url)
+                      for r in self._replicas],
+            top_logprobs=self.spec.top_logprobs, min_coverage=self.spec.min_coverage,
+            distributions=tally).to_json()
+
+    def score_distributions(self, json_schema: str, generations: Sequence[Generation],
+                            anchors: Sequence[Sequence[ScoreAnchor]],
+                            ) -> list[list[ValueDistribution | None]]:
+        """Each anchor's distribution read from the top log-probabilities returned with its
+        verdict (:mod:`evaluator.judges.backends.server_logprobs`); None where absent."""
+        out = [distributions(g.text, g.token_logprobs, wanted, self.spec.min_coverage)
+               for g, wanted in zip(generations, anchors, strict=True)]
+        found = [d for per in out for d in per]
+        exact = sum(1 for d in found if d is not None and d.coverage >= EXACT_COVERAGE)
+        partial = sum(1 for d in found if d is not None) - exact
+        with self._lock:
+            self._tally = DistributionTally(exact=self._tally.exact + exact,
+                                            partial=self._tally.partial + partial,
+                                            absent=self._tally.absent + len(found) - exact
+                                            - partial)
+        return out
 
     def _schema(self, json_schema: str) -> dict[str, Any]:
         schema = self._schemas.get(json_schema)
@@ -220,11 +329,19 @@ class ServerBackend:
         """One chat sent to the least busy replica; never raises (a failure is an
         ``error`` generation)."""
         replica = self._take()
+        try:
+            return self._send(replica, chat, schema, sampling, chat_template_kwargs)
+        finally:
+            self._release(replica)
+
+    def _send(self, replica: _Replica, chat: Chat, schema: Mapping[str, Any],
+              sampling: Sampling, chat_template_kwargs: Mapping[str, Any] | None) -> Generation:
         where = replica.address.url
         try:
             body = chat_request(chat, schema, sampling, served_model=self.spec.served_model,
                                 structured_output=self.spec.structured_output,
-                                chat_template_kwargs=chat_template_kwargs)
+                                chat_template_kwargs=chat_template_kwargs,
+                                top_logprobs=self.spec.top_logprobs)
             with replica.session.post(replica.address.endpoint("chat/completions"), json=body,
                                       timeout=self._timeout,
                                       allow_redirects=False) as response:
@@ -232,13 +349,29 @@ class ServerBackend:
         except Exception as exc:  # noqa: BLE001 - a failure is this request's record, not the run's
             return Generation(text=None, finish_reason="error",
                               detail=failure_detail(exc, where, self.tries))
-        finally:
-            self._release(replica)
         generation = parse_answer(status, content, where)
         if generation.finish_reason == "error" and status in RETRIED_STATUSES:
             generation = Generation(text=None, finish_reason="error",
                                     detail=f"{generation.detail} ({self.tries} tries)")
         return generation
+
+    @property
+    def addresses(self) -> list[str]:
+        """The replicas' base URLs, in the order of models.yaml."""
+        return [r.address.url for r in self._replicas]
+
+    def ask_models(self, index: int) -> tuple[int, bytes]:
+        """(status, body) of replica ``index``'s ``GET /models`` (``evaluator doctor``);
+        raises what ``requests`` raises (see :func:`failure_detail`)."""
+        replica = self._replicas[index]
+        with replica.session.get(replica.address.endpoint("models"), timeout=self._timeout,
+                                 allow_redirects=False) as response:
+            return response.status_code, response.content
+
+    def ask_chat(self, index: int, chat: Chat, schema: Mapping[str, Any],
+                 sampling: Sampling) -> Generation:
+        """One chat sent to replica ``index`` (``evaluator doctor``); never raises."""
+        return self._send(self._replicas[index], chat, schema, sampling, None)
 
     def generate(self, chats: Sequence[Chat], json_schema: str, sampling: Sampling,
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:

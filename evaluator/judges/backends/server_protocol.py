@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from evaluator.judges.backends.base import Chat, Generation, Sampling
+from evaluator.judges.backends.server_logprobs import parse_logprobs
 
 StructuredOutput = Literal["vllm", "openai"]
 _TOKEN = re.compile(r"^[a-z_]{1,32}$")
@@ -48,9 +49,11 @@ def request_seed(seed: int, chat: Chat) -> int:
 
 def chat_request(chat: Chat, schema: Mapping[str, Any], sampling: Sampling, *,
                  served_model: str, structured_output: StructuredOutput,
-                 chat_template_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 chat_template_kwargs: Mapping[str, Any] | None = None,
+                 top_logprobs: int = 0) -> dict[str, Any]:
     """The JSON body of one ``POST .../chat/completions`` (``schema``: the constraint
-    schema, parsed)."""
+    schema, parsed). ``top_logprobs`` > 0 asks for that many log-probabilities at every
+    token (for score distributions); 0 asks for none."""
     body: dict[str, Any] = {
         "model": served_model,
         "messages": [{"role": m["role"], "content": m["content"]} for m in chat],
@@ -73,6 +76,8 @@ def chat_request(chat: Chat, schema: Mapping[str, Any], sampling: Sampling, *,
             "name": "verdict", "schema": dict(schema), "strict": True}}
         if chat_template_kwargs:
             body["chat_template_kwargs"] = dict(chat_template_kwargs)
+    if top_logprobs > 0:
+        body.update(logprobs=True, top_logprobs=top_logprobs)
     return body
 
 
@@ -118,10 +123,9 @@ def parse_answer(status: int, body: bytes, where: str) -> Generation:
               "completion_tokens": _count(usage.get("completion_tokens")),
               "cached_tokens": cached}
     reason = choice.get("finish_reason")
-    if reason == "stop":
-        return Generation(text=text, finish_reason="stop", **counts)
-    if reason == "length":
-        return Generation(text=text, finish_reason="length", **counts)
+    if reason in ("stop", "length"):
+        return Generation(text=text, finish_reason=reason, **counts,
+                          token_logprobs=parse_logprobs(choice))
     named = reason if isinstance(reason, str) and _TOKEN.match(reason) else "an unknown reason"
     return Generation(text=None, finish_reason="error", **counts,
                       detail=f"server {where} ended the answer with finish_reason {named}")

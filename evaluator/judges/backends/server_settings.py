@@ -75,6 +75,11 @@ class ServerSettings(JudgeSpec):
     # How the schema goes to the server: vLLM's own ``structured_outputs`` field, or the
     # OpenAI ``response_format`` (json_schema) other servers take.
     structured_output: Literal["vllm", "openai"] = "vllm"
+    # Top log-probabilities asked for at every token, for score distributions (0: none;
+    # vLLM's default --max-logprobs is 20), and the least coverage a distribution read from
+    # them must have to be written (evaluator.judges.backends.server_logprobs).
+    top_logprobs: int = Field(default=20, ge=0, le=20)
+    min_coverage: float = Field(default=0.99, ge=0.0, le=1.0)
 
     @field_validator("allow_hosts")
     @classmethod
