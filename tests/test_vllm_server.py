@@ -272,38 +272,54 @@ def test_the_server_scores_as_the_in_process_engine(vllm_server, engine_records,
 
 
 def _shape(record: dict) -> dict:
-    """A record's keys, and those of its scores and each distribution."""
-    distributions = record.get("distributions") or {}
-    return {"keys": sorted(record), "scores": sorted(record["scores"] or {}),
-            "distributions": {k: sorted(v) for k, v in distributions.items()}}
+    """A record's keys, and those of its scores."""
+    return {"keys": sorted(record), "scores": sorted(record["scores"] or {})}
 
 
-def test_evaluator_run_through_the_server_gives_the_engines_records(
-        server_backend_built, vllm_server, engine_records, rubric, tmp_path):
-    """``evaluator run --model`` a ``backend: server`` judge on the examples: every record ok
-    and parsing, shaped as the in-process engine's, with distributions."""
+@pytest.fixture(scope="module")
+def served_records(server_backend_built, vllm_server, tmp_path_factory) -> dict[str, dict]:
+    """``evaluator run --model`` a ``backend: server`` judge on the examples."""
     from evaluator.cli.main import cli
 
-    models_file = tmp_path / "models.yaml"
+    folder = tmp_path_factory.mktemp("served")
+    models_file = folder / "models.yaml"
     models_file.write_text(yaml.safe_dump({"default": "served", "judges": {"served": {
         "backend": "server", "base_url": vllm_server.base_url,
         "served_model": vllm_server.served_model}}}))
-    out = tmp_path / "served.jsonl"
+    out = folder / "served.jsonl"
     result = CliRunner().invoke(cli, ["run", "--rubric", RUBRIC, "--input",
                                       str(EXAMPLES / f"{RUBRIC}.jsonl"), "--output", str(out),
                                       "--model", "served", "--models-file", str(models_file),
                                       "--no-progress"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     records = _by_case(out)
+    assert len(out.read_text().splitlines()) == len(records)  # each case written once
+    return records
+
+
+def test_evaluator_run_through_the_server_gives_the_engines_records(served_records,
+                                                                   engine_records, rubric):
+    """Every record ok and parsing, shaped as the in-process engine's, the same prompt
+    lengths (same chat template, same tokenizer) and the same greedy scores."""
     model = build_output_model(rubric)
-    assert set(records) == set(engine_records)  # written once each
-    assert len(out.read_text().splitlines()) == len(records)
-    for case_id, record in records.items():
+    assert set(served_records) == set(engine_records)
+    for case_id, record in served_records.items():
         engine = engine_records[case_id]
         assert record["status"] == "ok", record.get("reason")
         model.model_validate(record["scores"])
         assert record["finish_reason"] == "stop"
-        assert record["distributions"], "no score distributions from the server's log-probs"
+        assert 0 < record["completion_tokens"] < record["max_new_tokens"]
         assert _shape(record) == _shape(engine)
-        # The same prompt on the same weights: the server counts the engine's tokens.
         assert record["prompt_tokens"] == engine["prompt_tokens"]
+        assert {s: record["scores"][s] for s in SCORES} == \
+            {s: engine["scores"][s] for s in SCORES}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 49, item 3: the server backend does not read "
+                                       "the server's top log-probs into distributions yet")
+def test_the_servers_records_carry_score_distributions(served_records, engine_records):
+    for case_id, record in served_records.items():
+        engine = engine_records[case_id]["distributions"]
+        assert record["distributions"], "no score distributions from the server's log-probs"
+        assert {k: sorted(v) for k, v in record["distributions"].items()} == \
+            {k: sorted(v) for k, v in engine.items()}
