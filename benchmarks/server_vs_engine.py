@@ -132,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     rate = {name: args.cases / statistics.median(t) for name, t in timings.items()}
     ratio = rate["server"] / rate["engine"]
     print(f"server {rate['server']:.2f} cases/s, in-process engine {rate['engine']:.2f} "
-          f"cases/s: the server runs at {ratio:.2f}x the engine's rate (the engine's runs "
-          "include its score distributions, the server's have none)")
+          f"cases/s: the server runs at {ratio:.2f}x the engine's rate (both compute score "
+          "distributions: the server's from its top log-probs)")
     print_figures({"cases": args.cases, "in_flight": args.in_flight, "repeats": args.repeats,
                    "server_cases_per_s": round(rate["server"], 3),
                    "engine_cases_per_s": round(rate["engine"], 3),

@@ -166,8 +166,12 @@ def check_server(spec: JudgeSpec, findings: ServerFindings) -> list[Check]:
     broken = [r for r in up if r.answer is None]
     ignored = [r for r in up if r.answer is not None and not _parses(r.answer)]
     if broken:
+        # vLLM 0.32 on its default structured-output backend (xgrammar) answers a 500 to
+        # the rubric's schemas (tests/test_vllm_server.py): the likeliest cause.
         checks.append(failed("structured output", f"the test request failed: "
-                             f"{broken[0].answer_error}"))
+                             f"{broken[0].answer_error}; a vLLM server must run with "
+                             "--structured-outputs-config '{\"backend\": \"guidance\"}' "
+                             "(docs/judges.md)"))
         return checks
     if ignored:
         checks.append(failed("structured output", f"server {ignored[0].address} ignored the "
