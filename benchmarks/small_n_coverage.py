@@ -3,8 +3,12 @@ on random and active sheets (issue 47): the figures docs/statistics.md's "Small 
 table and evaluator/analysis/minimum.py's minimum come from this script.
 
 Each replicate draws a fresh population of N = 1,000 cases (clinicians' labels, a judge's
-scores and its uncertainty) for two systems, A and B, whose labels differ by +1 on 30% of
-cases (clipped at the scale's top), then:
+scores and its uncertainty) for two systems, A and B. B's label is A's + 1 on 25% of cases
+(:data:`B_UP`) and A's - 1 on 12% (:data:`B_DOWN`), clipped to the scale, the same otherwise:
+real systems differ both ways case by case, so the paired differences have discordant pairs
+on both sides (until issue 47's review B was A + 1 on 30% and never worse on any case, which
+left the paired pass-rate difference almost no discordant pairs and every interval of it at
+99-100%). B's judge is the scenario's judge on B's labels. Then:
 * a random sheet of n labels (one draw for both systems: the paired differences), as
   `estimate` computes a random sheet: labels only (ppi.classical_mean), PPI++ (ppi.ppi_mean),
   the judge's bias (judge - label, ppi.classical_mean), the gate's pass rate (labels only:
@@ -17,7 +21,9 @@ cases (clipped at the scale's top), then:
   (ppi.bounded_rate of them), and B - A independent (ppi.independent_difference: two active
   sheets are never paired).
 A CI covers when it holds the truth: the quantity's mean in the population the cases come
-from, computed once on 2,000,000 cases of the same scenario.
+from, computed once on 2,000,000 cases of the same scenario (for B - A: the mean of the
+per-case B - A there, its pass-rate difference the share that passes B only less the share
+that passes A only).
 
 Scenarios (labels on 1-5 unless said; the gate is "label >= 4", on 0-10 ">= 6"):
 * decent - the baseline: +0.5 biased, noise sd 1.5 on 30% of cases and 0.3 elsewhere
@@ -34,12 +40,15 @@ Scenarios (labels on 1-5 unless said; the gate is "label >= 4", on 0-10 ">= 6"):
 
 Each cell: coverage (among the replicates that gave an interval), median width, and the
 share of replicates with no interval ("no CI": every label the same, one label, or an
-active sheet below ppi.ACTIVE_MIN_LABELS labels, "withheld") where it is not 0. Means on the
-rubric's scale get ppi.bounded_mean's interval, as `estimate` gives them. The last section: the median width of the active interval over the random one at the
-same n (PPI++ and labels only), and the minimum: the smallest n from which every cell
+active sheet below ppi.ACTIVE_MIN_LABELS labels) where it is not 0. A cell where every
+replicate gave none reads "withheld"; one where at least 99.5% gave none reads
+"- (99.8% no CI)", its few intervals no coverage figure (nor counted in the range of
+coverage or the width ratios). Means on the
+rubric's scale get ppi.bounded_mean's interval, as `estimate` gives them. The last
+section: the median width of the active interval over the random one at the same n (PPI++ and labels only), and the minimum: the smallest n from which every cell
 covers 93-97%.
 
-Synthetic numbers only. Re-run (about 10 minutes on 2 cores; --quick: about 30 s):
+Synthetic numbers only. Re-run (about 5-10 minutes on 2 cores; --quick: about 20 s):
     PYTHONPATH=. .venv/bin/python benchmarks/small_n_coverage.py [--replicates 500] [--quick]
 """
 
@@ -66,6 +75,13 @@ POPULATION = 1000
 NS = (10, 15, 20, 30, 60)
 BAND = (0.93, 0.97)
 TRUTH_DRAWS = 2_000_000
+# B's label against A's, case by case: + 1 on this share of cases, - 1 on the next share
+# (then clipped to the scale), the same on the rest. One uniform per case decides both, as
+# it decided the + 1 alone before issue 47's review, so A's figures are drawn as before.
+B_UP = 0.25
+B_DOWN = 0.12
+# A cell where at least this share of replicates gave no interval shows no coverage figure.
+NO_FIGURE = 0.995
 Arrays = tuple[np.ndarray, np.ndarray]
 
 
@@ -131,10 +147,13 @@ SCENARIOS: dict[str, tuple[Callable, Callable, tuple[float, float], float]] = {
 
 def systems(name: str, rng: np.random.Generator, size: int) -> dict[str, np.ndarray]:
     """Systems A and B on ``size`` cases: labels, judge scores, uncertainty, and the gate's
-    0/1 for labels and judge; B's labels are A's + 1 on 30% of cases (at most the top)."""
-    draw_labels, judge_of, (_, top), gate = SCENARIOS[name]
+    0/1 for labels and judge; B's labels are A's + 1 on :data:`B_UP` of cases and A's - 1
+    on :data:`B_DOWN`, clipped to the scale."""
+    draw_labels, judge_of, (bottom, top), gate = SCENARIOS[name]
     la = draw_labels(rng, size)
-    lb = np.minimum(la + (rng.random(size) < 0.3), top)
+    u = rng.random(size)
+    step = np.where(u < B_UP, 1.0, np.where(u < B_UP + B_DOWN, -1.0, 0.0))
+    lb = np.clip(la + step, bottom, top)
     ja, ua = judge_of(rng, la)
     jb, ub = judge_of(rng, lb)
     return {"la": la, "lb": lb, "ja": ja, "jb": jb, "ua": ua, "ub": ub,
@@ -335,13 +354,32 @@ def _not_under(figures: dict, slack: float) -> bool:
     return c is None or c >= BAND[0] - slack
 
 
+def has_figure(figures: dict) -> bool:
+    """A cell's coverage and width mean something: some replicate gave an interval, and
+    fewer than :data:`NO_FIGURE` of them gave none."""
+    return figures["coverage"] is not None and figures["missing"] < NO_FIGURE
+
+
 def _cell(f: dict) -> str:
     if f["coverage"] is None:
         return "withheld"
+    if not has_figure(f):
+        share = 100 * f["missing"]  # under 100: some replicate gave an interval
+        return f"\u2014 ({share:.1f}% no CI)" if share < 99.95 else "\u2014 (>99.9% no CI)"
     text = f"{100 * f['coverage']:.1f} / {f['width']:.3f}"
     if f["missing"]:
-        text += f" ({100 * f['missing']:.0f}% no CI)"
+        share = 100 * f["missing"]
+        text += f" ({share:.0f}% no CI)" if share >= 0.5 else " (<1% no CI)"
     return text + ("" if in_band(f) else " *")
+
+
+def _print_rows(heads: list[str], rows: list[tuple[str, list[str]]], label: int = 32) -> None:
+    """A scenario's block: every column as wide as the widest cell, two spaces more, so no
+    cell runs into the next."""
+    width = max(len(c) for c in [*heads, *(c for _, cells in rows for c in cells)]) + 2
+    print(f"  {'':<{label}}" + "".join(f"{h:>{width}}" for h in heads))
+    for name, cells in rows:
+        print(f"  {name:<{label}}" + "".join(f"{c:>{width}}" for c in cells))
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -371,18 +409,17 @@ def main(argv: list[str] | None = None) -> dict:
     for name in names:
         truth = truths(name)
         print(f"\n{name}: truth " + ", ".join(f"{k} {v:.3f}" for k, v in truth.items()))
-        print(f"  {'':<32}" + "".join(f"{'n ' + str(n):>24}" for n in ns))
         for n in ns:
             table[(name, n)] = cell_figures(name, n, replicates, args.seed, truth)
-        for key in INTERVALS:
-            print(f"  {key[0] + ' ' + key[1]:<32}"
-                  + "".join(f"{_cell(table[(name, n)][key]):>24}" for n in ns))
-        print(f"  {'(rate B - A: labels alone, exact)':<32}" + "".join(
-            f"{format(100 * tango_exact_coverage(n, truth['B only'], truth['A only']), '.1f') + ' / ' + format(n * (truth['B only'] + truth['A only']), '.1f') + ' disc.':>24}"
-            for n in ns))
-        print(f"  {'(normal quantile: coverage)':<32}" + "".join(
-            f"{'PPI++ ' + format(100 * (table[(name, n)][('random', 'PPI++')]['normal'] or 0), '.1f'):>24}"
-            for n in ns))
+        rows = [(f"{key[0]} {key[1]}", [_cell(table[(name, n)][key]) for n in ns])
+                for key in INTERVALS]
+        rows.append(("(rate B - A: labels alone, exact)", [
+            f"{100 * tango_exact_coverage(n, truth['B only'], truth['A only']):.1f} / "
+            f"{n * (truth['B only'] + truth['A only']):.1f} disc." for n in ns]))
+        rows.append(("(normal quantile: coverage)", [
+            f"PPI++ {100 * (table[(name, n)][('random', 'PPI++')]['normal'] or 0):.1f}"
+            for n in ns]))
+        _print_rows([f"n {n}" for n in ns], rows)
     print("\nactive / random median width at the same n (< 1: active narrower)")
     ratios: dict[tuple[str, int, str], float] = {}
     for name in names:
@@ -390,7 +427,8 @@ def main(argv: list[str] | None = None) -> dict:
         for n in ns:
             parts = []
             for what in ("PPI++", "labels only"):
-                a, r = (table[(name, n)][(d, what)]["width"] for d in ("active", "random"))
+                pair = [table[(name, n)][(d, what)] for d in ("active", "random")]
+                a, r = (f["width"] if has_figure(f) else None for f in pair)
                 ratio = a / r if a and r else float("nan")
                 ratios[(name, n, what)] = ratio
                 parts.append(f"{ratio:.2f}")
@@ -407,12 +445,12 @@ def main(argv: list[str] | None = None) -> dict:
           f"difference {low_diff}")
     worst = {}
     for key in INTERVALS:
-        values = [table[c][key]["coverage"] for c in table
-                  if table[c][key]["coverage"] is not None]
-        worst[key] = (min(values), max(values))
+        values = [table[c][key]["coverage"] for c in table if has_figure(table[c][key])]
+        worst[key] = (min(values), max(values)) if values else (None, None)
     print("\nrange of coverage per interval over every scenario and n:")
     for key, (lo, hi) in worst.items():
-        print(f"  {key[0] + ' ' + key[1]:<32} {100 * lo:.1f} - {100 * hi:.1f}%")
+        span = "withheld" if lo is None else f"{100 * lo:.1f} - {100 * hi:.1f}%"
+        print(f"  {key[0] + ' ' + key[1]:<32} {span}")
     print("\nthe labels' own paired pass-rate interval (Tango's) by exact enumeration over "
           "(B only, A only) shares 0.04-0.60 in steps of 0.04: least coverage anywhere / mean "
           "where >= 6 discordant pairs are expected / mean where < 3 are")

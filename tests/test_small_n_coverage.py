@@ -75,3 +75,34 @@ def test_the_minimum_is_read_with_the_monte_carlo_error_over_every_scenario(benc
     assert bench.minimum(table, [key, rate, active]) == 30  # strictly: only from 30
     table[("edge", 60)] = {key: cell(0.90), rate: cell(1.0), active: cell(0.5)}
     assert bench.minimum(table, [key], slack) is None  # a miss above undoes every n below
+
+
+def test_system_b_differs_from_a_both_ways_within_the_scale(bench):
+    """B's label is A's + 1 on B_UP of cases and - 1 on B_DOWN, clipped to the scale: the
+    paired differences have discordant pairs on both sides (issue 47's review: B was never
+    worse than A, so the paired rate difference had almost none)."""
+    s = bench.systems("decent", np.random.default_rng(3), 200_000)
+    step = s["lb"] - s["la"]
+    assert set(np.unique(step)) <= {-1.0, 0.0, 1.0}
+    assert s["lb"].min() >= 1 and s["lb"].max() <= 5
+    # Unclipped where A is 2-4: the shares are B_UP and B_DOWN.
+    middle = (s["la"] >= 2) & (s["la"] <= 4)
+    assert np.mean(step[middle] == 1) == pytest.approx(bench.B_UP, abs=0.01)
+    assert np.mean(step[middle] == -1) == pytest.approx(bench.B_DOWN, abs=0.01)
+    truth = bench.truths("decent")
+    assert truth["A only"] > 0.02 and truth["B only"] > truth["A only"]
+
+
+def test_a_cell_never_runs_into_the_next_nor_shows_a_figure_from_a_few_draws(bench, capsys):
+    full = {"coverage": 0.95, "width": 0.5, "missing": 0.0}
+    assert bench._cell({"coverage": None, "width": None, "missing": 1.0}) == "withheld"
+    assert bench._cell({"coverage": 1.0, "width": 1.5, "missing": 0.998}) == "\u2014 (99.8% no CI)"
+    almost_all = {"coverage": 1.0, "width": 1.5, "missing": 0.9996}
+    assert bench._cell(almost_all) == "\u2014 (>99.9% no CI)"
+    assert bench._cell({**full, "missing": 0.002}) == "95.0 / 0.500 (<1% no CI)"
+    assert bench._cell({**full, "coverage": 0.9, "missing": 0.46}) == "90.0 / 0.500 (46% no CI) *"
+    assert not bench.has_figure({"coverage": 1.0, "missing": 0.995})
+    bench._print_rows(["n 10", "n 15"], [("active PPI++", ["withheld",
+                                                           "100.0 / 1.501 (98% no CI) *"])])
+    row = capsys.readouterr().out.splitlines()[1]
+    assert "withheld  " in row and "withheld1" not in row
