@@ -94,3 +94,17 @@ def test_the_probe_is_injectable():
     assert checks["server reachable"][0] == "failed"
     assert "evaluator[server]" in checks["server reachable"][1]
     assert probe_server is Probes().server
+
+
+def test_the_report_keeps_its_columns_with_the_servers_longer_check_names():
+    from evaluator.cli.doctor_cmd import format_report
+    from evaluator.doctor.report import DoctorReport, failed, ok
+
+    report = DoctorReport.of("s", "server", [
+        ok("python", "Python 3.11"), ok("server address", "every address passes"),
+        failed("server reachable", "could not be reached " + "and more words " * 6)])
+    lines = format_report(report).splitlines()[1:-1]
+    column = len("ok      server reachable ")
+    assert lines[1][:column] == "ok      server address   "
+    assert lines[2].startswith("failed  server reachable could")
+    assert len(lines) > 3 and all(line[:column].strip() == "" for line in lines[3:])

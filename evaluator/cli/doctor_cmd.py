@@ -17,7 +17,7 @@ from evaluator.doctor.diagnose import DoctorOptions, diagnose
 from evaluator.doctor.report import DoctorReport
 
 WIDTH = 80
-_INDENT = " " * 18  # status (8) + name (10)
+NAME_WIDTH = 10  # the checks' name column, wider when a name is (a server's checks)
 
 
 def format_report(report: DoctorReport) -> str:
@@ -25,10 +25,11 @@ def format_report(report: DoctorReport) -> str:
     (wrapped) entry per check, a verdict."""
     lines = textwrap.wrap(printable(f"evaluator doctor: judge {report.judge} "
                                     f"({report.backend})"), WIDTH)
+    names = max([NAME_WIDTH - 1, *(len(c.name) for c in report.checks)]) + 1
     for check in report.checks:
         lines += textwrap.wrap(printable(check.message), WIDTH,
-                               initial_indent=f"{check.status:8}{check.name:10}",
-                               subsequent_indent=_INDENT, break_on_hyphens=False)
+                               initial_indent=f"{check.status:8}{check.name:{names}}",
+                               subsequent_indent=" " * (8 + names), break_on_hyphens=False)
     counts = {s: sum(c.status == s for c in report.checks) for s in ("warning", "failed")}
     verdict = ("some checks failed: fix those first" if counts["failed"]
                else "nothing stops the judge from starting")
