@@ -187,3 +187,25 @@ def test_a_systems_sheet_of_a_study_is_not_labelled_on_its_own(study):
         assert run.exit_code == 2 and "Traceback" not in run.output
         assert "evaluator study label STUDY_DIR" in run.output
         assert len(run.output.strip().splitlines()) == 1
+
+
+def test_a_study_moved_as_a_whole_still_opens_for_labelling(tmp_path):
+    """sheet.json records where the run read its cases (an absolute path here): a study
+    folder moved elsewhere finds its answers beside it, checked by their SHA-256."""
+    import shutil
+
+    from evaluator.label.study_session import StudySession
+
+    study = make_study(tmp_path / "study")
+    assert CliRunner().invoke(cli, ["study", "draw", str(study)]).exit_code == 0
+    moved = tmp_path / "elsewhere" / "study"
+    moved.parent.mkdir()
+    shutil.move(str(study), str(moved))
+    session = StudySession(labels_dir(moved))
+    person = next(iter(session.labellers.values()))
+    assert session.view(person, 1).answer is not None
+    # Another file of the same name is not taken for it: the SHA-256 decides.
+    cases = moved / SYSTEMS[0][2]
+    cases.write_text(cases.read_text() + "\n")
+    with pytest.raises(Exception, match="has changed since the run"):
+        StudySession(labels_dir(moved))

@@ -21,12 +21,17 @@ from evaluator.rubrics.rubric import Rubric
 
 def locate(sheet_dir: Path, given: str) -> Path:
     """A path recorded in ``sheet.json``: as given (absolute, or relative to the current
-    folder, as the run was given it), else relative to the sheet folder."""
+    folder, as the run was given it), else relative to the sheet folder, else a file of
+    its name in the sheet folder or the two folders above it (a study's folder holds its
+    answers and ``labels/system-K``: the study moved elsewhere as a whole). The caller
+    checks the file found against the SHA-256 recorded with it."""
     path = Path(given)
-    if path.is_absolute() or path.exists():
+    if path.exists():
         return path
-    beside = Path(sheet_dir) / path
-    return beside if beside.exists() else path
+    sheet = Path(sheet_dir)
+    candidates = [] if path.is_absolute() else [sheet / path]
+    candidates += [folder / path.name for folder in (sheet, sheet.parent, sheet.parent.parent)]
+    return next((c for c in candidates if c.exists()), path)
 
 
 def _checked(sheet_dir: Path, ref: CasesRef) -> Path:
