@@ -12,7 +12,6 @@ on the answers the clinicians labelled.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,8 +36,9 @@ class StudyReportError(UserError, ValueError):
 
 
 def _current_sha(path: Path) -> str | None:
+    """The plan file's SHA-256 now; None when it is gone or cannot be read."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return sha256_file(path)
     except OSError:
         return None
 
