@@ -11,7 +11,8 @@ left the paired pass-rate difference almost no discordant pairs and every interv
 99-100%). B's judge is the scenario's judge on B's labels. Then:
 * a random sheet of n labels (one draw for both systems: the paired differences), as
   `estimate` computes a random sheet: labels only (ppi.classical_mean), PPI++ (ppi.ppi_mean),
-  the judge's bias (judge - label, ppi.classical_mean), the gate's pass rate (labels only:
+  the judge's bias (judge - label, ppi.classical_mean; the gate's: paired_rate.rate_bias,
+  Tango's score interval), the gate's pass rate (labels only:
   ppi.classical_rate, Wilson; PPI++: ppi.ppi_rate), and B - A paired (ppi.ppi_mean on the
   per-case differences; the gate's: paired_rate.paired_rate_difference, Tango's score
   interval);
@@ -68,8 +69,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.bench_common import rerun_command
 from evaluator.analysis.designs import inclusion_probabilities
 from evaluator.analysis.estimate import ppi
-from evaluator.analysis.estimate.paired_rate import paired_rate_difference
+from evaluator.analysis.estimate.paired_rate import paired_rate_difference, rate_bias
 from evaluator.analysis.intervals import tango_ci
+from evaluator.analysis.minimum import MIN_LABELS_BIAS, MIN_LABELS_ESTIMATE
 
 POPULATION = 1000
 NS = (10, 15, 20, 30, 60)
@@ -165,7 +167,8 @@ def truths(name: str, seed: int = 12345) -> dict[str, float]:
     """Every quantity's mean in the scenario's population (2,000,000 cases)."""
     s = systems(name, np.random.default_rng(seed), TRUTH_DRAWS)
     return {"mean": float(s["la"].mean()), "bias": float((s["ja"] - s["la"]).mean()),
-            "rate": float(s["ga"].mean()), "diff": float((s["lb"] - s["la"]).mean()),
+            "rate": float(s["ga"].mean()), "rate bias": float((s["gja"] - s["ga"]).mean()),
+            "diff": float((s["lb"] - s["la"]).mean()),
             "rate diff": float((s["gb"] - s["ga"]).mean()),
             "B only": float((s["gb"] > s["ga"]).mean()),
             "A only": float((s["gb"] < s["ga"]).mean())}
@@ -213,12 +216,28 @@ def tango_exact_grid(n: int, step: float = 0.04) -> dict[str, float]:
 INTERVALS = {
     ("random", "labels only"): "mean", ("random", "PPI++"): "mean",
     ("random", "bias"): "bias", ("random", "rate labels only"): "rate",
-    ("random", "rate PPI++"): "rate", ("random", "B - A paired"): "diff",
+    ("random", "rate PPI++"): "rate", ("random", "rate bias"): "rate bias",
+    ("random", "B - A paired"): "diff",
     ("random", "rate B - A paired"): "rate diff",
     ("active", "labels only"): "mean", ("active", "PPI++"): "mean",
     ("active", "bias"): "bias", ("active", "rate labels only"): "rate",
     ("active", "rate PPI++"): "rate", ("active", "B - A independent"): "diff",
 }
+
+
+# The random-sheet intervals with the judge's scores in them, which `estimate` withholds
+# under a minimum of labels (ppi.withhold): their cells there read "withheld", with the
+# coverage the interval would have had in brackets (the evidence the minimum is read from).
+WITHHELD_UNDER_MINIMUM = {("random", "PPI++"): MIN_LABELS_ESTIMATE,
+                          ("random", "bias"): MIN_LABELS_BIAS,
+                          ("random", "rate bias"): MIN_LABELS_BIAS,
+                          ("random", "rate PPI++"): MIN_LABELS_ESTIMATE}
+
+
+def shown(key: tuple, n: int) -> bool:
+    """``estimate`` prints the interval ``key`` at ``n`` labels (see
+    :data:`WITHHELD_UNDER_MINIMUM`)."""
+    return n >= WITHHELD_UNDER_MINIMUM.get(key, 0)
 
 
 def _active(s: dict[str, np.ndarray], system: str, n: int, rng: np.random.Generator,
@@ -271,6 +290,7 @@ def replicate(name: str, n: int, seed: int, size: int = POPULATION) -> dict[tupl
            ("random", "bias"): ppi.classical_mean(ja[drawn] - la[drawn]),
            ("random", "rate labels only"): ppi.classical_rate(ga[drawn]),
            ("random", "rate PPI++"): ppi.ppi_rate(ga[drawn], gja[drawn], gja[rest]),
+           ("random", "rate bias"): rate_bias(gja[drawn], ga[drawn]),
            ("random", "B - A paired"): ppi.ppi_mean(d[drawn], g[drawn], g[rest]),
            ("random", "rate B - A paired"): ppi.rate_difference(
                paired_rate_difference(gd[drawn], gg[drawn], gg[rest]))}
@@ -373,6 +393,12 @@ def _cell(f: dict) -> str:
     return text + ("" if in_band(f) else " *")
 
 
+def _withheld_cell(f: dict) -> str:
+    """A cell `estimate` withholds under the minimum: "withheld", and in brackets the
+    coverage the interval would have had."""
+    return f"withheld ({100 * f['coverage']:.1f})" if has_figure(f) else "withheld"
+
+
 def _print_rows(heads: list[str], rows: list[tuple[str, list[str]]], label: int = 32) -> None:
     """A scenario's block: every column as wide as the widest cell, two spaces more, so no
     cell runs into the next."""
@@ -411,7 +437,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"\n{name}: truth " + ", ".join(f"{k} {v:.3f}" for k, v in truth.items()))
         for n in ns:
             table[(name, n)] = cell_figures(name, n, replicates, args.seed, truth)
-        rows = [(f"{key[0]} {key[1]}", [_cell(table[(name, n)][key]) for n in ns])
+        rows = [(f"{key[0]} {key[1]}", [_cell(table[(name, n)][key]) if shown(key, n)
+                                         else _withheld_cell(table[(name, n)][key])
+                                         for n in ns])
                 for key in INTERVALS]
         rows.append(("(rate B - A: labels alone, exact)", [
             f"{100 * tango_exact_coverage(n, truth['B only'], truth['A only']):.1f} / "
@@ -434,20 +462,27 @@ def main(argv: list[str] | None = None) -> dict:
                 parts.append(f"{ratio:.2f}")
             cells.append(" / ".join(parts))
         print(f"  {name:<20} (PPI++ / labels only)" + "".join(f"{c:>16}" for c in cells))
-    estimate_keys = [k for k in INTERVALS if "B - A" not in k[1]]
+    bias_keys = [k for k in INTERVALS if "bias" in k[1]]
+    estimate_keys = [k for k in INTERVALS if "B - A" not in k[1] and k not in bias_keys]
     difference_keys = [k for k in INTERVALS if "B - A" in k[1]]
     slack = monte_carlo_slack(replicates)
     low_est = minimum(table, estimate_keys, slack)
+    low_bias = minimum(table, bias_keys, slack)
     low_diff = minimum(table, difference_keys, slack)
     print(f"\nminimum labelled cases with no random-sheet cell under {100 * BAND[0]:.0f}% "
           f"beyond the Monte Carlo error (-{100 * slack:.1f} points) at and above it, in "
           f"any scenario (grid {', '.join(map(str, ns))}): estimate {low_est}, "
-          f"difference {low_diff}")
+          f"the judge's bias {low_bias}, difference {low_diff}")
+    print(f"the tool's minimum (evaluator/analysis/minimum.py): {MIN_LABELS_ESTIMATE} per "
+          "system; under it " + ", ".join(f"{k[0]} {k[1]} (under {m})" for k, m in
+                                          WITHHELD_UNDER_MINIMUM.items())
+          + " are withheld (\"withheld (c)\": c the coverage they would have had)")
     worst = {}
     for key in INTERVALS:
-        values = [table[c][key]["coverage"] for c in table if has_figure(table[c][key])]
+        values = [table[c][key]["coverage"] for c in table
+                  if has_figure(table[c][key]) and shown(key, c[1])]
         worst[key] = (min(values), max(values)) if values else (None, None)
-    print("\nrange of coverage per interval over every scenario and n:")
+    print("\nrange of coverage per interval printed by estimate, over every scenario and n:")
     for key, (lo, hi) in worst.items():
         span = "withheld" if lo is None else f"{100 * lo:.1f} - {100 * hi:.1f}%"
         print(f"  {key[0] + ' ' + key[1]:<32} {span}")
@@ -458,7 +493,8 @@ def main(argv: list[str] | None = None) -> dict:
     print("  " + "".join(f"{'n ' + str(n) + ': ' + format(100 * e['least'], '.1f') + ' / ' + format(100 * e['many'], '.1f') + ' / ' + format(100 * e['few'], '.1f'):>26}"
                          for n, e in exact.items()))
     print(f"\n{time.perf_counter() - started:.1f} s")
-    return {"table": table, "ratios": ratios, "minimum": (low_est, low_diff), "range": worst,
+    return {"table": table, "ratios": ratios, "minimum": (low_est, low_diff),
+            "bias_minimum": low_bias, "range": worst,
             "exact": exact}
 
 

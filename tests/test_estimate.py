@@ -307,20 +307,58 @@ def test_a_gate_is_refused_on_labels_off_the_criterions_scale(tmp_path, two_syst
 
 
 def test_few_labels_are_warned(tmp_path, two_systems):
-    """Under the minimum (15 per system): "too few labels to decide", the old warning not
-    repeated; from 15 to 20 labels a note on the two floors (a difference needs 20)."""
+    """Under the minimum (20 per system): "too few labels to decide", the old warning not
+    repeated, and the intervals with the judge's scores in them (PPI++, the judge's bias)
+    withheld with their reason while the labels' own is shown; from 20, every interval."""
     results, truth = two_systems["A"]
     sheet = review(results, tmp_path / "s", "--design", "random", "--n", "12")
     filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
-    run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label")
+    args = ("estimate", results, "--labels", filled, "--label-field", "accuracy.label")
+    run = invoke(*args)
     assert run.exit_code == 0 and "WARNING: 12 labelled case(s)" not in run.output
-    assert "too few labels to decide: 12 labelled, at least 15 needed" in flat(run.output)
-    sheet = review(results, tmp_path / "s17", "--design", "random", "--n", "17")
-    filled = fill_sheet(sheet, tmp_path / "b.csv", truth)
-    run = invoke("estimate", results, "--labels", filled, "--label-field", "accuracy.label")
-    assert run.exit_code == 0 and "too few labels" not in run.output
-    assert ("NOTE: 17 labelled case(s): enough for this system's figures (at least 15); a "
-            "difference between systems needs 20 labelled for both") in flat(run.output)
+    assert "too few labels to decide: 12 labelled, at least 20 needed" in flat(run.output)
+    for start, minimum in (("PPI++", 20), ("judge - label", 30)):
+        withheld = (f"no interval: 12 labelled, at least {minimum} needed for a 95% interval "
+                    "with the judge's scores in it (the labels' own interval is shown)")
+        assert withheld in flat(" ".join(_text_lines(run.output, start)))
+    assert "worth" not in " ".join(_text_lines(run.output, "PPI++"))
+    (row,) = [r for r in _json_lines(invoke(*args, "--json").output) if r["type"] == "estimate"]
+    assert row["ppi_ci"] is None and row["judge_bias_ci"] is None
+    assert row["ppi_estimate"] is not None and row["effective_labels"] is None
+    assert row["classical_ci"][0] < row["classical_estimate"] < row["classical_ci"][1]
+    assert "NOTE" not in run.output
+    rows = {}
+    for n in (20, 30):  # PPI++'s interval from 20, the judge's bias's from 30
+        sheet = review(results, tmp_path / f"s{n}", "--design", "random", "--n", str(n))
+        filled = fill_sheet(sheet, tmp_path / f"b{n}.csv", truth)
+        run = invoke("estimate", results, "--labels", filled, "--label-field",
+                     "accuracy.label", "--json")
+        assert run.exit_code == 0, run.output
+        (rows[n],) = [r for r in _json_lines(run.output) if r["type"] == "estimate"]
+        assert rows[n]["too_few"] is None
+        assert rows[n]["ppi_ci"][0] < rows[n]["ppi_estimate"] < rows[n]["ppi_ci"][1]
+    assert rows[20]["judge_bias_ci"] is None and "at least 30" in rows[20]["judge_bias_method"]
+    assert rows[30]["judge_bias_ci"] is not None
+
+
+def test_an_independent_difference_under_the_minimum_has_no_interval_and_says_why(
+        tmp_path, two_systems):
+    """Two random sheets of 12 drawn apart (not paired): each side's PPI++ interval is
+    withheld under the minimum, and so is their independent difference, with the reason."""
+    sheets = []
+    for seed, name in enumerate(("A", "B")):
+        results, truth = two_systems[name]
+        sheet = review(results, tmp_path / f"s{name}", "--design", "random", "--n", "12",
+                       "--seed", str(seed + 1))
+        sheets.append(fill_sheet(sheet, tmp_path / f"{name}.csv", truth))
+    run = invoke("estimate", two_systems["A"][0], two_systems["B"][0], "--labels", sheets[0],
+                 "--labels", sheets[1], "--label-field", "accuracy.label", "--json")
+    assert run.exit_code == 0, run.output
+    (diff,) = [r for r in _json_lines(run.output) if r["type"] == "difference"]
+    assert diff["mode"] == "independent" and diff["ci"] is None and diff["p"] is None
+    assert diff["estimate"] is not None
+    assert ("independent: no interval: 12 labelled, at least 20 needed for a 95% interval "
+            "with the judge's scores in it") in diff["method"]
 
 
 def test_a_label_too_large_to_be_a_score_is_refused(tmp_path, two_systems):
@@ -408,11 +446,26 @@ def test_a_pass_rates_cis_stay_within_0_and_1_with_few_labels(tmp_path, two_syst
                 assert row["classical_ci"] is None
                 continue
             for value, ci in ((row["judge_mean"], row["judge_ci"]),
-                              (row["classical_estimate"], row["classical_ci"]),
-                              (row["ppi_estimate"], row["ppi_ci"])):
+                              (row["classical_estimate"], row["classical_ci"])):
                 assert ci is not None and 0 <= ci[0] <= value <= ci[1] <= 1, (row, ci)
                 assert ci[1] - ci[0] > 0.01
-            assert "Wilson" in row["classical_method"] and "Wilson" in row["ppi_method"]
+            assert "Wilson" in row["classical_method"]
+            # Under the minimum of 20 (issue 47) PPI++'s interval is withheld, with why.
+            assert row["ppi_ci"] is None and "at least 20 needed" in row["ppi_method"]
+    if design == "active":
+        return
+    for seed in range(3):  # PPI++'s own interval, from the minimum
+        sheet = review(results, tmp_path / f"t{seed}", "--design", design, "--n", "20",
+                       "--seed", str(seed))
+        filled = fill_sheet(sheet, tmp_path / f"g{seed}.csv", truth)
+        run = invoke("estimate", results, "--labels", filled, "--label-field",
+                     "accuracy.label", "--pass", "accuracy>=4", "--pass", "accuracy>=5",
+                     "--json")
+        for row in (r for r in _json_lines(run.output)
+                    if r["type"] == "estimate" and r["outcome"] == "pass rate"):
+            value, ci = row["ppi_estimate"], row["ppi_ci"]
+            assert ci is not None and 0 <= ci[0] <= value <= ci[1] <= 1, (row, ci)
+            assert ci[1] - ci[0] > 0.01 and "Wilson" in row["ppi_method"]
             assert row["effective_labels"] > 0
 
 
@@ -566,11 +619,11 @@ def test_every_case_labelled_keeps_why_there_is_no_interval_and_lambda_0(tmp_pat
 
 def test_differences_of_pass_rates_stay_within_minus_1_and_1(tmp_path):
     """The judge - label bias of a pass rate and a difference between two systems' pass
-    rates are normal intervals, which with few labels reached past -1 or 1 (judge - label
-    -0.944 [-1.050, -0.839]). A difference of rates lies in [-1, 1]: the ends are clipped
-    to it, and the method says so."""
+    rates were normal intervals, which with few labels reached past -1 or 1 (judge - label
+    -0.944 [-1.050, -0.839]). Both are now matched-pairs score intervals (Tango's), within
+    [-1, 1] by construction."""
     records, truth = world(40, seed=5)
-    ids = list(truth)[:18]
+    ids = list(truth)[:30]  # the judge's bias's minimum (30)
     files = {}
     for name, score in (("A", 1), ("B", 5)):
         for record in records:
@@ -585,11 +638,12 @@ def test_differences_of_pass_rates_stay_within_minus_1_and_1(tmp_path):
     lines = _json_lines(run.output)
     (bias,) = [r for r in lines if r["type"] == "estimate" and r["system"] == "A"
                and r["outcome"] == "pass rate"]
-    assert bias["judge_bias"] == pytest.approx(-17 / 18)
-    assert bias["judge_bias_ci"][0] == -1 < bias["judge_bias"] < bias["judge_bias_ci"][1]
-    assert "clipped to [-1, 1]" in bias["judge_bias_method"]
+    assert bias["judge_bias"] == pytest.approx(-29 / 30)
+    # The judge's bias in a rate is a matched-pairs difference: Tango's interval, in [-1, 1].
+    assert -1 <= bias["judge_bias_ci"][0] < bias["judge_bias"] < bias["judge_bias_ci"][1]
+    assert "Tango score interval on 0 + 29 discordant of 30" in bias["judge_bias_method"]
     (diff,) = [r for r in lines if r["type"] == "difference" and r["criterion"] != "accuracy"]
-    assert diff["mode"] == "paired" and diff["estimate"] == pytest.approx(-16 / 18)
+    assert diff["mode"] == "paired" and diff["estimate"] == pytest.approx(-28 / 30)
     # Tango's score interval (issue 47) lies within [-1, 1] by construction: no clip needed.
     assert -1 <= diff["ci"][0] < diff["estimate"] < diff["ci"][1] <= 1
     assert "Tango" in diff["method"]

@@ -103,6 +103,10 @@ def test_estimate_json_withholds_the_p_value_and_carries_the_words(three):
     for row in estimates:
         assert row["too_few"].startswith("too few labels to decide: 3 labelled")
         assert row["ppi_estimate"] is not None and list(row)[-1] == "too_few"
+        # Under the minimum, the judge's intervals are withheld; the labels' own is shown.
+        assert row["ppi_ci"] is None and row["judge_bias_ci"] is None
+        assert f"at least {MIN_LABELS_ESTIMATE} needed for a 95% interval" in row["ppi_method"]
+        assert row["classical_ci"] is not None
     assert not DIRECTION.search(json.dumps(rows))
 
 

@@ -12,7 +12,7 @@ import pytest
 np = pytest.importorskip("numpy", reason="needs the stats extra")
 
 from evaluator.analysis.estimate import ppi
-from evaluator.analysis.estimate.paired_rate import paired_rate_difference
+from evaluator.analysis.estimate.paired_rate import paired_rate_difference, rate_bias
 from evaluator.analysis.intervals import Z95, tango_ci
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,3 +98,23 @@ def test_tangos_interval_keeps_its_level_exactly_and_over_covers_only_where_disc
     hits = [(lambda ci: ci[0] <= 0.1 <= ci[1])(tango_ci(int(x), int(y), 15)["ci95"])
             for x, y, _ in draws]
     assert np.mean(hits) == pytest.approx(bench.tango_exact_coverage(15, 0.2, 0.1), abs=0.012)
+
+
+def test_the_judges_bias_in_a_rate_is_tangos_interval_on_its_discordant_cases():
+    """judge - label on 0/1 outcomes: the estimate is mean(judge - label), the interval
+    Tango's on x cases the judge passed alone and y the label passed alone (checked against
+    tango_ci on counts made by hand); the judge's probabilities of passing: None (t kept)."""
+    judge = [1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, 1]
+    label = [1, 0, 0, 0, 1, 1, 1, 0, 1, 0, 0, 1]
+    x = sum(1 for f, y in zip(judge, label) if f == 1 and y == 0)
+    y = sum(1 for f, y in zip(judge, label) if f == 0 and y == 1)
+    assert (x, y) == (3, 1)
+    bias = rate_bias(judge, label)
+    assert bias.estimate == pytest.approx(np.mean(np.subtract(judge, label)))
+    assert bias.ci95 == pytest.approx(tango_ci(3, 1, 12)["ci95"], abs=1e-12)
+    assert -1 <= bias.ci95[0] < bias.estimate < bias.ci95[1] <= 1
+    assert "3 + 1 discordant of 12" in bias.method
+    # Every case agreeing: still an interval, never a point.
+    same = rate_bias([1, 0, 1], [1, 0, 1])
+    assert same.estimate == 0 and same.ci95[0] < 0 < same.ci95[1]
+    assert rate_bias([0.8, 0.1], [1, 0]) is None

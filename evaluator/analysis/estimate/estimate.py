@@ -36,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from evaluator.analysis.designs import DesignError
-from evaluator.analysis.estimate import ppi
+from evaluator.analysis.estimate import paired_rate, ppi
 from evaluator.analysis.estimate.inputs import (
     GATE_DRAW_SEED,
     GATE_RULE,
@@ -61,6 +61,7 @@ from evaluator.analysis.gates import Gate
 from evaluator.analysis.intervals import NO_INTERVAL, kish_n_eff, wilson_ci
 from evaluator.analysis.labels.labelset import LabelSet
 from evaluator.analysis.minimum import (
+    MIN_LABELS_BIAS,
     MIN_LABELS_DIFFERENCE,
     MIN_LABELS_ESTIMATE,
     label_more,
@@ -144,8 +145,10 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         unlabelled = [f_all[position[c]] for c in system.population if c not in labelled_set]
         classical = ppi.classical_rate(y)
         estimate = ppi.ppi_rate(y, f_lab, unlabelled)
-        bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
-        _rename(bias, "judge - label on the labelled cases, t interval")
+        bias = paired_rate.rate_bias(f_lab, y)
+        if bias is None:  # the judge's probabilities of passing: a mean, t
+            bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
+            _rename(bias, "judge - label on the labelled cases, t interval")
         variance = ppi.labelled_variance(y)
     else:
         labels_n = float(len(y))
@@ -175,6 +178,16 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         classical.method = ("labels only: Wilson interval (every label the same: no normal "
                             "interval)" + (f", on Kish's n_eff {labels_n:.1f}"
                                            if system.design.kind == "active" else ""))
+    effective = (estimate.n_eff if gate is not None
+                 else ppi.effective_labels(variance, estimate))
+    if system.design.kind != "active":
+        # Under the minimum an interval with the judge's scores in it is withheld (the
+        # labels' own is kept: docs/statistics.md, "Few labels"); with it, the judge's worth.
+        if len(labelled) < MIN_LABELS_ESTIMATE:
+            estimate = ppi.withhold(estimate, len(labelled), MIN_LABELS_ESTIMATE)
+            effective = None
+        if len(labelled) < MIN_LABELS_BIAS:
+            bias = ppi.withhold(bias, len(labelled), MIN_LABELS_BIAS)
     return EstimateRow(
         file=str(system.path), system=system.name, labels=str(system.labels_path),
         criterion=gate.rule if gate else key, outcome="pass rate" if gate else "mean",
@@ -187,8 +200,7 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         ppi_estimate=estimate.estimate, ppi_ci=estimate.ci95, ppi_se=estimate.se,
         lam=estimate.lam, ppi_method=estimate.method,
         # A pass rate's interval is Wilson's on n_eff: what n_eff random labels would give.
-        effective_labels=(estimate.n_eff if gate is not None
-                          else ppi.effective_labels(variance, estimate)),
+        effective_labels=effective,
         too_few=too_few(len(labelled), MIN_LABELS_ESTIMATE))
 
 

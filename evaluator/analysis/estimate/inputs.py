@@ -34,7 +34,6 @@ from evaluator.analysis.label_files import (
 from evaluator.analysis.labels.labelset import LabelSet
 from evaluator.analysis.labels.readers import names_criteria, rated, read_labels
 from evaluator.analysis.labels.verdict_seen import verdict_seen_note
-from evaluator.analysis.minimum import MIN_LABELS_DIFFERENCE, MIN_LABELS_ESTIMATE
 from evaluator.analysis.score_mode import score_view
 from evaluator.data.files import sha256_file
 from evaluator.data.results import ResultRecord, ResultsFileDamaged, read_results
@@ -236,13 +235,6 @@ def load_system(path: Path, source: LabelSource, labels_path: Path, name: str, *
     if not system.labelled:
         raise EstimateError(f"no labelled case of {labels_path} has an ok verdict in {path}; "
                             "check --id-column")
-    # Under the minimum, "too few labels to decide" is said in its place, with each figure.
-    if MIN_LABELS_ESTIMATE <= len(system.labelled) < MIN_LABELS_DIFFERENCE:
-        system.notes.append(
-            f"NOTE: {len(system.labelled)} labelled case(s): enough for this system's "
-            f"figures (at least {MIN_LABELS_ESTIMATE}); a difference between systems needs "
-            f"{MIN_LABELS_DIFFERENCE} labelled for both (docs/statistics.md, \"Too few "
-            "labels, and how many more\")")
     if design.kind == "active":
         uneven = uneven_weights_warning([design.weight(c) for c in system.labelled])
         if uneven:

@@ -8,6 +8,10 @@ the draws at 10-30 labels) and 99-100% coverage where some did not, then 89-93% 
 discordant pairs are few and is an interval even where there are none (Tango 1998; Newcombe
 1998 compared ten; :func:`~evaluator.analysis.intervals.tango_ci`).
 
+:func:`rate_bias`: the judge's bias in a pass rate, judge - label on the labelled cases, is
+such a paired difference too (the judge's and the clinician's outcome on one case): Tango's
+interval on the cases the judge passed and the label did not, and the other way.
+
 :func:`paired_rate_difference`: the labels' own Tango interval from their discordant pairs
 (x pairs passed by B only, y by A only, of n) where PPI++'s lambda is 0 or its estimate is
 worth fewer labels than there are; else PPI++'s estimate theta and standard error se on
@@ -76,3 +80,26 @@ def paired_rate_difference(d: Sequence[float], g: Sequence[float],
     return ppi.Estimate(theta, point.se, result["ci95"], result["p"],
                         f"PPI++ on per-case differences (lambda tuned), Tango score interval "
                         f"on n_eff {n_eff:.1f}", lam, n, population, n_eff, point.df)
+
+
+def rate_bias(judge: Sequence[float], labels: Sequence[float]) -> ppi.Estimate | None:
+    """The judge's bias in a pass rate on the n labelled cases, mean(judge - label), with
+    Tango's score interval on its discordant cases (x the judge passed and the label did
+    not, y the other way): a matched-pairs difference of two proportions, where the t
+    interval on -1/0/1 differences gave none when they all agreed and a poor one when few
+    did (see the module docstring). None where the judge's values are not 0/1 (its
+    probabilities of passing, ``--score expected``): the caller keeps the t interval."""
+    # Imported here: the stats extra, which `import evaluator` never loads.
+    import numpy as np
+
+    f, y = np.asarray(judge, dtype=float), np.asarray(labels, dtype=float)
+    if not len(y) or not np.isin(f, (0.0, 1.0)).all() or not np.isin(y, (0.0, 1.0)).all():
+        return None
+    n = len(y)
+    x, z = int(((f == 1) & (y == 0)).sum()), int(((f == 0) & (y == 1)).sum())
+    result = tango_ci(x, z, n)
+    estimate = (x - z) / n
+    se = ((x + z) / n - estimate ** 2) ** 0.5 / n ** 0.5
+    return ppi.Estimate(estimate, se, result["ci95"], result["p"],
+                        f"judge - label on the labelled cases: Tango score interval on {x} + "
+                        f"{z} discordant of {n}", None, n, 0, float(n))
