@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import fields
 from pathlib import Path
 
@@ -111,3 +112,23 @@ def refused_in_one_line(result, secret: str, *needles: str) -> str:
     for needle in needles:
         assert needle in message, (needle, message)
     return message
+
+
+@pytest.fixture
+def connects(monkeypatch):
+    """Every socket connect attempted, by address; any but loopback raises instead of
+    connecting (so a test that opened one would fail even if it caught the error)."""
+    seen: list[str] = []
+    original = socket.socket.connect
+
+    def connect(self, address):
+        host = address[0] if isinstance(address, tuple) else str(address)
+        seen.append(host)
+        if host not in ("127.0.0.1", "::1"):
+            raise AssertionError(f"a socket to {host} was opened")
+        return original(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: (_ for _ in ()).throw(
+        AssertionError(f"create_connection{a}")))
+    return seen

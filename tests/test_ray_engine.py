@@ -300,3 +300,48 @@ def test_a_pairwise_rubric_gets_the_same_records_on_ray_as_locally(ray_cluster, 
     remote = _exactly_once(tmp_path / "ray.jsonl", [f"p{i}" for i in range(5)])
     assert {cid: r.model_dump(exclude=timing) for cid, r in remote.items()} == local
     assert all(r.pairwise.outcome["accuracy"] == "inconsistent" for r in remote.values())
+
+
+@pytest.mark.ray
+def test_a_server_judge_on_ray_records_what_its_servers_report(ray_cluster, tmp_path):
+    """A judge served over HTTP (tests/server_fake.py) on --engine ray: the manifest records
+    what its server reports, as --engine local does (probed once from the driver before Ray
+    starts; the counts kept while judging are the replicas' own, so unknown, not zero), and
+    a resume whose server now serves another model under the same name is refused before
+    any case is sent."""
+    from evaluator.run.resume import ResumeConflict
+    from tests.server_fake import FakeJudgeServer
+
+    source = write_jsonl(tmp_path / "cases.jsonl", _reports(6))
+    output = tmp_path / "results.jsonl"
+    with FakeJudgeServer() as server:
+        spec = JudgeSpec(backend="server", base_url=server.url, served_model="judge",
+                         retries=0, timeout_s=10.0, connect_timeout_s=2.0)
+
+        def run():
+            return evaluate(*run_options(rubric="pathology_report", input_path=source,
+                                         output_path=output, judge="site-judge",
+                                         judge_spec=spec, batch_size=2, engine="ray",
+                                         ray_options=RayOptions(replicas=1)))
+
+        server.down_after = 4  # two batches judged, then the server is gone
+        run()
+        records = _exactly_once(output, [f"r{i:03d}" for i in range(6)])
+        assert sorted(r.status for r in records.values()) == ["backend_error"] * 2 + ["ok"] * 4
+        manifest = json.loads((tmp_path / "results.manifest.json").read_text())
+        assert manifest["runs"][-1]["backend"] == {
+            "replicas": [{"address": server.url, "model_id": "judge", "max_model_len": 4096,
+                          "owned_by": "vllm", "root": "/models/judge-7b", "version": "0.32.0"}],
+            "top_logprobs": 20, "min_coverage": 0.99, "distributions": None, "requests": None}
+
+        server.down_after = None
+        server.root = "/models/another-13b"  # another model behind the same name
+        sent = len(server.bodies)
+        with pytest.raises(ResumeConflict, match="another-13b"):
+            run()
+        # nothing judged by the new model; the first model's verdicts kept (the failed cases
+        # are left to a resume against the first model, or a --force-new run)
+        assert len(server.bodies) == sent
+        assert [r.status for r in read_results(output)] == ["ok"] * 4
+        manifest = json.loads((tmp_path / "results.manifest.json").read_text())
+        assert manifest["runs"][-1]["status"] == "failed"

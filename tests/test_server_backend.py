@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 from pathlib import Path
 
 import pytest
@@ -46,26 +45,6 @@ def spec_for(url: str, **settings) -> ServerSettings:
 def server():
     with FakeJudgeServer() as fake:
         yield fake
-
-
-@pytest.fixture
-def connects(monkeypatch):
-    """Every socket connect attempted, by address; any but loopback raises instead of
-    connecting (so a test that opened one would fail even if it caught the error)."""
-    seen: list[str] = []
-    original = socket.socket.connect
-
-    def connect(self, address):
-        host = address[0] if isinstance(address, tuple) else str(address)
-        seen.append(host)
-        if host not in ("127.0.0.1", "::1"):
-            raise AssertionError(f"a socket to {host} was opened")
-        return original(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: (_ for _ in ()).throw(
-        AssertionError(f"create_connection{a}")))
-    return seen
 
 
 # --- the PHI guard ---------------------------------------------------------------------

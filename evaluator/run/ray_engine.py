@@ -23,6 +23,9 @@ public judging step (:mod:`evaluator.run.judging`). Ray Data does the data-paral
   task) can never produce a second record. A replica that dies loses only its in-flight
   batch: Ray restarts the actor (``max_restarts``) and re-sends the batch
   (``max_task_retries``).
+- **Provenance.** A judge reached over HTTP is probed once from the driver before Ray
+  starts (:func:`describe_judge`), so the manifest records what its servers report, and a
+  resume against another model under the same name is refused, as in the local engine.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from evaluator.common.errors import UserError
 from evaluator.data.case_ids import CaseIds
 from evaluator.data.cases import Case, InputProblem
 from evaluator.data.results import ResultRecord, ResultWriter
-from evaluator.judges.backends import load_backend
+from evaluator.judges.backends import BACKENDS, DescribedBackend, load_backend
 from evaluator.judges.backends.base import Backend
 from evaluator.judges.offline import OFFLINE_ENV, force_offline
 from evaluator.rubrics.schema import build_output_model
@@ -70,6 +73,7 @@ log = logging.getLogger(__name__)
 
 ItemsFactory = Callable[[], Iterator[Case | InputProblem]]
 BackendFactory = Callable[[str, Any], Backend]
+DescribedCallback = Callable[[dict[str, Any]], None]
 
 
 def encode_batch(batch: list[Case]) -> str:
@@ -201,18 +205,40 @@ def _user_cause(exc: BaseException) -> BaseException | None:
     return None
 
 
+def describe_judge(setup: RunSetup, on_described: DescribedCallback) -> None:
+    """Probe a judge reached over HTTP once from the driver, before any replica starts, and
+    hand what it reports to ``on_described`` (the manifest records it; a server now serving
+    another model under the same name is refused there, before a case is sent). The probe
+    is the judge's own start (:func:`evaluator.judges.backends.load_backend`: the same PHI
+    guard, the same ``/models`` and ``/version`` requests its replicas make), closed at once;
+    its counts are unknown (``judged=False``): the replicas judge in their own processes. A
+    judge with a model of its own is not loaded here (each replica loads it)."""
+    if not BACKENDS[setup.spec.backend].server:
+        return
+    backend = load_backend(setup.judge_name, setup.spec)
+    try:
+        if isinstance(backend, DescribedBackend):
+            on_described(backend.provenance(judged=False))
+    finally:
+        backend.close()
+
+
 def judge_all(setup: RunSetup, plan: ResumePlan, items: ItemsFactory, output_path: Path,
               size: int, progress: ProgressCallback | None, strict: bool,
-              options: RayOptions) -> None:
+              options: RayOptions, on_described: DescribedCallback | None = None) -> None:
     """The Ray counterpart of :func:`evaluator.run.local_engine.judge_all`: write the input problems'
     records, then judge ``plan.todo`` in batches of ``size`` on ``options.replicas``
     replicas, appending each record as it arrives. ``items`` makes a fresh stream of the
     input (it is read again, on the driver's node); each replica builds its backend with
-    ``options.backend_factory`` (default :func:`evaluator.judges.backends.load_backend`)."""
+    ``options.backend_factory`` (default :func:`evaluator.judges.backends.load_backend`).
+    ``on_described`` is given what a judge reached over HTTP reports, probed from the
+    driver before Ray starts (:func:`describe_judge`)."""
     with ResultWriter(output_path) as writer:
         write_problems(writer, setup, plan, progress)
         if not plan.todo:
             return
+        if on_described is not None:
+            describe_judge(setup, on_described)
         remaining = plan.todo.copy()
         with _connected(options):
             _check_resources(options)

@@ -308,19 +308,23 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
         save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)
     described: list[DescribedBackend] = []
 
-    def on_loaded(backend: Backend) -> None:
+    def on_described(provenance: dict[str, Any]) -> None:
         # What a backend reports about its runtime (a server's model id, version) is saved
-        # before any case is judged, and again at the end with its distributions' tally.
+        # before any case is judged (and, by the local engine's backend, again at the end
+        # with what it counted); a server now serving another model stops the run here.
+        entry["backend"] = provenance
+        changed = served_model_changed(manifest["runs"][:-1], provenance)
+        if changed is not None:
+            raise ResumeConflict(f"{output_path} cannot be resumed: {changed}. Results "
+                                 "of two models are never mixed in one file: pass "
+                                 "--force-new or choose another --output.")
+        with _stop_on_full_disk(output_path):
+            save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)
+
+    def on_loaded(backend: Backend) -> None:
         if isinstance(backend, DescribedBackend):
             described.append(backend)
-            entry["backend"] = backend.provenance()
-            changed = served_model_changed(manifest["runs"][:-1], entry["backend"])
-            if changed is not None:
-                raise ResumeConflict(f"{output_path} cannot be resumed: {changed}. Results "
-                                     "of two models are never mixed in one file: pass "
-                                     "--force-new or choose another --output.")
-            with _stop_on_full_disk(output_path):
-                save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)
+            on_described(backend.provenance())
 
     try:
         size = run.batch_size or setup.spec.batch_size
@@ -330,7 +334,7 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
                                    on_loaded)
         else:
             ray_engine.judge_all(setup, plan, items, output_path, size, run.progress,
-                                 run.strict, run.ray or RayOptions())
+                                 run.strict, run.ray or RayOptions(), on_described)
         entry["status"] = "finished"
     except BaseException as exc:
         entry["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"

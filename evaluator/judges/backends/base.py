@@ -200,7 +200,9 @@ class DescribedBackend(Backend, Protocol):
     """A backend whose runtime reports an identity of its own (a server: its model id,
     context length, version), recorded in the run's manifest."""
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self, *, judged: bool = True) -> dict[str, Any]:
         """What the backend found about what runs the judge, as JSON values: never a key,
-        never case text."""
+        never case text. ``judged`` False: this instance only probed what runs the judge
+        (the cases are judged in other processes, e.g. Ray's replicas), so what it would
+        have counted while judging is left unknown (None), not zero."""
         ...

@@ -11,19 +11,25 @@ connection errors, 429 (honouring ``Retry-After`` up to :data:`RETRY_AFTER_CAP_S
 once: an unreachable server or one that does not serve ``served_model`` stops the run
 before a case is sent.
 
-Requests run on threads, ``in_flight`` at once over all replicas (each request goes to the
-replica with the fewest open), and :meth:`ServerBackend.stream` hands each generation back
-as it ends, reading the next request only as a slot frees. A request that still fails
-(retries spent, a timeout, a 4xx, invalid JSON, a missing field) becomes an ``error``
-generation with a one-line detail that names the server and the status, never the answer's
-text; the run writes it as a ``backend_error`` record, judged again on resume.
+Requests run on threads, ``in_flight`` at once over all replicas, and
+:meth:`ServerBackend.stream` hands each generation back as it ends, reading the next request
+only as a slot frees. Each request goes to the replica with the fewest open; one that fails
+there for a reason another replica may not share (the connection refused or dropped, a
+timeout, 429 or 5xx with the retries spent) is sent to the next replica, each at most once,
+and the replica that failed is taken last for a cool-down
+(:mod:`evaluator.judges.backends.server_replicas`). A request that still fails (on every
+replica, or a 4xx, invalid JSON, a missing field: another replica would answer the same)
+becomes an ``error`` generation with a one-line detail that names the server(s) and the
+status, never the answer's text; the run writes it as a ``backend_error`` record, judged
+again on resume.
 
 Score distributions: with ``top_logprobs`` set, each request asks for the top
 log-probabilities at every token, and :meth:`ServerBackend.score_distributions` reads each
 score's distribution at its value's token (:mod:`evaluator.judges.backends.server_logprobs`:
 exact, partial, or absent). :meth:`ServerBackend.provenance` is what the replicas reported
-at start (model id, context length, owner, root, version) and how many distributions were
-exact, partial or absent, for the run's manifest.
+at start (model id, context length, owner, root, version), how many distributions were
+exact, partial or absent and what each replica did with the requests, for the run's
+manifest.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import logging
 import threading
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -62,6 +68,7 @@ from evaluator.judges.backends.grammar import constraint_schema
 from evaluator.judges.backends.server_guard import AddressRefused, ServerAddress, check_server_url
 from evaluator.judges.backends.server_logprobs import EXACT_COVERAGE, distributions
 from evaluator.judges.backends.server_protocol import chat_request, parse_answer
+from evaluator.judges.backends.server_replicas import COOL_DOWN_S, ReplicaPool, ReplicaRequests
 
 if TYPE_CHECKING:
     from evaluator.judges.backends.server_settings import ServerSettings
@@ -123,12 +130,16 @@ class DistributionTally(Record):
 
 
 class ServerProvenance(Record):
-    """A server judge's runtime identity, for the run's manifest."""
+    """A server judge's runtime identity, for the run's manifest: the ``replicas``' own
+    report, and what the judging counted: ``distributions`` and, per replica, ``requests``
+    (None when this process judged nothing: a probe before a Ray run, whose replicas send
+    the requests from their own processes)."""
 
     replicas: list[ReplicaIdentity]
     top_logprobs: int
     min_coverage: float
-    distributions: DistributionTally
+    distributions: DistributionTally | None
+    requests: list[ReplicaRequests] | None = None
 
 
 def _reported(value: Any) -> str | None:
@@ -147,8 +158,6 @@ def _reported_int(value: Any) -> int | None:
 class _Replica:
     address: ServerAddress
     session: requests.Session
-    open: int = 0
-    sent: int = field(default=0)
     identity: ReplicaIdentity | None = None
 
 
@@ -185,10 +194,11 @@ class ServerBackend:
     name = "server"
 
     def __init__(self, judge_name: str, spec: ServerSettings, *, backoff_s: float = 0.5,
-                 check_models: bool = True):
+                 check_models: bool = True, cool_down_s: float = COOL_DOWN_S):
         """Check the addresses, read the API key, open a session per replica and (unless
         ``check_models`` is off) ask each replica's ``/models`` once. ``backoff_s``: the
-        first retry's wait (tests shorten it)."""
+        first retry's wait; ``cool_down_s``: how long a replica that failed a request is
+        taken last (tests shorten both)."""
         self.judge_name = judge_name
         self.spec = spec
         self.max_model_len: int | None = spec.max_model_len
@@ -207,6 +217,7 @@ class ServerBackend:
         pool = max(spec.in_flight or spec.batch_size, 1)
         self._replicas = [_Replica(address, self._session(key, proxy, pool, backoff_s))
                           for address in addresses]
+        self._pool = ReplicaPool([a.url for a in addresses], cool_down_s=cool_down_s)
         self._lock = threading.Lock()
         self._schemas: dict[str, dict[str, Any]] = {}
         self._timeout = (spec.connect_timeout_s, spec.timeout_s)
@@ -279,16 +290,19 @@ class ServerBackend:
             return None
         return _reported(answer.get("version")) if isinstance(answer, dict) else None
 
-    def provenance(self) -> dict[str, Any]:
-        """What the replicas reported at start and the distributions' tally (a
-        :class:`ServerProvenance`, as JSON), for the run's manifest."""
+    def provenance(self, *, judged: bool = True) -> dict[str, Any]:
+        """What the replicas reported at start, the distributions' tally and what each
+        replica did with the requests (a :class:`ServerProvenance`, as JSON), for the run's
+        manifest. ``judged`` False: this backend only probed the servers (the cases are
+        judged in other processes), so the counts are None, not zeros."""
         with self._lock:
             tally = self._tally
         return ServerProvenance(
             replicas=[r.identity or ReplicaIdentity(address=r.address.url)
                       for r in self._replicas],
             top_logprobs=self.spec.top_logprobs, min_coverage=self.spec.min_coverage,
-            distributions=tally).to_json()
+            distributions=tally if judged else None,
+            requests=self._pool.requests() if judged else None).to_json()
 
     def score_distributions(self, json_schema: str, generations: Sequence[Generation],
                             anchors: Sequence[Sequence[ScoreAnchor]],
@@ -313,29 +327,37 @@ class ServerBackend:
             schema = self._schemas[json_schema] = json.loads(constraint_schema(json_schema))
         return schema
 
-    def _take(self) -> _Replica:
-        with self._lock:
-            replica = min(self._replicas, key=lambda r: (r.open, r.sent))
-            replica.open += 1
-            replica.sent += 1
-            return replica
-
-    def _release(self, replica: _Replica) -> None:
-        with self._lock:
-            replica.open -= 1
-
     def request_one(self, chat: Chat, schema: Mapping[str, Any], sampling: Sampling,
                     chat_template_kwargs: Mapping[str, Any] | None) -> Generation:
-        """One chat sent to the least busy replica; never raises (a failure is an
-        ``error`` generation)."""
-        replica = self._take()
-        try:
-            return self._send(replica, chat, schema, sampling, chat_template_kwargs)
-        finally:
-            self._release(replica)
+        """One chat sent to the least busy replica, and on to the next replica not yet
+        tried while it fails for a reason another replica may not share (:meth:`_send`);
+        never raises (a failure is an ``error`` generation naming each replica's)."""
+        tried: list[int] = []
+        failures: list[str] = []
+        while (index := self._pool.take(tried)) is not None:
+            try:
+                generation, passes_on = self._send(self._replicas[index], chat, schema,
+                                                   sampling, chat_template_kwargs)
+            finally:
+                self._pool.release(index)
+            if not passes_on:
+                self._pool.answered(index, took_over=bool(tried))
+                return generation
+            tried.append(index)
+            failures.append(generation.detail or f"server {self._pool.addresses[index]} failed")
+            if self._pool.failed(index) and len(self._replicas) > 1:
+                log.warning("%s; other replicas are asked first for the next %g s",
+                            failures[-1], self._pool.cool_down_s)
+        return Generation(text=None, finish_reason="error", detail="; ".join(failures))
 
     def _send(self, replica: _Replica, chat: Chat, schema: Mapping[str, Any],
-              sampling: Sampling, chat_template_kwargs: Mapping[str, Any] | None) -> Generation:
+              sampling: Sampling, chat_template_kwargs: Mapping[str, Any] | None,
+              ) -> tuple[Generation, bool]:
+        """The generation of one chat sent to ``replica``, and whether it failed for a
+        reason another replica may not share, so that another may be asked: the
+        connection (refused, dropped, a timeout, TLS) or 429/5xx with the retries spent. A
+        4xx or an answer that does not parse is the request's own: any replica would give
+        the same."""
         where = replica.address.url
         try:
             body = chat_request(chat, schema, sampling, served_model=self.spec.served_model,
@@ -347,13 +369,15 @@ class ServerBackend:
                                       allow_redirects=False) as response:
                 status, content = response.status_code, response.content
         except Exception as exc:  # noqa: BLE001 - a failure is this request's record, not the run's
-            return Generation(text=None, finish_reason="error",
-                              detail=failure_detail(exc, where, self.tries))
+            return (Generation(text=None, finish_reason="error",
+                               detail=failure_detail(exc, where, self.tries)),
+                    isinstance(exc, requests.RequestException))
         generation = parse_answer(status, content, where)
         if generation.finish_reason == "error" and status in RETRIED_STATUSES:
             generation = Generation(text=None, finish_reason="error",
                                     detail=f"{generation.detail} ({self.tries} tries)")
-        return generation
+        return generation, generation.finish_reason == "error" and (status == 429
+                                                                     or status >= 500)
 
     @property
     def addresses(self) -> list[str]:
@@ -370,8 +394,8 @@ class ServerBackend:
 
     def ask_chat(self, index: int, chat: Chat, schema: Mapping[str, Any],
                  sampling: Sampling) -> Generation:
-        """One chat sent to replica ``index`` (``evaluator doctor``); never raises."""
-        return self._send(self._replicas[index], chat, schema, sampling, None)
+        """One chat sent to replica ``index`` alone (``evaluator doctor``); never raises."""
+        return self._send(self._replicas[index], chat, schema, sampling, None)[0]
 
     def generate(self, chats: Sequence[Chat], json_schema: str, sampling: Sampling,
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> list[Generation]:
