@@ -1,11 +1,20 @@
-"""Aggregates as GEM's Table 1 computes them."""
+"""Aggregates as GEM's Table 1 computes them, and the range of values each can take."""
 
 from __future__ import annotations
 
+import math
+from itertools import combinations_with_replacement
+
 import pytest
 
-from evaluator.rubrics.aggregate import compute_aggregates
+from evaluator.rubrics.aggregate import (
+    RangeNotDerivable,
+    aggregate_range,
+    aggregate_value,
+    compute_aggregates,
+)
 from evaluator.rubrics.load import load_rubric
+from evaluator.rubrics.rubric import Aggregate, ItemsCriterion
 
 
 def _items(*scores):
@@ -40,3 +49,58 @@ def test_coverage_is_share_of_twelve_leads():
 
 def test_scalar_rubrics_have_no_aggregates():
     assert compute_aggregates(load_rubric("pathology_report"), {}) == {}
+
+
+def _brute_range(rubric, agg):
+    """The lowest and highest value of ``agg`` over every verdict the rubric allows for its
+    key (each multiset of item scores, with every allowed number of items)."""
+    field = next(f for f in rubric.output if f.key == agg.of)
+    counts = (range(field.min_items, field.max_items + 1) if isinstance(field, ItemsCriterion)
+              else [1])
+    values = [value for k in counts
+              for scores in combinations_with_replacement(map(float, field.allowed), k)
+              if (value := aggregate_value(agg, scores)) is not None]
+    return min(values), max(values)
+
+
+@pytest.mark.parametrize("declared", [
+    {"reduce": "sum"}, {"reduce": "mean"}, {"reduce": "count"}, {"reduce": "min"},
+    {"reduce": "max"}, {"reduce": "share_above", "threshold": 1},
+    {"reduce": "share_above", "threshold": 5},  # no score above it: always 0
+    {"reduce": "share_above", "threshold": -1, "scale": 100},  # every score above: always 100
+    {"reduce": "sum", "cap": 7, "divide_by": 12, "scale": 100},
+    {"reduce": "sum", "scale": -2},  # a negative factor reverses the ends
+    {"reduce": "mean", "divide_by": -4},
+    {"reduce": "max", "cap": -1},  # a cap below every score: one value
+])
+@pytest.mark.parametrize("min_items", [0, 1, 3])
+@pytest.mark.parametrize("values", [[0, 1, 2], [-1, 0, 3]])
+def test_an_aggregates_range_is_the_lowest_and_highest_value_it_takes(declared, min_items,
+                                                                      values):
+    base = load_rubric("ecg_interpretation")
+    field = next(f for f in base.output if f.key == "AnalysisRelevance")
+    field = field.model_copy(update={"min_items": min_items, "max_items": 6,
+                                     "values": values})
+    agg = Aggregate.model_validate({"name": "x", "of": field.key, **declared})
+    rubric = base.model_copy(update={"output": [field], "aggregates": [agg]})
+    assert aggregate_range(rubric, agg) == pytest.approx(_brute_range(rubric, agg))
+
+
+def test_an_aggregate_of_an_integer_criterion_has_its_scales_range():
+    rubric = load_rubric("trial_eligibility")
+    for declared, expected in [({"reduce": "mean", "divide_by": 5, "scale": 100}, (20, 100)),
+                               ({"reduce": "share_above", "threshold": 3}, (0, 1)),
+                               ({"reduce": "count"}, (1, 1)),
+                               ({"reduce": "sum", "scale": -1}, (-5, -1))]:
+        agg = Aggregate.model_validate({"name": "x", "of": "accuracy", **declared})
+        assert aggregate_range(rubric, agg) == pytest.approx(expected)
+        assert aggregate_range(rubric, agg) == pytest.approx(_brute_range(rubric, agg))
+
+
+@pytest.mark.parametrize("odd", [{"scale": math.inf}, {"divide_by": math.nan},
+                                 {"cap": math.nan}])
+def test_a_range_that_cannot_be_derived_says_so(odd):
+    rubric = load_rubric("trial_eligibility")
+    agg = Aggregate.model_validate({"name": "x", "of": "accuracy", "reduce": "sum", **odd})
+    with pytest.raises(RangeNotDerivable, match=f"its {next(iter(odd))} is not a finite"):
+        aggregate_range(rubric, agg)

@@ -1,13 +1,20 @@
 """Drawing a study (issue 48, item 2): one random sheet per system with the same cases and
 labellers, and labels/study-draw.json with the plan's hash and text and each labeller's
-seeded, system-blind queue; drawn once, refused in one line (exit 2) otherwise."""
+seeded, system-blind queue; drawn once, refused in one line (exit 2) otherwise, and one
+draw at a time (a second, while one is under way, is refused and replaces nothing)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 import stat
+import subprocess
+import sys
+import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import yaml
@@ -23,6 +30,7 @@ from evaluator.data.sheet import (
 )
 from evaluator.data.study_draw import (
     StudyDrawError,
+    draw_lock_path,
     labels_dir,
     read_study_draw,
     sheet_folders,
@@ -220,3 +228,90 @@ def test_the_plan_as_a_file_draws_beside_it(tmp_path):
     draw = read_study_draw(labels_dir(study))
     assert list(draw.queues) == ["ana"] and len(draw.queues["ana"]) == 12
     assert yaml.safe_load(draw.plan_text)["labels"]["labellers"] == ["ana"]
+
+
+# The first draw, in a process of its own: the real CLI, paused (with the draw's lock held)
+# after writing its sheets and before its record, until the file ``go`` appears.
+PAUSED_DRAW = """
+import sys, time
+from pathlib import Path
+import evaluator.study.draw as draw
+study, reached, go = map(Path, sys.argv[1:4])
+real = draw.write_study_draw
+def paused(labels, record):
+    reached.write_text("")
+    deadline = time.monotonic() + 120
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return real(labels, record)
+draw.write_study_draw = paused
+from evaluator.cli.main import cli
+cli.main(["study", "draw", str(study)])
+"""
+
+
+def _paused_draw(study, tmp_path):
+    """Start the first draw in another process; return it once it is paused between its
+    sheets and its record, with the file that lets it go on."""
+    reached, go = tmp_path / "reached", tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    first = subprocess.Popen([sys.executable, "-c", PAUSED_DRAW, str(study), str(reached),
+                              str(go)], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not reached.exists():
+        if first.poll() is not None or time.monotonic() > deadline:
+            first.kill()
+            raise AssertionError(f"the first draw did not reach its record: "
+                                 f"{first.communicate()[0]}")
+        time.sleep(0.05)
+    return first, go
+
+
+def _sheet_bytes(labels):
+    return {p.relative_to(labels): p.read_bytes()
+            for p in sorted(labels.glob("system-*/*")) if p.is_file()}
+
+
+def test_a_second_draw_while_one_is_under_way_is_refused_and_replaces_nothing(tmp_path):
+    study = make_study(tmp_path / "study")
+    labels = labels_dir(study)
+    first, go = _paused_draw(study, tmp_path)
+    try:
+        sheets = _sheet_bytes(labels)
+        assert sheets and not study_draw_path(labels).exists()  # between sheets and record
+        line = _refused(_draw(study))
+        assert "a draw of this study is already under way" in line
+        assert "study-draw.evaluator-lock" in line and "nothing was written" in line
+        assert _sheet_bytes(labels) == sheets and not study_draw_path(labels).exists()
+    finally:
+        go.write_text("")
+        try:
+            output = first.communicate(timeout=120)[0]
+        except subprocess.TimeoutExpired:
+            first.kill()
+            raise
+    assert first.returncode == 0, output
+    record = study_draw_path(labels).read_bytes()
+    draw = read_study_draw(labels)
+    # The record is the first draw's, over the first draw's sheets, untouched.
+    assert _sheet_bytes(labels) == sheets
+    assert [s.fingerprint for s in draw.systems] == [
+        read_sheet_info(folder).fingerprint for folder in sheet_folders(labels, draw)]
+    assert "already drawn on" in _refused(_draw(study))
+    assert study_draw_path(labels).read_bytes() == record
+
+
+def test_a_crashed_draw_leaves_its_lock_file_and_blocks_no_later_draw(tmp_path):
+    study = make_study(tmp_path / "study")
+    labels = labels_dir(study)
+    first, _ = _paused_draw(study, tmp_path)
+    os.kill(first.pid, signal.SIGKILL)  # a crash: no cleanup of any kind
+    first.communicate(timeout=60)
+    assert first.returncode == -signal.SIGKILL
+    assert draw_lock_path(labels).is_file() and not study_draw_path(labels).exists()
+    # The lock went with its process: the study is drawn (its stopped draw's sheets replaced).
+    _drawn(study)
+    draw = read_study_draw(labels)
+    assert [s.fingerprint for s in draw.systems] == [
+        read_sheet_info(folder).fingerprint for folder in sheet_folders(labels, draw)]

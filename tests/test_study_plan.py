@@ -4,12 +4,15 @@ files, every problem one line naming the file and the key; its SHA-256 is the by
 from __future__ import annotations
 
 import hashlib
+import math
+from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from evaluator.cli.main import cli
+from evaluator.rubrics.load import load_rubric
 from evaluator.study.plan import PLAN_FILE, StudyPlanError, load_plan
 from tests.label_world import SECRET, world, write_results
 
@@ -195,3 +198,113 @@ def test_a_name_mixing_scripts_is_refused(tmp_path):
     assert "mixes letters of several scripts (Latin and Cyrillic)" in str(caught.value)
     plan["systems"][1]["name"] = "Новая"  # one script: a name like any other
     assert load_plan(write(tmp_path / "t", plan=plan)).plan.candidate.name == "Новая"
+
+
+# trial_eligibility's criteria with aggregates of accuracy (1-5): their ranges follow from
+# its scale and each one's operation.
+AGGREGATES = [
+    {"name": "acc_pct", "of": "accuracy", "reduce": "mean", "divide_by": 5, "scale": 100},
+    {"name": "acc_good", "of": "accuracy", "reduce": "share_above", "threshold": 3},
+    {"name": "acc_neg", "of": "accuracy", "reduce": "sum", "scale": -1},
+    {"name": "acc_capped", "of": "accuracy", "reduce": "max", "cap": 3},
+    {"name": "acc_count", "of": "accuracy", "reduce": "count"},
+    {"name": "acc_odd", "of": "accuracy", "reduce": "sum", "scale": math.inf},
+]
+
+
+def _aggregates_rubric(folder):
+    """A rubrics folder holding trial_eligibility with :data:`AGGREGATES` added (the results
+    files name it, so a plan that passes is read to the end)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = yaml.safe_load(Path(load_rubric("trial_eligibility").source_path).read_text())
+    data["aggregates"] = AGGREGATES
+    (folder / "trial_eligibility.yaml").write_text(yaml.safe_dump(data, sort_keys=False),
+                                                   encoding="utf-8")
+    return (folder,)
+
+
+def _gated(gate):
+    return changed(primary={"criterion": gate.split(">")[0].split("<")[0],
+                            "statistic": "pass_rate", "gate": gate},
+                   comparison={"type": "superiority", "reference": "Current", "margin": None},
+                   secondary=[])
+
+
+@pytest.mark.parametrize("gate, refused", [
+    ("acc_pct>=20", "passed by every value of aggregate 'acc_pct' (from 20 to 100,"),
+    ("acc_pct>100", "passed by no value of aggregate 'acc_pct' (from 20 to 100,"),
+    ("acc_pct>=60", None),
+    ("acc_good>=0", "passed by every value of aggregate 'acc_good' (from 0 to 1,"),
+    ("acc_good>1", "passed by no value of aggregate 'acc_good'"),
+    ("acc_good>=1", None),
+    ("acc_neg<=-1", "passed by every value of aggregate 'acc_neg' (from -5 to -1,"),
+    ("acc_neg>-1", "passed by no value"),
+    ("acc_neg>=-2", None),
+    ("acc_capped>=4", "passed by no value of aggregate 'acc_capped' (from 1 to 3,"),
+    ("acc_capped>=3", None),
+    ("acc_count>=1", "passed by every value of aggregate 'acc_count' (from 1 to 1,"),
+    ("acc_count<1", "passed by no value"),
+    ("acc_odd>=3", ("primary.gate: cannot be checked against the range of aggregate "
+                    "'acc_odd', which cannot be derived (aggregate 'acc_odd': its scale is "
+                    "not a finite number)")),
+])
+def test_a_gate_on_an_aggregate_must_split_its_range(tmp_path, gate, refused):
+    dirs = _aggregates_rubric(tmp_path / "rubrics")
+    study = write(tmp_path / "study", _gated(gate))
+    if refused is None:
+        assert load_plan(study, dirs).plan.primary.gate == gate
+        return
+    with pytest.raises(StudyPlanError) as caught:
+        load_plan(study, dirs)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{study / PLAN_FILE}: primary.gate: ")
+    assert refused in message, message
+    # study check says it in one line, exit 2
+    run = CliRunner().invoke(cli, ["study", "check", str(study), "--rubrics-dir", str(dirs[0])])
+    assert run.exit_code == 2 and "Traceback" not in run.output
+    assert run.stderr.strip().splitlines() == [f"error: {message}"]
+
+
+@pytest.mark.parametrize("plan, needle", [
+    # ecg_interpretation's aggregates of items: a sum of 1-8 items scored 0 or 1 (0 to 8); a
+    # share of 1-12 leads, capped at 12, / 12, x 100 (0 to 100).
+    (changed(rubric="ecg_interpretation",
+             primary={"criterion": "AnalysisCompleteness", "statistic": "pass_rate",
+                      "gate": "AnalysisCompleteness>8"}, secondary=[]),
+     "passed by no value of aggregate 'AnalysisCompleteness' (from 0 to 8,"),
+    (changed(rubric="ecg_interpretation",
+             primary={"criterion": "LeadAssessmentCoverage", "statistic": "pass_rate",
+                      "gate": "LeadAssessmentCoverage>=0"}, secondary=[]),
+     "passed by every value of aggregate 'LeadAssessmentCoverage' (from 0 to 100,"),
+    # A split gate passes this check; the results (trial_eligibility's) are refused next.
+    (changed(rubric="ecg_interpretation",
+             primary={"criterion": "AnalysisCompleteness", "statistic": "pass_rate",
+                      "gate": "AnalysisCompleteness>=4"}, secondary=[]),
+     "not of the plan's rubric 'ecg_interpretation'"),
+])
+def test_a_gate_on_an_aggregate_of_items_is_checked_against_its_range(tmp_path, plan, needle):
+    with pytest.raises(StudyPlanError) as caught:
+        load_plan(write(tmp_path / "study", plan))
+    assert needle in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize("criterion, margin, refused", [
+    ("acc_pct", 80.0, ("comparison.margin: 80 is not below aggregate 'acc_pct''s span "
+                       "(80: from 20 to 100)")),
+    ("acc_pct", 79.0, None),
+    ("acc_count", 0.5, "is not below aggregate 'acc_count''s span (0: from 1 to 1)"),
+    ("acc_odd", 1.0, ("comparison.margin: cannot be checked against the range of "
+                      "aggregate 'acc_odd', which cannot be derived")),
+])
+def test_a_margin_on_an_aggregates_mean_is_below_its_span(tmp_path, criterion, margin, refused):
+    dirs = _aggregates_rubric(tmp_path / "rubrics")
+    study = write(tmp_path / "study", changed(
+        primary={"criterion": criterion},
+        comparison={"type": "non-inferiority", "reference": "Current", "margin": margin},
+        secondary=[]))
+    if refused is None:
+        assert load_plan(study, dirs).plan.comparison.margin == margin
+        return
+    with pytest.raises(StudyPlanError) as caught:
+        load_plan(study, dirs)
+    assert refused in str(caught.value) and "\n" not in str(caught.value), str(caught.value)

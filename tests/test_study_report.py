@@ -313,3 +313,35 @@ def test_identical_labels_give_no_verdict_and_say_why(tmp_path):
                                "on mean accuracy has no interval from its 30 labelled cases")
     assert "nothing is decided" in sentence and "Too few" not in sentence
     assert 'id="study-judge"' not in html  # no figure read, so nothing said the judge added
+
+
+def _items(html: str, start: str) -> list[str]:
+    """The raw HTML of each list item whose text starts with ``start``."""
+    return re.findall(rf"<li>({re.escape(start)}.*?)</li>", html, re.DOTALL)
+
+
+def test_the_agreement_lines_call_the_systems_by_their_names(tmp_path):
+    # A name with characters HTML would read as markup: escaped wherever the page shows it.
+    name = "Quorvane <b>&"
+    plan = _plan({"criterion": "accuracy"}, {"type": "superiority"})
+    plan["systems"][1]["name"] = name
+    _, html = _report(_study(tmp_path, plan, _better), tmp_path / "r.html")
+    assert name not in html and "Quorvane &lt;b&gt;&amp;" in html
+    block = html.split('id="study"', 1)[1].split("</section>", 1)[0]
+    (agreement,) = _items(block, "Agreement, accuracy:")
+    # The judge's agreement and the clinicians' with each other (the ceiling), per system.
+    text = unescape(agreement)
+    assert "clinicians vs each other" in text
+    judge, ceiling = text.split("clinicians vs each other", 1)
+    for part in (judge, ceiling):
+        assert f"{SYSTEMS[0][0]}: " in part and f"{name}: " in part, part
+    assert "#1" not in text and "#2" not in text
+    # The Decision section's lines that list systems call them so too.
+    decision = html.split('id="study"', 1)[1].split("</section>", 1)[1]
+    lines = [unescape(line) for start in ("accuracy: judge vs clinicians", "Design: ",
+                                          "Labels: ", "Blind: ")
+             for line in _items(decision, start)]
+    assert len(lines) == 4, lines
+    for line in lines:
+        assert SYSTEMS[0][0] in line and name in line, line
+        assert "#1" not in line and "#2" not in line, line

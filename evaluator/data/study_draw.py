@@ -26,7 +26,7 @@ from pydantic import ConfigDict, ValidationError, model_validator
 
 from evaluator.common.errors import UserError
 from evaluator.common.record import Record
-from evaluator.data.files import sha256_file, show_path, write_bytes_atomic
+from evaluator.data.files import lock_path_for, sha256_file, show_path, write_bytes_atomic
 from evaluator.data.sheet import REVIEW_JSONL, SheetError, read_sheet_info
 
 LABELS_DIR = "labels"  # STUDY_DIR/labels: the draw and the systems' sheets
@@ -108,6 +108,14 @@ def labels_dir(study_dir: Path) -> Path:
 def study_draw_path(labels: Path) -> Path:
     """``study-draw.json`` in a study's labels folder."""
     return Path(labels) / STUDY_DRAW_JSON
+
+
+def draw_lock_path(labels: Path) -> Path:
+    """``study-draw.evaluator-lock`` in a study's labels folder: the lock file
+    (:func:`~evaluator.data.files.exclusive_lock`) ``study draw`` holds from its check that
+    the study is not drawn yet to its record written, so that two draws at once cannot both
+    pass that check."""
+    return lock_path_for(study_draw_path(labels))
 
 
 def sheet_folders(labels: Path, draw: StudyDraw) -> list[Path]:

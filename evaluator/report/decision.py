@@ -392,16 +392,17 @@ def _kind(row: EstimateRow) -> Literal["mean", "pass rate"]:
     return "pass rate" if row.outcome == "pass rate" else "mean"
 
 
-def _grouped(items: Sequence[tuple[int, str]]) -> str:
-    """Per system ``(number, text)`` as one line: the text once when every system's is the
-    same, else "#1: ...; #2: ..."."""
+def _grouped(items: Sequence[tuple[int, str]], numbers: Numbers) -> str:
+    """Per system ``(number, text)`` as one line, each system called as the page calls it
+    (:meth:`Numbers.tag`): the text once when every system's is the same ("#1, #2: ..."),
+    else "#1: ...; #2: ..."."""
     if not items:
         return ""
     texts = list(dict.fromkeys(text for _, text in items))
     if len(texts) == 1:
-        numbers = ", ".join(f"#{n}" for n, _ in items)
-        return texts[0] if len(items) == 1 else f"{numbers}: {texts[0]}"
-    return "; ".join(f"#{n}: {text}" for n, text in items)
+        tags = ", ".join(numbers.tag(n) for n, _ in items)
+        return texts[0] if len(items) == 1 else f"{tags}: {texts[0]}"
+    return "; ".join(f"{numbers.tag(n)}: {text}" for n, text in items)
 
 
 def _kappa_text(stats: Mapping[str, Any] | None) -> str:
@@ -460,10 +461,12 @@ def _no_ceiling_text(result: AgreementReport, criterion: str) -> str | None:
     return f"no ceiling ({n} overlap cases)"
 
 
-def _validity(criteria: Sequence[str], agreement: ReportAgreement | None) -> list[Validity]:
+def _validity(criteria: Sequence[str], agreement: ReportAgreement | None,
+              numbers: Numbers) -> list[Validity]:
     """Per criterion one line: the judge against clinicians per file, and beside it the
     clinicians against each other where the labels hold a ceiling (cases labelled by two
-    or more), or why they hold none: no overlap case at all, or too few."""
+    or more), or why they hold none: no overlap case at all, or too few. Each file is
+    called as the page calls it (``numbers``: a study's system by its name)."""
     if not agreement:
         return []
     lines = []
@@ -482,13 +485,14 @@ def _validity(criteria: Sequence[str], agreement: ReportAgreement | None) -> lis
                 clinicians.append((index, ceilings[0]))
             elif why:
                 without.append((index, why))
-        line = f"{criterion}: judge vs clinicians, {KAPPA} {_grouped(judge)}"
+        line = f"{criterion}: judge vs clinicians, {KAPPA} {_grouped(judge, numbers)}"
         if clinicians:
-            line += f"; clinicians vs each other, {KAPPA} {_grouped(clinicians + without)}"
+            line += (f"; clinicians vs each other, {KAPPA} "
+                     f"{_grouped(clinicians + without, numbers)}")
         elif without:
             texts = {text for _, text in without}
             line += "; clinicians vs each other: " + (
-                texts.pop() if len(texts) == 1 else _grouped(without))
+                texts.pop() if len(texts) == 1 else _grouped(without, numbers))
         else:
             line += f"; {NO_OVERLAP}"
         lines.append(Validity(criterion=criterion, line=line + "."))
@@ -518,7 +522,7 @@ def _blind(system: SystemRow, result: AgreementReport | None) -> str:
 
 
 def _rests_on(estimates: ReportEstimates, agreement: ReportAgreement | None,
-              numbers: Mapping[str, int]) -> list[str]:
+              numbers: Numbers) -> list[str]:
     """Design, labels and blindness per system (the same text for several said once), then
     each warning once, naming the systems (results files) it is about, and the notes."""
     results = {index: item.result for index, item in
@@ -551,8 +555,8 @@ def _rests_on(estimates: ReportEstimates, agreement: ReportAgreement | None,
             if note.startswith("WARNING"):
                 warnings.setdefault(note.removeprefix("WARNING: "), []).append(
                     _short(system.file, numbers))
-    lines = [f"Design: {_grouped(designs)}.", f"Labels: {_grouped(labels)}.",
-             f"Blind: {_grouped(blind)}."]
+    lines = [f"Design: {_grouped(designs, numbers)}.", f"Labels: {_grouped(labels, numbers)}.",
+             f"Blind: {_grouped(blind, numbers)}."]
     lines += [f"Warning ({', '.join(names)}): {text}" for text, names in warnings.items()]
     for note in (estimates.scale_note, estimates.shared_note):
         if note:
@@ -567,6 +571,12 @@ class Numbers(dict[str, int]):
     def __init__(self, paths: Sequence[str], names: Mapping[str, str] | None = None):
         super().__init__({str(path): index for index, path in enumerate(paths, start=1)})
         self.names = {str(k): v for k, v in (names or {}).items()}
+
+    def tag(self, number: int) -> str:
+        """How a line listing systems calls the one numbered ``number``: its study name,
+        else ``#number``."""
+        file = next((path for path, n in self.items() if n == number), None)
+        return self.names.get(file, f"#{number}") if file is not None else f"#{number}"
 
 
 def _numbers(paths: Sequence[str], names: Mapping[str, str] | None = None) -> Numbers:
@@ -681,6 +691,6 @@ def build_decision(rubric: Rubric, paths: Sequence[str], estimates: ReportEstima
         labelled=True, outcomes=outcomes, differences=differences, reasons=reasons.lines(),
         paired_line=(PAIRED_LINE_PLAIN if any(d.mode == "paired" for d in differences)
                      else None),
-        validity=_validity(criteria, agreement),
+        validity=_validity(criteria, agreement, numbers),
         rests_on=_rests_on(estimates, agreement, numbers),
         notes=list(estimates.failed))

@@ -15,7 +15,10 @@ position tells the system.
 
 A study is drawn once: a folder that holds a draw is never drawn again (its labels belong
 to it). The sheets are written first and ``study-draw.json`` last, so a draw stopped midway
-leaves no record, and drawing again replaces its sheets (never one with saved labels).
+leaves no record, and drawing again replaces its sheets (never one with saved labels). The
+check that the study is not drawn and the writing are done holding the draw's lock
+(``labels/study-draw.evaluator-lock``, :func:`~evaluator.data.study_draw.draw_lock_path`):
+a second draw started meanwhile is refused and replaces nothing of the first's.
 """
 
 from __future__ import annotations
@@ -23,18 +26,20 @@ from __future__ import annotations
 import hashlib
 import random
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from evaluator.analysis.review.review import ReviewSheet, build_review, write_review
 from evaluator.common.errors import UserError
-from evaluator.data.files import show_path
+from evaluator.data.files import OutputBusy, exclusive_lock, show_path
 from evaluator.data.results import ResultsFileDamaged, read_results
 from evaluator.data.sheet import CasesRef, journal_with_labels, now, read_sheet_info
 from evaluator.data.study_draw import (
     DrawnSystem,
     StudyDraw,
     StudyDrawError,
+    draw_lock_path,
     labels_dir,
     read_study_draw,
     sheet_name,
@@ -65,7 +70,7 @@ def draw_study(loaded: LoadedPlan, cases: Sequence[CasesRef],
     if len(cases) != len(plan.systems):
         raise ValueError("one cases reading per system")
     labels = labels_dir(loaded.path.parent)
-    _refuse_drawn(labels)
+    _refuse_drawn(labels)  # first, so a drawn study says so before any other check
     plan_text = _plan_text(loaded)
     _check_same_cases(loaded, rubrics_dirs)
     criteria = sheet_criteria(plan, loaded.rubric)
@@ -77,6 +82,17 @@ def draw_study(loaded: LoadedPlan, cases: Sequence[CasesRef],
                            rubrics_dirs=dirs)
               for path, ref in zip(loaded.results, cases, strict=True)]
     drawn = _same_draw(sheets)
+    with _draw_lock(labels):
+        # Again under the lock: another draw may have written its record since the check
+        # above; from here to this draw's record no other draw can pass it.
+        _refuse_drawn(labels)
+        return _write_draw(loaded, labels, sheets, drawn, plan_text)
+
+
+def _write_draw(loaded: LoadedPlan, labels: Path, sheets: Sequence[ReviewSheet],
+                drawn: list[str], plan_text: str) -> StudyDraw:
+    """Write the sheets, then ``study-draw.json`` (with the draw's lock held)."""
+    plan, design = loaded.plan, loaded.plan.labels
     fingerprints = []
     for index, (sheet, path) in enumerate(zip(sheets, loaded.results, strict=True)):
         folder = labels / sheet_name(index)
@@ -122,6 +138,25 @@ def sheet_criteria(plan: StudyPlan, rubric: Rubric) -> tuple[str, ...]:
     if any(key not in scored for key in keys):
         return ()
     return tuple(dict.fromkeys(keys))
+
+
+@contextmanager
+def _draw_lock(labels: Path) -> Iterator[None]:
+    """Hold the study's draw lock (:func:`draw_lock_path`, an exclusive ``flock``: the
+    system gives it back when its process ends, however it ends, so a crashed draw blocks
+    no later one); held by another draw, refused at once in one line."""
+    lock = draw_lock_path(labels)
+    with ExitStack() as held:
+        try:
+            held.enter_context(exclusive_lock(lock, study_draw_path(labels),
+                                              writer="`evaluator study draw`",
+                                              wait_option=None))
+        except OutputBusy:
+            raise StudyDrawRefused(
+                f"{show_path(labels)}: a draw of this study is already under way (another "
+                f"`evaluator study draw` holds {show_path(lock.name)}); nothing was "
+                "written: a study is drawn once, that draw is its draw") from None
+        yield
 
 
 def _refuse_drawn(labels: Path) -> None:

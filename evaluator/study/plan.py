@@ -33,6 +33,7 @@ from evaluator.common.strict import format_validation_error
 from evaluator.common.strict_yaml import YamlRefused, load_yaml_file, parse_yaml
 from evaluator.data.files import same_file, show_path
 from evaluator.data.results import ResultsFileDamaged, read_results
+from evaluator.rubrics.aggregate import RangeNotDerivable, aggregate_range
 from evaluator.rubrics.load import load_rubric
 from evaluator.rubrics.rubric import IntegerCriterion, Rubric, RubricError
 
@@ -311,8 +312,9 @@ def _checked(data: object, raw: bytes, path: Path, rubrics_dirs: tuple[Path, ...
 
 def _check_margin(path: Path, plan: StudyPlan, rubric: Rubric) -> None:
     """A non-inferiority margin below the endpoint's span (a pass rate's: 1; a mean on an
-    integer criterion's scale: highest - lowest): one as wide declares B non-inferior
-    whatever it does."""
+    integer criterion's scale: highest - lowest; on an aggregate: the same of the range its
+    parts' scales and its operation give, :func:`aggregate_range`): one as wide declares B
+    non-inferior whatever it does."""
     margin = plan.comparison.margin
     if margin is None:
         return
@@ -321,10 +323,14 @@ def _check_margin(path: Path, plan: StudyPlan, rubric: Rubric) -> None:
     else:
         key = rubric.aliases.get(plan.primary.criterion, plan.primary.criterion)
         scored = {f.key: f for f in rubric.output if isinstance(f, IntegerCriterion)}
-        if key not in scored:
-            return  # an aggregate: its span is not declared
-        values = [float(v) for v in scored[key].allowed]
-        span, what = max(values) - min(values), f"{key!r}'s span ({max(values) - min(values):g})"
+        if key in scored:
+            values = [float(v) for v in scored[key].allowed]
+            span = max(values) - min(values)
+            what = f"{key!r}'s span ({span:g})"
+        else:
+            low, high = _aggregate_range(path, "comparison.margin", key, rubric)
+            span = high - low
+            what = f"aggregate {key!r}'s span ({span:g}: from {low:g} to {high:g})"
     if margin >= span:
         raise StudyPlanError(f"{path}: comparison.margin: {margin:g} is not below {what}: "
                              "any result would be non-inferior")
@@ -366,7 +372,9 @@ def _check_results(path: Path, plan: StudyPlan, rubric: Rubric, results: tuple[P
 
 def _check_endpoint(path: Path, where: str, endpoint: Endpoint, rubric: Rubric) -> None:
     """The endpoint's criterion is one the rubric scores (an integer criterion or an
-    aggregate; an alias names its criterion), its gate's threshold on the scale's range."""
+    aggregate; an alias names its criterion), its gate's threshold inside the scale (an
+    integer criterion's allowed values; an aggregate's range, :func:`aggregate_range`): a
+    gate every value passes, or none, cannot tell answers apart."""
     scored = {f.key: f for f in rubric.output if isinstance(f, IntegerCriterion)}
     aggregates = {a.name for a in rubric.aggregates}
     key = rubric.aliases.get(endpoint.criterion, endpoint.criterion)
@@ -375,14 +383,36 @@ def _check_endpoint(path: Path, where: str, endpoint: Endpoint, rubric: Rubric) 
                              f"scored criterion of rubric {rubric.name!r} (it scores: "
                              f"{', '.join([*scored, *aggregates])})")
     gate = endpoint.parsed_gate
-    if gate is not None and key in scored:
+    if gate is None:
+        return
+    if key in scored:
         allowed = [float(v) for v in scored[key].allowed]
-        passing = [v for v in allowed if gate.passes(v)]
-        if not passing or len(passing) == len(allowed):
-            raise StudyPlanError(f"{path}: {where}.gate: {endpoint.gate!r} is passed by "
-                                 f"{'no' if not passing else 'every'} value of {key!r}'s "
-                                 f"scale ({', '.join(f'{v:g}' for v in allowed)}): it "
-                                 "cannot tell answers apart")
+        scale = f"{key!r}'s scale ({', '.join(f'{v:g}' for v in allowed)})"
+    else:
+        # A gate is a half-line (>=, >, <=, <): it passes every value of the range when it
+        # passes both ends, none when it passes neither (both ends are reached).
+        low, high = _aggregate_range(path, f"{where}.gate", key, rubric)
+        allowed = [low, high]
+        scale = (f"aggregate {key!r} (from {low:g} to {high:g}, as its parts' scales and "
+                 "its operation give)")
+    passing = [v for v in allowed if gate.passes(v)]
+    if not passing or len(passing) == len(allowed):
+        raise StudyPlanError(f"{path}: {where}.gate: {endpoint.gate!r} is passed by "
+                             f"{'no' if not passing else 'every'} value of {scale}: it "
+                             "cannot tell answers apart")
+
+
+def _aggregate_range(path: Path, where: str, key: str, rubric: Rubric) -> tuple[float, float]:
+    """The lowest and highest value of the rubric's aggregate ``key``
+    (:func:`aggregate_range`); where they cannot be derived, the plan is refused saying so
+    (``where``: the plan's key checked against them), never checked against a guess."""
+    aggregate = next(a for a in rubric.aggregates if a.name == key)
+    try:
+        return aggregate_range(rubric, aggregate)
+    except RangeNotDerivable as exc:
+        raise StudyPlanError(f"{path}: {where}: cannot be checked against the range of "
+                             f"aggregate {key!r}, which cannot be derived ({exc}); fix the "
+                             "aggregate in the rubric, or choose another endpoint") from None
 
 
 def _results_file(path: Path, index: int, system: System) -> Path:
