@@ -225,12 +225,11 @@ INTERVALS = {
 }
 
 
-# The random-sheet intervals with the judge's scores in them, which `estimate` withholds
+# The random-sheet intervals of PPI++ and the judge's bias (t), which `estimate` withholds
 # under a minimum of labels (ppi.withhold): their cells there read "withheld", with the
 # coverage the interval would have had in brackets (the evidence the minimum is read from).
 WITHHELD_UNDER_MINIMUM = {("random", "PPI++"): MIN_LABELS_ESTIMATE,
                           ("random", "bias"): MIN_LABELS_BIAS,
-                          ("random", "rate bias"): MIN_LABELS_BIAS,
                           ("random", "rate PPI++"): MIN_LABELS_ESTIMATE}
 
 

@@ -104,3 +104,13 @@ def test_a_range_that_cannot_be_derived_says_so(odd):
     agg = Aggregate.model_validate({"name": "x", "of": "accuracy", "reduce": "sum", **odd})
     with pytest.raises(RangeNotDerivable, match=f"its {next(iter(odd))} is not a finite"):
         aggregate_range(rubric, agg)
+
+
+def test_a_range_that_overflows_from_finite_settings_says_so():
+    """Finite but extreme settings (a scale of 1e308 on a sum) overflow to infinity: no
+    range to check a gate or margin against (review finding: any margin passed)."""
+    rubric = load_rubric("trial_eligibility")
+    agg = Aggregate.model_validate({"name": "x", "of": "accuracy", "reduce": "sum",
+                                    "scale": 1e308})
+    with pytest.raises(RangeNotDerivable, match="its range overflows a number"):
+        aggregate_range(rubric, agg)

@@ -308,8 +308,9 @@ def test_a_gate_is_refused_on_labels_off_the_criterions_scale(tmp_path, two_syst
 
 def test_few_labels_are_warned(tmp_path, two_systems):
     """Under the minimum (20 per system): "too few labels to decide", the old warning not
-    repeated, and the intervals with the judge's scores in them (PPI++, the judge's bias)
-    withheld with their reason while the labels' own is shown; from 20, every interval."""
+    repeated, and the intervals of PPI++ (under 20) and the judge's bias (under 30)
+    withheld with their reason while the labels' own is shown; from 20 PPI++'s, from 30
+    the bias's."""
     results, truth = two_systems["A"]
     sheet = review(results, tmp_path / "s", "--design", "random", "--n", "12")
     filled = fill_sheet(sheet, tmp_path / "a.csv", truth)
@@ -317,9 +318,11 @@ def test_few_labels_are_warned(tmp_path, two_systems):
     run = invoke(*args)
     assert run.exit_code == 0 and "WARNING: 12 labelled case(s)" not in run.output
     assert "too few labels to decide: 12 labelled, at least 20 needed" in flat(run.output)
-    for start, minimum in (("PPI++", 20), ("judge - label", 30)):
-        withheld = (f"no interval: 12 labelled, at least {minimum} needed for a 95% interval "
-                    "with the judge's scores in it (the labels' own interval is shown)")
+    for start, withheld in (
+            ("PPI++", "no interval: 12 labelled, at least 20 needed for a 95% interval of "
+                      "this system's PPI++ figure (its labels' own interval is shown)"),
+            ("judge - label", "no interval: 12 labelled, at least 30 needed for a 95% "
+                              "interval of the judge's bias")):
         assert withheld in flat(" ".join(_text_lines(run.output, start)))
     assert "worth" not in " ".join(_text_lines(run.output, "PPI++"))
     (row,) = [r for r in _json_lines(invoke(*args, "--json").output) if r["type"] == "estimate"]
@@ -357,8 +360,8 @@ def test_an_independent_difference_under_the_minimum_has_no_interval_and_says_wh
     (diff,) = [r for r in _json_lines(run.output) if r["type"] == "difference"]
     assert diff["mode"] == "independent" and diff["ci"] is None and diff["p"] is None
     assert diff["estimate"] is not None
-    assert ("independent: no interval: 12 labelled, at least 20 needed for a 95% interval "
-            "with the judge's scores in it") in diff["method"]
+    assert diff["method"] == ("independent: no interval: 12 labelled, at least 20 needed for "
+                              "a 95% interval of this system's PPI++ figure on a side")
 
 
 def test_a_label_too_large_to_be_a_score_is_refused(tmp_path, two_systems):
@@ -450,8 +453,12 @@ def test_a_pass_rates_cis_stay_within_0_and_1_with_few_labels(tmp_path, two_syst
                 assert ci is not None and 0 <= ci[0] <= value <= ci[1] <= 1, (row, ci)
                 assert ci[1] - ci[0] > 0.01
             assert "Wilson" in row["classical_method"]
-            # Under the minimum of 20 (issue 47) PPI++'s interval is withheld, with why.
+            # Under the minimum of 20 (issue 47) PPI++'s interval is withheld, with why; the
+            # judge's bias in a rate keeps Tango's matched-pairs interval (95-100% from 10).
             assert row["ppi_ci"] is None and "at least 20 needed" in row["ppi_method"]
+            low, high = row["judge_bias_ci"]
+            assert -1 <= low <= row["judge_bias"] <= high <= 1 and high - low > 0.01
+            assert "Tango score interval" in row["judge_bias_method"]
     if design == "active":
         return
     for seed in range(3):  # PPI++'s own interval, from the minimum

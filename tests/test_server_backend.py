@@ -538,3 +538,8 @@ def test_a_resume_against_another_model_under_the_same_name_is_refused(server, t
     # are left to a resume against the first model, or a --force-new run)
     assert len(server.bodies) == sent
     assert [r["status"] for r in _records(tmp_path / "results.jsonl")] == ["ok", "ok"]
+    # The same command again is refused again: the refused run recorded no provenance, so
+    # the comparison is still with the model that judged the file (review finding).
+    with pytest.raises(ResumeConflict, match="another-13b"):
+        _run(rows, tmp_path, ServerBackend("site-judge", spec, backoff_s=0.01), spec)
+    assert len(server.bodies) == sent

@@ -128,6 +128,49 @@ def test_a_4xx_or_an_answer_that_does_not_parse_is_not_sent_elsewhere(pair, faul
     backend.close()
 
 
+def test_a_request_failing_after_the_run_stopped_is_not_sent_on(pair):
+    """Once the stream is closed (the run stopped: Ctrl-C, a full disk), a request that
+    fails on its replica is not passed to the next one: its result would be dropped, and
+    the case text sent again for nothing (review finding)."""
+    import threading
+
+    one, two = pair
+    one.enqueue("503")
+    backend = _backend(one, two, retries=0)
+    stop = threading.Event()
+    stop.set()
+    generation = backend.request_one(CHAT, backend._schema(SCHEMA), SAMPLING, None, stop)
+    assert generation.finish_reason == "error" and "answered HTTP 503" in generation.detail
+    assert len(one.bodies) == 1 and two.bodies == []
+    # Not stopped: the same failure goes on to the other replica.
+    one.enqueue("503")
+    generation = backend.request_one(CHAT, backend._schema(SCHEMA), SAMPLING, None,
+                                     threading.Event())
+    assert generation.finish_reason == "stop" and len(two.bodies) == 1
+    backend.close()
+
+
+def test_a_request_that_cannot_be_encoded_is_not_sent_elsewhere(pair, monkeypatch):
+    """A failure the request itself causes (here: its body cannot be encoded, a
+    requests.InvalidJSONError) would fail the same on every replica: not passed on."""
+    import requests
+
+    from evaluator.judges.backends import server_backend
+
+    one, two = pair
+    backend = _backend(one, two)
+
+    def unencodable(*args, **kwargs):
+        raise requests.exceptions.InvalidJSONError("not JSON")
+
+    monkeypatch.setattr(server_backend, "chat_request", unencodable)
+    [generation] = backend.generate([CHAT], SCHEMA, SAMPLING)
+    assert generation.finish_reason == "error"
+    assert one.bodies == [] and two.bodies == []
+    assert [f for _, _, f in _requests(backend)] == [0, 0]  # no replica blamed, none cooled
+    backend.close()
+
+
 def test_a_request_every_replica_fails_is_one_error_naming_each(pair):
     one, two = pair
     one.enqueue(*["drop"] * 3)

@@ -106,3 +106,24 @@ def test_a_cell_never_runs_into_the_next_nor_shows_a_figure_from_a_few_draws(ben
                                                            "100.0 / 1.501 (98% no CI) *"])])
     row = capsys.readouterr().out.splitlines()[1]
     assert "withheld  " in row and "withheld1" not in row
+
+
+def test_the_bias_benchmarks_intervals_are_the_methods_they_name():
+    """benchmarks/bias_interval.py: on symmetric differences Johnson's shift is 0 (the t
+    interval), and t is Student's; on right-skewed ones Johnson's moves up; the
+    bootstrap-t is an interval about the mean."""
+    spec = importlib.util.spec_from_file_location("bias_interval",
+                                                  ROOT / "benchmarks" / "bias_interval.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rng = np.random.default_rng(0)
+    d = np.array([-2.0, -1, 0, 0, 1, 2])
+    got = module.intervals(d, rng)
+    half = stats.t.ppf(0.975, 5) * d.std(ddof=1) / np.sqrt(6)
+    assert got["t"] == pytest.approx((-half, half), abs=1e-12)
+    assert got["Johnson"] == pytest.approx(got["t"], abs=1e-12)
+    skewed = np.array([0.0] * 16 + [3, 4, 3, 4])
+    got = module.intervals(skewed, rng)
+    assert got["Johnson"][0] > got["t"][0] and got["Johnson"][1] > got["t"][1]
+    low, high = got["bootstrap-t"]
+    assert low < skewed.mean() < high

@@ -91,4 +91,10 @@ def aggregate_range(rubric: Rubric, agg: Aggregate) -> tuple[float, float]:
                                 "criterion")
     values = [value for score in field.allowed for k in counts
               if (value := aggregate_value(agg, [float(score)] * k)) is not None]
-    return min(values), max(values)
+    low, high = min(values), max(values)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        # finite settings can still overflow (a scale of 1e308 on a sum): no range to check
+        raise RangeNotDerivable(f"aggregate {agg.name!r}: its range overflows a number "
+                                f"(from {low} to {high}); its scale and divide_by are too "
+                                "extreme to check a gate or margin against")
+    return low, high

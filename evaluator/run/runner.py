@@ -307,17 +307,21 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
     with _stop_on_full_disk(output_path):
         save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)
     described: list[DescribedBackend] = []
+    refused: list[str] = []
 
     def on_described(provenance: dict[str, Any]) -> None:
         # What a backend reports about its runtime (a server's model id, version) is saved
         # before any case is judged (and, by the local engine's backend, again at the end
-        # with what it counted); a server now serving another model stops the run here.
-        entry["backend"] = provenance
+        # with what it counted); a server now serving another model stops the run here,
+        # and its provenance is not recorded: the next resume compares with the models
+        # that judged the file, not with the one refused (else a second try went through).
         changed = served_model_changed(manifest["runs"][:-1], provenance)
         if changed is not None:
+            refused.append(changed)
             raise ResumeConflict(f"{output_path} cannot be resumed: {changed}. Results "
                                  "of two models are never mixed in one file: pass "
                                  "--force-new or choose another --output.")
+        entry["backend"] = provenance
         with _stop_on_full_disk(output_path):
             save_manifest(manifest_path, manifest, spare=_MANIFEST_SPARE)
 
@@ -343,7 +347,7 @@ def _run_locked(setup: RunSetup, settings: dict[str, Any], model: dict[str, Any]
         raise
     finally:
         entry["ended"] = now()
-        for backend in described:
+        for backend in described if not refused else ():
             entry["backend"] = backend.provenance()
         if entry["status"] == "finished":
             with _stop_on_full_disk(output_path):

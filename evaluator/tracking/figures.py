@@ -29,8 +29,8 @@ left out too: the HTML report shows it with the reason. Names (:mod:`.names`):
 A CI is always ``<name>_ci95_low`` / ``<name>_ci95_high`` beside ``<name>``, never a key
 below it: MLflow's file store keeps each metric as a file, so one key cannot also be a
 folder of others. A figure with no CI because it is a point (every score the same: the
-summary's ``ci_note``) gets no CI metrics; :func:`interval_tags` gives the tag that says
-why.
+summary's ``ci_note``; an estimate withheld under the minimum of labels) gets no CI
+metrics; :func:`interval_tags` and :func:`estimate_interval_tags` give the tag that says why.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from typing import Any, get_args
 
 from evaluator.analysis.agreement.records import AgreementReport
 from evaluator.analysis.estimate.records import EstimateReport
+from evaluator.analysis.intervals import NO_INTERVAL
 from evaluator.analysis.summary.records import PairwiseSummary, RunSummary, ScoreStats
 from evaluator.data.results import Status
 from evaluator.tracking.names import metric_key
@@ -64,6 +65,9 @@ ESTIMATE_FIGURES = (("ppi_estimate", "ppi", "ppi_ci"), ("ppi_se", "ppi_se", None
                     ("classical_estimate", "classical", "classical_ci"),
                     ("effective_labels", "effective_labels", None),
                     ("n_cases", "n_cases", None), ("n_labelled", "n_labelled", None))
+# estimate row figure -> the attribute naming its method (and why it has no CI, if none)
+ESTIMATE_METHODS = {"ppi_estimate": "ppi_method", "judge_mean": "judge_method",
+                    "judge_bias": "judge_bias_method", "classical_estimate": "classical_method"}
 
 
 def number(value: Any) -> float | None:
@@ -175,6 +179,24 @@ def agreement_metrics(report: AgreementReport) -> Metrics:
             if isinstance(rate, Mapping):
                 _put_ci(out, prefix, name, rate.get("value"), rate.get("ci95"))
     return out
+
+
+def estimate_interval_tags(report: EstimateReport) -> dict[str, str]:
+    """A tag per estimate figure that has a value but no 95% CI (withheld under the minimum
+    of labels, or a point): ``evaluator.no_ci/estimate/<criterion or rule>/<name>`` = its
+    reason from the figure's method ("no interval: 12 labelled, at least 20 needed ..."),
+    named after the metric whose CI is missing, as :func:`interval_tags` for a summary."""
+    tags: dict[str, str] = {}
+    for row in report.estimates:
+        for field, name, ci_field in ESTIMATE_FIGURES:
+            method = getattr(row, ESTIMATE_METHODS.get(field, ""), None)
+            if ci_field is None or getattr(row, ci_field) is not None:
+                continue
+            if number(getattr(row, field)) is None or not isinstance(method, str):
+                continue
+            reason = method[method.index(NO_INTERVAL):] if NO_INTERVAL in method else method
+            tags[f"{NO_CI_TAG}/{metric_key('estimate', row.criterion, name)}"] = reason
+    return tags
 
 
 def estimate_metrics(report: EstimateReport) -> Metrics:

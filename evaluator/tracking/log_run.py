@@ -49,6 +49,7 @@ from evaluator.run.manifest import (
 )
 from evaluator.tracking.figures import (
     agreement_metrics,
+    estimate_interval_tags,
     estimate_metrics,
     interval_tags,
     summary_metrics,
@@ -154,8 +155,9 @@ def _summary_notes(results: Path, summary: RunSummary, manifest: dict[str, Any],
 
 
 def _label_figures(results: Path, labels: LabelOptions, rubrics_dirs: Sequence[Path],
-                   ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
-    """Agreement and clinician-level estimates with ``labels``: metrics, params, notes. An
+                   ) -> tuple[dict[str, float], dict[str, Any], list[str], dict[str, str]]:
+    """Agreement and clinician-level estimates with ``labels``: metrics, params, notes, and
+    the tags saying why an estimate has no CI (:func:`estimate_interval_tags`). An
     estimate that cannot be made (labels from a priority worksheet, no criterion the labels
     rate) is a note, as on the HTML report; agreement errors are the user's to fix."""
     source, path = labels.source, Path(str(labels.source.path))
@@ -163,10 +165,12 @@ def _label_figures(results: Path, labels: LabelOptions, rubrics_dirs: Sequence[P
                        seed=labels.seed, rubrics_dirs=rubrics_dirs, gates=labels.gates)
     metrics = agreement_metrics(report)
     notes = [f"agreement: {warning}" for warning in report.warnings]
+    tags: dict[str, str] = {}
     try:
         estimates = estimate([results], source, criteria=labels.criteria,
                              gates=labels.gates, rubrics_dirs=rubrics_dirs)
         metrics.update(estimate_metrics(estimates))
+        tags = estimate_interval_tags(estimates)
     except (AgreementError, ScoreModeError) as exc:
         notes.append(f"no clinician-level estimate logged: {exc}")
     params = {"labels.file": path.name, "labels.sha256": sha256_file(path),
@@ -175,7 +179,7 @@ def _label_figures(results: Path, labels: LabelOptions, rubrics_dirs: Sequence[P
               "labels.gates": ",".join(g.rule for g in labels.gates) or None,
               "labels.design": report.design.get("kind") or "none",
               "labels.resamples": labels.resamples, "labels.seed": labels.seed}
-    return metrics, params, notes
+    return metrics, params, notes, tags
 
 
 def _member_manifests(results: Path, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -214,8 +218,9 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
     notes = _summary_notes(results, summary, manifest, rubric)
     metrics = summary_metrics(summary)
     label_params: dict[str, Any] = {}
+    label_tags: dict[str, str] = {}
     if options.labels is not None:
-        label_metrics, label_params, label_notes = _label_figures(
+        label_metrics, label_params, label_notes, label_tags = _label_figures(
             results, options.labels, options.rubrics_dirs)
         metrics.update(label_metrics)
         notes += label_notes
@@ -223,7 +228,7 @@ def log_run(results_path: Path, options: TrackingOptions | None = None) -> Logge
     params = run_params(manifest, summary, {r.record_version for r in records},
                         members=members, extra=label_params)
     tags = {**run_tags(results, manifest, summary, with_results=options.with_results),
-            **interval_tags(summary)}
+            **interval_tags(summary), **label_tags}
     experiment = options.experiment or summary.rubric
     run_name = options.run_name or results.stem
     with tempfile.TemporaryDirectory(prefix="evaluator-log-") as folder:  # mode 0700

@@ -117,6 +117,7 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
     y = [_label_outcome(gate, system.label_of(c, gate)) for c in labelled]
     f_lab = [f_all[position[c]] for c in labelled]
     judge = ppi.judge_mean(f_all)
+    matched_pairs = False  # the bias is a pass rate's with Tango's interval
     if system.design.kind == "active":
         rate = _response_rate(system)
         pi = {c: float(system.design.probabilities[c]) * rate for c in labelled}
@@ -149,6 +150,8 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
         if bias is None:  # the judge's probabilities of passing: a mean, t
             bias = ppi.classical_mean([a - b for a, b in zip(f_lab, y, strict=True)])
             _rename(bias, "judge - label on the labelled cases, t interval")
+        else:
+            matched_pairs = True
         variance = ppi.labelled_variance(y)
     else:
         labels_n = float(len(y))
@@ -181,13 +184,17 @@ def estimate_outcome(system: System, key: str, gate: Gate | None) -> EstimateRow
     effective = (estimate.n_eff if gate is not None
                  else ppi.effective_labels(variance, estimate))
     if system.design.kind != "active":
-        # Under the minimum an interval with the judge's scores in it is withheld (the
-        # labels' own is kept: docs/statistics.md, "Few labels"); with it, the judge's worth.
+        # Under the minimum PPI++'s interval is withheld (the labels' own is kept:
+        # docs/statistics.md, "Few labels"), and with it the judge's worth; under its own,
+        # the judge's bias's t interval.
+        # A pass rate's bias by Tango's interval covered 95-100% from 10 labels: kept.
         if len(labelled) < MIN_LABELS_ESTIMATE:
-            estimate = ppi.withhold(estimate, len(labelled), MIN_LABELS_ESTIMATE)
+            estimate = ppi.withhold(estimate, ppi.PPI_TOO_FEW.format(
+                n=len(labelled), minimum=MIN_LABELS_ESTIMATE))
             effective = None
-        if len(labelled) < MIN_LABELS_BIAS:
-            bias = ppi.withhold(bias, len(labelled), MIN_LABELS_BIAS)
+        if len(labelled) < MIN_LABELS_BIAS and not matched_pairs:
+            bias = ppi.withhold(bias, ppi.BIAS_TOO_FEW.format(n=len(labelled),
+                                                              minimum=MIN_LABELS_BIAS))
     return EstimateRow(
         file=str(system.path), system=system.name, labels=str(system.labels_path),
         criterion=gate.rule if gate else key, outcome="pass rate" if gate else "mean",

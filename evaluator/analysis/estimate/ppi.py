@@ -44,6 +44,7 @@ statsmodels are imported inside the functions (the ``stats`` extra).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -315,32 +316,37 @@ def rate_n_eff(rate: float, se: float, fallback_n: float, steps: float = 1.0) ->
 
 
 WITHHELD_MARK = "needed for a 95% interval"
-# A random sheet's (or a plain labels file's) fewest labels for an interval with the judge's
-# scores in it: PPI++'s and the judge's bias (the value:
-# evaluator.analysis.minimum.MIN_LABELS_ESTIMATE). Under it the lenient judge's covered
-# 91.8-92.3% at 10 labels and its PPI++ pass rate 92.1% at 15 (benchmarks/small_n_coverage.py);
-# the labels' own intervals kept 93% and are shown.
-JUDGE_TOO_FEW = ("no interval: {n} labelled, at least {minimum} " + WITHHELD_MARK
-                 + " with the judge's scores in it (the labels' own interval is shown)")
+# A random sheet's (or a plain labels file's) fewest labels for a system's PPI++ interval and
+# for the judge's bias's (the values: evaluator.analysis.minimum.MIN_LABELS_ESTIMATE and
+# MIN_LABELS_BIAS). Under them the lenient judge's covered 91.0-92.3%
+# (benchmarks/small_n_coverage.py, bias_interval.py); the labels' own intervals kept 93% and
+# are shown.
+PPI_TOO_FEW = ("no interval: {n} labelled, at least {minimum} " + WITHHELD_MARK
+               + " of this system's PPI++ figure (its labels' own interval is shown)")
+BIAS_TOO_FEW = ("no interval: {n} labelled, at least {minimum} " + WITHHELD_MARK
+                + " of the judge's bias")
 
 
 def withheld(estimate: Estimate) -> bool:
     """``estimate``'s interval was withheld for too few labels (:data:`ACTIVE_TOO_FEW`,
-    :data:`JUDGE_TOO_FEW`): no later step may give it one back."""
+    :data:`PPI_TOO_FEW`, :data:`BIAS_TOO_FEW`): no later step may give it one back."""
     return WITHHELD_MARK in estimate.method
 
 
-def withhold(estimate: Estimate, n: int, minimum: int) -> Estimate:
-    """``estimate`` (PPI++ or the judge's bias from ``n`` labels of a random sheet, under
-    ``minimum``) with its CI and p-value withheld and :data:`JUDGE_TOO_FEW` as the reason;
-    the estimate and its SE kept (a figure, no interval). An estimate with no value or no
+# What a method says of the interval it no longer has: dropped from a withheld figure's.
+_INTERVAL_WORDS = re.compile(r"; t interval, df [\d.]+|; Wilson on n_eff [^;]*|, t interval$")
+
+
+def withhold(estimate: Estimate, reason: str) -> Estimate:
+    """``estimate`` with its CI and p-value withheld, ``reason`` (:data:`PPI_TOO_FEW` or
+    :data:`BIAS_TOO_FEW`, formatted) in its method in place of the interval's words; the
+    estimate and its SE kept (a figure, no interval). An estimate with no value or no
     interval (withheld already, or none for its own reason, which it keeps): unchanged."""
     if estimate.estimate is None or estimate.ci95 is None:
         return estimate
-    method = estimate.method.split("; no interval")[0]
-    return Estimate(estimate.estimate, estimate.se, None, None,
-                    f"{method}; {JUDGE_TOO_FEW.format(n=n, minimum=minimum)}", estimate.lam,
-                    estimate.n, estimate.population, None, estimate.df)
+    method = _INTERVAL_WORDS.sub("", estimate.method.split("; no interval")[0])
+    return Estimate(estimate.estimate, estimate.se, None, None, f"{method}; {reason}",
+                    estimate.lam, estimate.n, estimate.population, None, estimate.df)
 
 
 def df_adjusted_n_eff(n_eff: float, df: float | None) -> float:
@@ -682,7 +688,9 @@ def independent_difference(a: Estimate, b: Estimate) -> Estimate:
         return Estimate(None, None, None, None, "independent difference: an estimate is missing")
     if withheld(a) or withheld(b):
         side = min((e for e in (a, b) if withheld(e)), key=lambda e: e.n)
-        reason = side.method[side.method.index("no interval: "):]
+        # The side's reason, less what it says of that side alone ("its labels' own
+        # interval is shown"): no labels-only difference is shown.
+        reason = re.sub(r" \([^()]*\)$", "", side.method[side.method.index("no interval: "):])
         return Estimate(b.estimate - a.estimate, math.sqrt(a.se ** 2 + b.se ** 2), None, None,
                         f"independent: {reason} on a side", n=min(a.n, b.n),
                         population=min(a.population, b.population))

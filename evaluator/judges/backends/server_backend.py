@@ -74,6 +74,11 @@ if TYPE_CHECKING:
     from evaluator.judges.backends.server_settings import ServerSettings
 
 log = logging.getLogger(__name__)
+# A request that failed with one of these may go to another replica: the connection
+# (refused, dropped, TLS), a timeout, or 429/5xx with urllib3's retries spent. Anything else
+# (a body that cannot be encoded, a bad URL) would fail the same on every replica.
+PASSED_ON = (requests.ConnectionError, requests.Timeout,
+             requests.exceptions.ChunkedEncodingError, requests.exceptions.RetryError)
 
 #: Statuses retried (with backoff) before a request fails.
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -328,13 +333,17 @@ class ServerBackend:
         return schema
 
     def request_one(self, chat: Chat, schema: Mapping[str, Any], sampling: Sampling,
-                    chat_template_kwargs: Mapping[str, Any] | None) -> Generation:
+                    chat_template_kwargs: Mapping[str, Any] | None,
+                    stop: threading.Event | None = None) -> Generation:
         """One chat sent to the least busy replica, and on to the next replica not yet
         tried while it fails for a reason another replica may not share (:meth:`_send`);
-        never raises (a failure is an ``error`` generation naming each replica's)."""
+        never raises (a failure is an ``error`` generation naming each replica's). Once
+        ``stop`` is set (the stream was closed: the run stopped), a failed request is not
+        sent on: its result would be dropped, and the case text sent again for nothing."""
         tried: list[int] = []
         failures: list[str] = []
-        while (index := self._pool.take(tried)) is not None:
+        while not (tried and stop is not None and stop.is_set()) and (
+                index := self._pool.take(tried)) is not None:
             try:
                 generation, passes_on = self._send(self._replicas[index], chat, schema,
                                                    sampling, chat_template_kwargs)
@@ -371,7 +380,7 @@ class ServerBackend:
         except Exception as exc:  # noqa: BLE001 - a failure is this request's record, not the run's
             return (Generation(text=None, finish_reason="error",
                                detail=failure_detail(exc, where, self.tries)),
-                    isinstance(exc, requests.RequestException))
+                    isinstance(exc, PASSED_ON))
         generation = parse_answer(status, content, where)
         if generation.finish_reason == "error" and status in RETRIED_STATUSES:
             generation = Generation(text=None, finish_reason="error",
@@ -418,6 +427,7 @@ class ServerBackend:
         schema = self._schema(json_schema)
         kwargs = dict(chat_template_kwargs or {})
         source = iter(requests)
+        stop = threading.Event()
         executor = ThreadPoolExecutor(max_workers=width, thread_name_prefix="judge-server")
         running: dict[Future[Generation], Hashable] = {}
         exhausted = False
@@ -433,7 +443,7 @@ class ServerBackend:
                         exhausted = True
                         break
                     future = executor.submit(self.request_one, request.chat, schema,
-                                             request.sampling, kwargs)
+                                             request.sampling, kwargs, stop)
                     running[future] = request.key
                 if not running:
                     if failure is not None:
@@ -443,6 +453,7 @@ class ServerBackend:
                 for future in done:
                     yield running.pop(future), future.result()
         finally:
+            stop.set()
             for future in running:
                 future.cancel()
             executor.shutdown(wait=False, cancel_futures=True)
