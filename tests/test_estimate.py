@@ -319,10 +319,10 @@ def test_few_labels_are_warned(tmp_path, two_systems):
     assert run.exit_code == 0 and "WARNING: 12 labelled case(s)" not in run.output
     assert "too few labels to decide: 12 labelled, at least 20 needed" in flat(run.output)
     for start, withheld in (
-            ("PPI++", "no interval: 12 labelled, at least 20 needed for a 95% interval of "
-                      "this system's PPI++ figure (its labels' own interval is shown)"),
-            ("judge - label", "no interval: 12 labelled, at least 30 needed for a 95% "
-                              "interval of the judge's bias")):
+            ("PPI++", ("no interval: 12 labelled, at least 20 needed for a 95% interval of "
+                       "this system's PPI++ figure (its labels' own interval is shown)")),
+            ("judge - label", ("no interval: 12 labelled, at least 30 needed for a 95% "
+                               "interval of the judge's bias"))):
         assert withheld in flat(" ".join(_text_lines(run.output, start)))
     assert "worth" not in " ".join(_text_lines(run.output, "PPI++"))
     (row,) = [r for r in _json_lines(invoke(*args, "--json").output) if r["type"] == "estimate"]

@@ -118,6 +118,8 @@ def test_the_report_states_no_direction_and_no_p_value_from_three_labels(three):
                      r"labelled cases out of 109\)", difference), difference
     for sentence in _sentences(html, "decision-system"):
         assert "too few labels to decide: 3 labelled" in sentence
+        # PPI++'s interval is withheld under the minimum: "is given", not "could be made".
+        assert "but no interval is given" in sentence and "could be made" not in sentence
         assert not DIRECTION.search(sentence), sentence
         assert "no bias was detected" not in sentence
     # The differences table: the p cell is "-", the words beside it.

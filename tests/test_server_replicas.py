@@ -167,7 +167,7 @@ def test_a_request_that_cannot_be_encoded_is_not_sent_elsewhere(pair, monkeypatc
     [generation] = backend.generate([CHAT], SCHEMA, SAMPLING)
     assert generation.finish_reason == "error"
     assert one.bodies == [] and two.bodies == []
-    assert [f for _, _, f in _requests(backend)] == [0, 0]  # no replica blamed, none cooled
+    assert _requests(backend) == [(0, 0, 0), (0, 0, 0)]  # no replica blamed nor credited
     backend.close()
 
 

@@ -315,3 +315,19 @@ def test_a_crashed_draw_leaves_its_lock_file_and_blocks_no_later_draw(tmp_path):
     draw = read_study_draw(labels)
     assert [s.fingerprint for s in draw.systems] == [
         read_sheet_info(folder).fingerprint for folder in sheet_folders(labels, draw)]
+
+
+def test_a_foreign_file_at_the_draw_lock_is_refused_with_what_to_do(tmp_path):
+    """A file of the lock's name that this tool did not write is never used or changed:
+    refused in one line saying to move it away (not the run's "--output stem", an option
+    `study draw` does not have: review finding); nothing is drawn."""
+    study = make_study(tmp_path / "study")
+    labels = labels_dir(study)
+    labels.mkdir(parents=True, exist_ok=True)
+    lock = draw_lock_path(labels)
+    lock.write_text("a clinician's note\n", encoding="utf-8")
+    line = _refused(_draw(study))
+    assert "is not a lock file of this tool" in line and "move it away" in line
+    assert "--output" not in line
+    assert lock.read_text(encoding="utf-8") == "a clinician's note\n"
+    assert not study_draw_path(labels).exists()

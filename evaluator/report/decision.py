@@ -29,6 +29,7 @@ from pydantic import Field
 
 from evaluator.analysis.agreement.agreement import MIN_OVERLAP
 from evaluator.analysis.agreement.records import AgreementReport, Ceiling, KappaFigures
+from evaluator.analysis.estimate.ppi import WITHHELD_MARK
 from evaluator.analysis.estimate.records import DifferenceRow, EstimateRow, SystemRow
 from evaluator.analysis.estimate.text import no_ci_reason
 from evaluator.analysis.intervals import NO_INTERVAL, format_number
@@ -295,6 +296,13 @@ def _labels_alone(row: EstimateRow) -> str | None:
     return "the labels alone: the judge's scores added nothing (weight lambda 0)"
 
 
+def _not_given(figure: Figure) -> str:
+    """"is given" where ``figure``'s interval was withheld under a minimum of labels
+    (:func:`evaluator.analysis.estimate.ppi.withheld`'s mark in its reason), "could be
+    made" where none could be."""
+    return "is given" if WITHHELD_MARK in (figure.why or "") else "could be made"
+
+
 def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: Figure,
                      bias: Figure, n_labelled: int, n_cases: int, other_scale: bool,
                      reasons: Reasons, too_few: str | None = None,
@@ -310,7 +318,7 @@ def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: F
     elif ppi.ci95 is None:
         mark = reasons.mark(_reason(ppi), f"{what} by clinicians' standard", name)
         head = (f"{name}: by clinicians' standard, {what} is {number(ppi.value)}, but no "
-                f"interval could be made{mark} ({basis}), so nothing is claimed.")
+                f"interval {_not_given(ppi)}{mark} ({basis}), so nothing is claimed.")
     else:
         head = (f"{name}: by clinicians' standard, {what} is {number(ppi.value)} (95% CI "
                 f"{number(ppi.ci95[0])} to {number(ppi.ci95[1])}; {basis}).")
@@ -347,7 +355,7 @@ def _system_sentence(name: str, criterion: str, kind: str, ppi: Figure, judge: F
         # the same): say what it was there, and claim nothing beyond those cases.
         mark = reasons.mark(_reason(bias), bias_of, name)
         return (f"{head} {alone}; {where} it scored {size} on average, but no interval "
-                f"could be made{mark}: nothing is claimed beyond those cases.")
+                f"{_not_given(bias)}{mark}: nothing is claimed beyond those cases.")
     if _spans_zero(bias.ci95):
         span = (f"within {TINY} of the clinicians'" if _tiny(bias.ci95) else
                 f"consistent with anything from {_span(bias.ci95, '', 'higher', 'lower')} "

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from evaluator.analysis.review.review import ReviewSheet, build_review, write_review
 from evaluator.common.errors import UserError
-from evaluator.data.files import OutputBusy, exclusive_lock, show_path
+from evaluator.data.files import OutputBusy, OutputRefused, exclusive_lock, show_path
 from evaluator.data.results import ResultsFileDamaged, read_results
 from evaluator.data.sheet import CasesRef, journal_with_labels, now, read_sheet_info
 from evaluator.data.study_draw import (
@@ -156,6 +156,10 @@ def _draw_lock(labels: Path) -> Iterator[None]:
                 f"{show_path(labels)}: a draw of this study is already under way (another "
                 f"`evaluator study draw` holds {show_path(lock.name)}); nothing was "
                 "written: a study is drawn once, that draw is its draw") from None
+        except OutputRefused:  # a file of that name this tool did not write, or a link
+            raise StudyDrawRefused(
+                f"{show_path(lock)} exists and is not a lock file of this tool; refusing to "
+                "use or change it: move it away, then draw again") from None
         yield
 
 

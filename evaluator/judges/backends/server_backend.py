@@ -345,12 +345,13 @@ class ServerBackend:
         while not (tried and stop is not None and stop.is_set()) and (
                 index := self._pool.take(tried)) is not None:
             try:
-                generation, passes_on = self._send(self._replicas[index], chat, schema,
-                                                   sampling, chat_template_kwargs)
+                generation, passes_on, reached = self._send(
+                    self._replicas[index], chat, schema, sampling, chat_template_kwargs)
             finally:
                 self._pool.release(index)
             if not passes_on:
-                self._pool.answered(index, took_over=bool(tried))
+                if reached:  # a request that failed before it was sent credits no replica
+                    self._pool.answered(index, took_over=bool(tried))
                 return generation
             tried.append(index)
             failures.append(generation.detail or f"server {self._pool.addresses[index]} failed")
@@ -361,12 +362,13 @@ class ServerBackend:
 
     def _send(self, replica: _Replica, chat: Chat, schema: Mapping[str, Any],
               sampling: Sampling, chat_template_kwargs: Mapping[str, Any] | None,
-              ) -> tuple[Generation, bool]:
-        """The generation of one chat sent to ``replica``, and whether it failed for a
-        reason another replica may not share, so that another may be asked: the
-        connection (refused, dropped, a timeout, TLS) or 429/5xx with the retries spent. A
-        4xx or an answer that does not parse is the request's own: any replica would give
-        the same."""
+              ) -> tuple[Generation, bool, bool]:
+        """The generation of one chat sent to ``replica``, whether it failed for a reason
+        another replica may not share, so that another may be asked (the connection:
+        refused, dropped, a timeout, TLS; or 429/5xx with the retries spent), and whether
+        the replica was reached at all (a request that cannot be built or encoded never
+        is). A 4xx or an answer that does not parse is the request's own: any replica would
+        give the same."""
         where = replica.address.url
         try:
             body = chat_request(chat, schema, sampling, served_model=self.spec.served_model,
@@ -378,15 +380,16 @@ class ServerBackend:
                                       allow_redirects=False) as response:
                 status, content = response.status_code, response.content
         except Exception as exc:  # noqa: BLE001 - a failure is this request's record, not the run's
+            passes_on = isinstance(exc, PASSED_ON)
             return (Generation(text=None, finish_reason="error",
                                detail=failure_detail(exc, where, self.tries)),
-                    isinstance(exc, PASSED_ON))
+                    passes_on, passes_on)
         generation = parse_answer(status, content, where)
         if generation.finish_reason == "error" and status in RETRIED_STATUSES:
             generation = Generation(text=None, finish_reason="error",
                                     detail=f"{generation.detail} ({self.tries} tries)")
         return generation, generation.finish_reason == "error" and (status == 429
-                                                                     or status >= 500)
+                                                                     or status >= 500), True
 
     @property
     def addresses(self) -> list[str]:
