@@ -41,7 +41,7 @@ from typing import Any, get_args
 
 from evaluator.analysis.agreement.records import AgreementReport
 from evaluator.analysis.estimate.records import EstimateReport
-from evaluator.analysis.intervals import NO_INTERVAL
+from evaluator.analysis.estimate.text import no_ci_reason
 from evaluator.analysis.summary.records import PairwiseSummary, RunSummary, ScoreStats
 from evaluator.data.results import Status
 from evaluator.tracking.names import metric_key
@@ -65,7 +65,7 @@ ESTIMATE_FIGURES = (("ppi_estimate", "ppi", "ppi_ci"), ("ppi_se", "ppi_se", None
                     ("classical_estimate", "classical", "classical_ci"),
                     ("effective_labels", "effective_labels", None),
                     ("n_cases", "n_cases", None), ("n_labelled", "n_labelled", None))
-# estimate row figure -> the attribute naming its method (and why it has no CI, if none)
+# estimate row figure with a CI -> the attribute naming its method (and why it has no CI)
 ESTIMATE_METHODS = {"ppi_estimate": "ppi_method", "judge_mean": "judge_method",
                     "judge_bias": "judge_bias_method", "classical_estimate": "classical_method"}
 
@@ -189,13 +189,12 @@ def estimate_interval_tags(report: EstimateReport) -> dict[str, str]:
     tags: dict[str, str] = {}
     for row in report.estimates:
         for field, name, ci_field in ESTIMATE_FIGURES:
-            method = getattr(row, ESTIMATE_METHODS.get(field, ""), None)
-            if ci_field is None or getattr(row, ci_field) is not None:
+            if ci_field is None:
                 continue
-            if number(getattr(row, field)) is None or not isinstance(method, str):
-                continue
-            reason = method[method.index(NO_INTERVAL):] if NO_INTERVAL in method else method
-            tags[f"{NO_CI_TAG}/{metric_key('estimate', row.criterion, name)}"] = reason
+            why = no_ci_reason(number(getattr(row, field)), getattr(row, ci_field),
+                               getattr(row, ESTIMATE_METHODS[field]))
+            if why:
+                tags[f"{NO_CI_TAG}/{metric_key('estimate', row.criterion, name)}"] = why
     return tags
 
 
